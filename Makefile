@@ -1,0 +1,69 @@
+# KaaS developer entry points. `make demo` and `make test` each work alone on a fresh machine.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+KAAS_CACHE ?= $(HOME)/.cache/kaas
+ARTIFACTS := $(KAAS_CACHE)/jvm
+IMAGE := build/image
+ARTIFACT_SETS := kafka kafka-previous zookeeper jolokia spark-kafka
+ARTIFACT_SUMS := $(foreach set,$(ARTIFACT_SETS),$(ARTIFACTS)/$(set)/SHA256SUMS)
+PYTEST_ARGS ?=
+
+.PHONY: setup artifacts image demo test test-unit test-integration test-drill lint typecheck up down status clean
+
+## setup: Python virtual environment, JVM artifacts from Maven Central, the local VM image
+setup: $(VENV)/.installed artifacts $(IMAGE)/opt/kaas/image.json
+
+$(VENV)/.installed: setup.cfg pyproject.toml constraints.txt
+	@command -v java >/dev/null || { echo "setup: java not found on PATH: install a Java 17+ runtime" >&2; exit 1; }
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip==26.3 setuptools==84.2.1 wheel==0.48.0
+	$(BIN)/pip install -q -c constraints.txt -e '.[test]'
+	touch $@
+
+# The script verifies the cache and fetches only what is missing or corrupt.
+artifacts:
+	@packer/scripts/fetch-artifacts.sh $(ARTIFACTS)
+
+$(IMAGE)/opt/kaas/image.json: $(ARTIFACT_SUMS) packer/scripts/provision.sh $(wildcard systemd/*.service) | artifacts
+	packer/scripts/provision.sh --root $(IMAGE) --artifacts $(ARTIFACTS)
+
+$(ARTIFACT_SUMS): | artifacts
+
+## demo: a 3-VM local cluster doing real work; leaves it running
+demo: setup
+	$(BIN)/kaas up --nodes 3
+	$(BIN)/kaas demo
+
+## test: unit tests and integration tests against a real local cluster
+test: setup
+	$(BIN)/pytest $(PYTEST_ARGS)
+
+test-unit: setup
+	$(BIN)/pytest -m unit $(PYTEST_ARGS)
+
+test-integration: setup
+	$(BIN)/pytest -m integration $(PYTEST_ARGS)
+
+test-drill: setup
+	$(BIN)/pytest -m drill $(PYTEST_ARGS)
+
+lint: setup
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: setup
+	$(BIN)/mypy
+
+up: setup
+	$(BIN)/kaas up --nodes 3
+
+status:
+	$(BIN)/kaas status
+
+down:
+	$(BIN)/kaas down
+
+clean:
+	rm -rf build $(VENV)

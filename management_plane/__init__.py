@@ -1,0 +1,1 @@
+"""management_plane package."""

@@ -1,0 +1,167 @@
+"""`kaas`: local clusters, the planner, analytics and (later) every management-plane call."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from management_plane.errors import KaasError
+from management_plane.local.layout import DEFAULT_ADDRESS_BASE
+from management_plane.logs import configure_logging
+
+VM_ACTIONS = ("stop", "start", "kill", "pause", "resume", "wipe")
+
+
+def default_home() -> Path:
+    return Path(os.environ.get("KAAS_HOME", str(Path.home() / ".kaas" / "local")))
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="kaas", description="Kafka as a Service")
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    def with_home(sub: argparse.ArgumentParser) -> argparse.ArgumentParser:
+        sub.add_argument(
+            "--home",
+            type=Path,
+            default=None,
+            help="the local cluster's folder (default: $KAAS_HOME or ~/.kaas/local)",
+        )
+        return sub
+
+    up = with_home(commands.add_parser("up", help="start a local cluster of N VMs"))
+    up.add_argument("--nodes", type=int, default=3, help="number of VMs (default 3)")
+    up.add_argument("--name", default="local", help="cluster name; Kafka's chroot is /kafka/NAME")
+    up.add_argument(
+        "--address-base",
+        default=DEFAULT_ADDRESS_BASE,
+        help="first three octets of the VMs' loopback addresses; VM i gets BASE.i (default 127.0.1)",
+    )
+    up.add_argument(
+        "--kafka-version", default=None, help="a Kafka version in the image (default: newest)"
+    )
+
+    status = with_home(
+        commands.add_parser(
+            "status", help="processes, ZooKeeper modes, under-replicated partitions"
+        )
+    )
+    status.add_argument("--json", action="store_true", help="machine-readable output")
+
+    down = with_home(commands.add_parser("down", help="stop every process of the local cluster"))
+    down.add_argument(
+        "--purge", action="store_true", help="also delete the cluster's folder and data"
+    )
+
+    vm = with_home(commands.add_parser("vm", help="act on one local VM"))
+    vm.add_argument("action", choices=VM_ACTIONS)
+    vm.add_argument("name", help="VM name, e.g. vm2")
+    vm.add_argument(
+        "--only", choices=("kafka", "zookeeper"), help="act on one of the VM's processes"
+    )
+
+    demo = with_home(
+        commands.add_parser("demo", help="the demo workload against a running local cluster")
+    )
+    demo.add_argument("--messages", type=int, default=100_000)
+    demo.add_argument("--partitions", type=int, default=12)
+    demo.add_argument("--consumers", type=int, default=3)
+
+    commands.add_parser("plan", help="partition placement (kaas plan --help)", add_help=False)
+    commands.add_parser("analytics", help="PySpark jobs (kaas analytics --help)", add_help=False)
+    return parser
+
+
+def _print_status(status: dict[str, Any]) -> None:
+    print(f"cluster {status['name']} at {status['home']} (Kafka {status['kafka_version']})")
+    print(f"bootstrap servers: {status['bootstrap_servers']}")
+    header = f"{'VM':<6}{'address':<13}{'zone':<8}{'broker':<8}{'zookeeper':<22}{'kafka':<18}{'registered':<12}URP"
+    print(header)
+    for vm in status["vms"]:
+        zk = vm["processes"]["zookeeper"]
+        kafka = vm["processes"]["kafka"]
+        zk_text = f"{vm['zookeeper_mode']} ({zk['pid']})" if zk["pid"] else vm["zookeeper_mode"]
+        kafka_text = f"{kafka['state']} ({kafka['pid']})" if kafka["pid"] else kafka["state"]
+        urp = vm["under_replicated_partitions"]
+        print(
+            f"{vm['name']:<6}{vm['address']:<13}{vm['zone']:<8}{vm['broker_id']:<8}{zk_text:<22}"
+            f"{kafka_text:<18}{'yes' if vm['broker_registered'] else 'no':<12}{'-' if urp is None else urp}"
+        )
+    for problem in status["problems"]:
+        print(f"problem: {problem}")
+
+
+def _run(args: argparse.Namespace) -> int:
+    from management_plane.local.cluster import LocalCluster
+
+    home: Path = args.home or default_home()
+    cluster = LocalCluster(home)
+    if args.command == "up":
+        result = cluster.up(
+            args.nodes,
+            name=args.name,
+            address_base=args.address_base,
+            kafka_version=args.kafka_version,
+        )
+        layout = result.state.layout
+        verb = "already running" if result.already_running else f"up in {result.seconds:.1f}s"
+        print(f"cluster {layout.name}: {len(layout.vms)} VMs {verb}")
+        print(f"bootstrap servers: {layout.bootstrap_servers}")
+        print(f"zookeeper: {layout.zookeeper_connect}")
+        print(f"cluster file: {home.resolve() / 'cluster.json'}")
+        return 0
+    if args.command == "status":
+        status = cluster.status()
+        if args.json:
+            print(json.dumps(status, indent=2))
+        else:
+            _print_status(status)
+        return 0
+    if args.command == "down":
+        state = cluster.down(purge=args.purge)
+        if state is None and not args.purge:
+            raise KaasError(f"no local cluster at {home}")
+        print(f"cluster at {home} stopped" + (" and purged" if args.purge else ""))
+        return 0
+    if args.command == "vm":
+        print(cluster.vm_action(args.action, args.name, only=args.only))
+        return 0
+    if args.command == "demo":
+        from management_plane.demo import run_demo
+
+        return run_demo(
+            home, messages=args.messages, partitions=args.partitions, consumers=args.consumers
+        )
+    raise KaasError(f"unknown command {args.command}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # `plan` and `analytics` belong to their packages' own command lines.
+    if argv and argv[0] == "plan":
+        from planner.cli import main as plan_main
+
+        return plan_main(argv[1:])
+    if argv and argv[0] == "analytics":
+        from analytics.cli import main as analytics_main
+
+        return analytics_main(argv[1:])
+    args = _parser().parse_args(argv)
+    configure_logging(args.verbose)
+    try:
+        return _run(args)
+    except KaasError as exc:
+        print(f"kaas: error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("kaas: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,396 @@
+"""The local provider's operations: up, down, status and the VM commands.
+
+Each VM is a folder and two JVMs (ZooKeeper server, Kafka broker) bound to the VM's own
+loopback address. Nothing is ever stopped by name: only the process ids recorded in the
+cluster file, checked against their start time.
+"""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from management_plane.errors import KaasError
+from management_plane.local import probes, render
+from management_plane.local.image import LocalImage, find_java, load_image
+from management_plane.local.layout import DEFAULT_ADDRESS_BASE, ClusterLayout, VmLayout, plan_layout
+from management_plane.local.processes import (
+    is_alive,
+    is_paused,
+    kill_process,
+    resident_bytes,
+    send_signal,
+    start_process,
+    stop_process,
+)
+from management_plane.local.state import (
+    ClusterState,
+    locked,
+    read_state,
+    require_state,
+    write_state,
+)
+
+log = structlog.get_logger("kaas.local")
+
+ZOOKEEPER_READY_TIMEOUT = 120.0
+BROKERS_READY_TIMEOUT = 240.0
+KAFKA_STOP_TIMEOUT = 120.0
+ZOOKEEPER_STOP_TIMEOUT = 30.0
+SERVING_MODES = ("leader", "follower", "observer", "standalone")
+
+
+@dataclass(frozen=True)
+class UpResult:
+    state: ClusterState
+    already_running: bool
+    seconds: float
+
+
+def _last_line(log_file: Path) -> str:
+    try:
+        lines = [line for line in log_file.read_text(errors="replace").splitlines() if line.strip()]
+    except OSError:
+        return ""
+    return lines[-1][:200] if lines else ""
+
+
+def _wait_for(
+    what: str,
+    check: Callable[[], bool],
+    timeout: float,
+    hint: str,
+    alive: Callable[[], None] = lambda: None,
+) -> None:
+    """Poll `check` until it holds; `alive` raises as soon as a process it watches has died."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        alive()
+        try:
+            if check():
+                return
+        except Exception as exc:  # a probe failing is "not yet", until the deadline
+            log.debug("probe_failed", what=what, error=str(exc))
+        time.sleep(0.5)
+    raise KaasError(f"timed out after {timeout:.0f}s waiting for {what}: {hint}")
+
+
+def _write_vm_files(layout: ClusterLayout, vm: VmLayout) -> None:
+    for folder in (vm.config_dir, vm.kafka_data_dir, vm.zookeeper_data_dir, vm.logs_dir):
+        folder.mkdir(parents=True, exist_ok=True)
+    (vm.zookeeper_data_dir / "myid").write_text(f"{vm.index}\n")
+    (vm.config_dir / "zoo.cfg").write_text(render.render_zoo_cfg(vm))
+    dynamic = vm.config_dir / "zoo.cfg.dynamic"
+    if not dynamic.exists():  # after a reconfig ZooKeeper owns this file
+        dynamic.write_text(render.render_zookeeper_dynamic(layout))
+    (vm.config_dir / "zookeeper-logback.xml").write_text(render.render_zookeeper_logback())
+    (vm.config_dir / "server.properties").write_text(render.render_server_properties(layout, vm))
+    (vm.config_dir / "kafka-log4j.properties").write_text(render.render_kafka_log4j(vm))
+
+
+ZOOKEEPER_PORT_ROLES = ("zookeeper_client", "zookeeper_peer", "zookeeper_election")
+KAFKA_PORT_ROLES = ("kafka", "jolokia")
+
+
+def _check_ports_free(
+    vms: tuple[VmLayout, ...], roles: tuple[str, ...] = ZOOKEEPER_PORT_ROLES + KAFKA_PORT_ROLES
+) -> None:
+    for vm in vms:
+        for role, port in vm.ports.all().items():
+            if role in roles and not probes.port_bindable(vm.address, port):
+                raise KaasError(
+                    f"address {vm.address}:{port} ({role} of {vm.name}) is already in use: "
+                    "stop what holds it, or pick other addresses with --address-base"
+                )
+
+
+class LocalCluster:
+    """Operations on the local cluster whose folder is `home`."""
+
+    def __init__(self, home: Path, image: LocalImage | None = None) -> None:
+        self.home = home.resolve()
+        self._image = image
+
+    # -- helpers --------------------------------------------------------------------------
+
+    def image(self) -> LocalImage:
+        if self._image is None:
+            self._image = load_image()
+        return self._image
+
+    def _start_zookeeper(self, state: ClusterState, vm: VmLayout, java: Path) -> None:
+        if is_alive(state.record(vm.name, "zookeeper")):
+            return
+        command = render.zookeeper_command(str(java), vm, str(self.image().zookeeper_lib))
+        state.set_record(
+            vm.name,
+            "zookeeper",
+            start_process(command, vm.logs_dir / "zookeeper.log", vm.directory),
+        )
+
+    def _start_kafka(self, state: ClusterState, vm: VmLayout, java: Path) -> None:
+        if is_alive(state.record(vm.name, "kafka")):
+            return
+        image = self.image()
+        command = render.kafka_command(
+            str(java),
+            state.layout,
+            vm,
+            str(image.kafka_libs(state.kafka_version)),
+            str(image.jolokia_agent),
+        )
+        state.set_record(
+            vm.name, "kafka", start_process(command, vm.logs_dir / "kafka.log", vm.directory)
+        )
+
+    @staticmethod
+    def _watch(state: ClusterState, vms: tuple[VmLayout, ...], kind: str) -> Callable[[], None]:
+        def alive() -> None:
+            for vm in vms:
+                if not is_alive(state.record(vm.name, kind)):
+                    log_file = vm.logs_dir / f"{kind}.log"
+                    raise KaasError(
+                        f"the {kind} process of {vm.name} exited during start-up: see {log_file} "
+                        f"(last line: {_last_line(log_file)})"
+                    )
+
+        return alive
+
+    def _wait_zookeeper(self, state: ClusterState, vms: tuple[VmLayout, ...]) -> None:
+        for vm in vms:
+            _wait_for(
+                f"the ZooKeeper server of {vm.name} to join the quorum",
+                lambda vm=vm: probes.zookeeper_mode(vm) in SERVING_MODES,  # type: ignore[misc]
+                ZOOKEEPER_READY_TIMEOUT,
+                f"see {vm.logs_dir / 'zookeeper.log'}",
+                self._watch(state, vms, "zookeeper"),
+            )
+
+    def _wait_brokers(self, state: ClusterState, vms: tuple[VmLayout, ...]) -> None:
+        layout = state.layout
+        wanted = {vm.broker_id for vm in vms}
+        logs = "see " + ", ".join(str(vm.logs_dir / "kafka.log") for vm in vms)
+        _wait_for(
+            f"brokers {sorted(wanted)} to register in ZooKeeper",
+            lambda: wanted <= set(probes.broker_registrations(layout)),
+            BROKERS_READY_TIMEOUT,
+            logs,
+            self._watch(state, vms, "kafka"),
+        )
+        _wait_for(
+            f"a metadata request to list brokers {sorted(wanted)}",
+            lambda: wanted <= probes.metadata_broker_ids(layout.bootstrap_servers),
+            BROKERS_READY_TIMEOUT,
+            logs,
+            self._watch(state, vms, "kafka"),
+        )
+
+    def _stop_all(self, state: ClusterState) -> None:
+        # Brokers first, while ZooKeeper still has a quorum for their controlled shutdown.
+        for vm in state.layout.vms:
+            send_signal(state.record(vm.name, "kafka"), signal.SIGCONT)
+            send_signal(state.record(vm.name, "kafka"), signal.SIGTERM)
+        for vm in state.layout.vms:
+            stop_process(state.record(vm.name, "kafka"), KAFKA_STOP_TIMEOUT)
+            state.set_record(vm.name, "kafka", None)
+        for vm in state.layout.vms:
+            stop_process(state.record(vm.name, "zookeeper"), ZOOKEEPER_STOP_TIMEOUT)
+            state.set_record(vm.name, "zookeeper", None)
+
+    # -- operations -----------------------------------------------------------------------
+
+    def up(
+        self,
+        nodes: int,
+        name: str = "local",
+        address_base: str = DEFAULT_ADDRESS_BASE,
+        kafka_version: str | None = None,
+    ) -> UpResult:
+        started = time.monotonic()
+        layout = plan_layout(name, self.home, nodes, address_base)
+        java = find_java()
+        image = self.image()
+        version = kafka_version or image.default_kafka_version
+        image.kafka_libs(version)  # an unknown version fails here, before anything starts
+        with locked(self.home):
+            existing = read_state(self.home)
+            if existing is not None:
+                alive = [
+                    (vm.name, kind)
+                    for vm in existing.layout.vms
+                    for kind in ("zookeeper", "kafka")
+                    if is_alive(existing.record(vm.name, kind))
+                ]
+                if (
+                    len(existing.layout.vms) != nodes
+                    or existing.layout.vms[0].address != layout.vms[0].address
+                ):
+                    raise KaasError(
+                        f"a cluster of {len(existing.layout.vms)} VMs from {existing.layout.vms[0].address} "
+                        f"already lives at {self.home}: use it, or `kaas down --purge --home {self.home}` first"
+                    )
+                if len(alive) == 2 * nodes:
+                    return UpResult(existing, True, time.monotonic() - started)
+                if alive:
+                    raise KaasError(
+                        f"the cluster at {self.home} is partly running ({len(alive)} of {2 * nodes} processes): "
+                        "start the stopped VMs with `kaas vm start NAME`, or `kaas down` first"
+                    )
+                layout = existing.layout
+                version = kafka_version or existing.kafka_version
+            _check_ports_free(layout.vms)
+            state = ClusterState(layout=layout, kafka_version=version)
+            try:
+                for vm in layout.vms:
+                    _write_vm_files(layout, vm)
+                for vm in layout.vms:
+                    self._start_zookeeper(state, vm, java)
+                write_state(state)
+                self._wait_zookeeper(state, layout.vms)
+                for vm in layout.vms:
+                    self._start_kafka(state, vm, java)
+                write_state(state)
+                self._wait_brokers(state, layout.vms)
+            except BaseException:
+                # Leave nothing half-started behind.
+                self._stop_all(state)
+                write_state(state)
+                raise
+            write_state(state)
+        log.info("cluster_up", name=name, nodes=nodes, seconds=round(time.monotonic() - started, 1))
+        return UpResult(state, False, time.monotonic() - started)
+
+    def down(self, purge: bool = False) -> ClusterState | None:
+        with locked(self.home):
+            state = read_state(self.home)
+            if state is not None:
+                self._stop_all(state)
+                write_state(state)
+        if purge and self.home.exists():
+            shutil.rmtree(self.home)
+        return state
+
+    def status(self) -> dict[str, Any]:
+        state = require_state(self.home)
+        layout = state.layout
+        registrations: dict[int, probes.BrokerRegistration] = {}
+        under_replicated: dict[int, int] = {}
+        problems = []
+        try:
+            registrations = probes.broker_registrations(layout, timeout=3.0)
+        except Exception as exc:
+            problems.append(f"ZooKeeper ensemble unreachable: {exc}")
+        try:
+            under_replicated = probes.under_replicated_by_leader(
+                layout.bootstrap_servers, timeout=5.0
+            )
+        except Exception as exc:
+            problems.append(f"Kafka metadata unavailable: {exc}")
+        vms = []
+        for vm in layout.vms:
+            processes = {}
+            for kind in ("zookeeper", "kafka"):
+                record = state.record(vm.name, kind)
+                alive = is_alive(record)
+                processes[kind] = {
+                    "pid": record.pid if record and alive else None,
+                    "state": ("paused" if is_paused(record) else "running") if alive else "stopped",
+                    "rss_bytes": resident_bytes(record),
+                }
+            registration = registrations.get(vm.broker_id)
+            vms.append(
+                {
+                    "name": vm.name,
+                    "address": vm.address,
+                    "zone": vm.zone,
+                    "broker_id": vm.broker_id,
+                    "processes": processes,
+                    "zookeeper_mode": probes.zookeeper_mode(vm)
+                    if processes["zookeeper"]["state"] == "running"
+                    else processes["zookeeper"]["state"],
+                    "broker_registered": registration is not None,
+                    "under_replicated_partitions": under_replicated.get(vm.broker_id),
+                }
+            )
+        return {
+            "name": layout.name,
+            "home": str(layout.home),
+            "kafka_version": state.kafka_version,
+            "bootstrap_servers": layout.bootstrap_servers,
+            "zookeeper_connect": layout.zookeeper_connect,
+            "vms": vms,
+            "problems": problems,
+        }
+
+    def vm_action(self, action: str, vm_name: str, only: str | None = None) -> str:
+        kinds = (only,) if only else ("zookeeper", "kafka")
+        with locked(self.home):
+            state = require_state(self.home)
+            vm = state.layout.vm(vm_name)
+            message = self._vm_action(state, vm, action, kinds)
+            write_state(state)
+        return message
+
+    def _vm_action(
+        self, state: ClusterState, vm: VmLayout, action: str, kinds: tuple[str, ...]
+    ) -> str:
+        # Broker before ZooKeeper when stopping, ZooKeeper before broker when starting.
+        stopping_order = [k for k in ("kafka", "zookeeper") if k in kinds]
+        if action == "start":
+            java = find_java()
+            self.image()
+            _write_vm_files(state.layout, vm)
+            needed = [
+                k
+                for k in ("zookeeper", "kafka")
+                if k in kinds and not is_alive(state.record(vm.name, k))
+            ]
+            if "zookeeper" in needed:
+                _check_ports_free((vm,), ZOOKEEPER_PORT_ROLES)
+                self._start_zookeeper(state, vm, java)
+                write_state(state)
+                self._wait_zookeeper(state, (vm,))
+            if "kafka" in needed:
+                _check_ports_free((vm,), KAFKA_PORT_ROLES)
+                self._start_kafka(state, vm, java)
+                write_state(state)
+                self._wait_brokers(state, (vm,))
+            return (
+                f"{vm.name}: started {', '.join(needed)}"
+                if needed
+                else f"{vm.name}: already running"
+            )
+        if action == "stop":
+            for kind in stopping_order:
+                timeout = KAFKA_STOP_TIMEOUT if kind == "kafka" else ZOOKEEPER_STOP_TIMEOUT
+                stop_process(state.record(vm.name, kind), timeout)
+                state.set_record(vm.name, kind, None)
+            return f"{vm.name}: stopped {', '.join(stopping_order)}"
+        if action == "kill":
+            for kind in stopping_order:
+                kill_process(state.record(vm.name, kind))
+                state.set_record(vm.name, kind, None)
+            return f"{vm.name}: killed {', '.join(stopping_order)}"
+        if action in ("pause", "resume"):
+            signum = signal.SIGSTOP if action == "pause" else signal.SIGCONT
+            done = [k for k in stopping_order if send_signal(state.record(vm.name, k), signum)]
+            if not done:
+                raise KaasError(f"{vm.name} has no running process to {action}")
+            return f"{vm.name}: {action}d {', '.join(done)}"
+        if action == "wipe":
+            running = [k for k in ("zookeeper", "kafka") if is_alive(state.record(vm.name, k))]
+            if "kafka" in running:
+                raise KaasError(
+                    f"{vm.name}'s broker is running: `kaas vm stop {vm.name}` before wiping its data"
+                )
+            shutil.rmtree(vm.kafka_data_dir, ignore_errors=True)
+            vm.kafka_data_dir.mkdir(parents=True)
+            return f"{vm.name}: broker data deleted"
+        raise KaasError(f"unknown VM action {action!r}")

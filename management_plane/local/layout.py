@@ -1,0 +1,139 @@
+"""Where each local VM lives: its loopback address, zone, ports and folders (pure)."""
+
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from management_plane.errors import KaasError
+
+DEFAULT_ADDRESS_BASE = "127.0.1"
+ZONES = ("zone-a", "zone-b", "zone-c")
+MAX_NODES = 250
+
+
+@dataclass(frozen=True)
+class Ports:
+    """Every VM serves the standard ports on its own address, as real VMs do."""
+
+    zookeeper_client: int = 2181
+    zookeeper_peer: int = 2888
+    zookeeper_election: int = 3888
+    kafka: int = 9092
+    jolokia: int = 8778
+
+    def all(self) -> dict[str, int]:
+        return {
+            "zookeeper_client": self.zookeeper_client,
+            "zookeeper_peer": self.zookeeper_peer,
+            "zookeeper_election": self.zookeeper_election,
+            "kafka": self.kafka,
+            "jolokia": self.jolokia,
+        }
+
+
+@dataclass(frozen=True)
+class VmLayout:
+    name: str
+    index: int  # 1-based; also the ZooKeeper server id
+    address: str
+    zone: str
+    broker_id: int
+    directory: Path
+    ports: Ports = field(default_factory=Ports)
+
+    @property
+    def config_dir(self) -> Path:
+        return self.directory / "config"
+
+    @property
+    def kafka_data_dir(self) -> Path:
+        return self.directory / "data" / "kafka"
+
+    @property
+    def zookeeper_data_dir(self) -> Path:
+        return self.directory / "data" / "zookeeper"
+
+    @property
+    def logs_dir(self) -> Path:
+        return self.directory / "logs"
+
+    @property
+    def kafka_endpoint(self) -> str:
+        return f"{self.address}:{self.ports.kafka}"
+
+    @property
+    def zookeeper_endpoint(self) -> str:
+        return f"{self.address}:{self.ports.zookeeper_client}"
+
+    @property
+    def jolokia_url(self) -> str:
+        return f"http://{self.address}:{self.ports.jolokia}/jolokia/"
+
+
+@dataclass(frozen=True)
+class ClusterLayout:
+    name: str
+    home: Path
+    vms: tuple[VmLayout, ...]
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return ",".join(vm.kafka_endpoint for vm in self.vms)
+
+    @property
+    def zookeeper_hosts(self) -> str:
+        return ",".join(vm.zookeeper_endpoint for vm in self.vms)
+
+    @property
+    def kafka_chroot(self) -> str:
+        return f"/kafka/{self.name}"
+
+    @property
+    def zookeeper_connect(self) -> str:
+        return self.zookeeper_hosts + self.kafka_chroot
+
+    def vm(self, name: str) -> VmLayout:
+        for vm in self.vms:
+            if vm.name == name:
+                return vm
+        known = ", ".join(v.name for v in self.vms)
+        raise KaasError(f"unknown VM {name!r} in cluster {self.name} (VMs: {known})")
+
+
+def validate_cluster_name(name: str) -> str:
+    if not name or not all(c.isalnum() or c in "-_" for c in name) or len(name) > 64:
+        raise KaasError(f"cluster name {name!r} is invalid: use 1-64 letters, digits, '-' or '_'")
+    return name
+
+
+def plan_layout(
+    name: str, home: Path, nodes: int, address_base: str = DEFAULT_ADDRESS_BASE
+) -> ClusterLayout:
+    """VM i (1-based) gets address <base>.i, zone ZONES[(i-1) % 3] and broker id i-1."""
+    validate_cluster_name(name)
+    if nodes < 1:
+        raise KaasError(f"--nodes must be at least 1, got {nodes}")
+    if nodes > MAX_NODES:
+        raise KaasError(f"--nodes must be at most {MAX_NODES}, got {nodes}")
+    try:
+        first = ipaddress.IPv4Address(f"{address_base}.1")
+    except ValueError:
+        raise KaasError(
+            f"address base {address_base!r} is not the first three octets of an IPv4 address (e.g. 127.0.1)"
+        ) from None
+    if not first.is_loopback:
+        raise KaasError(f"address base {address_base!r} is outside the loopback range 127.0.0.0/8")
+    vms = tuple(
+        VmLayout(
+            name=f"vm{i}",
+            index=i,
+            address=f"{address_base}.{i}",
+            zone=ZONES[(i - 1) % len(ZONES)],
+            broker_id=i - 1,
+            directory=home / f"vm{i}",
+        )
+        for i in range(1, nodes + 1)
+    )
+    return ClusterLayout(name=name, home=home, vms=vms)

@@ -1,0 +1,116 @@
+"""Read-only checks of a running local cluster: ZooKeeper modes, broker registrations, metadata."""
+
+from __future__ import annotations
+
+import json
+import logging
+import socket
+from dataclasses import dataclass
+from typing import Any
+
+from confluent_kafka.admin import AdminClient
+from kazoo.client import KazooClient
+from kazoo.exceptions import NoNodeError
+
+from management_plane.local.layout import ClusterLayout, VmLayout
+
+# kazoo logs every failed connection attempt at WARNING; a probe expects some to fail.
+logging.getLogger("kazoo.client").setLevel(logging.ERROR)
+
+
+def zookeeper_mode(vm: VmLayout, timeout: float = 2.0) -> str:
+    """leader, follower, observer, standalone, 'not serving' or 'down' (ZooKeeper's `srvr` command)."""
+    client = KazooClient(hosts=vm.zookeeper_endpoint, timeout=timeout, connection_retry=None)
+    try:
+        client.start(timeout=timeout)
+        output = client.command(b"srvr")
+    except Exception:
+        return "down" if not port_open(vm.address, vm.ports.zookeeper_client) else "not serving"
+    finally:
+        client.stop()
+        client.close()
+    for line in output.splitlines():
+        if line.startswith("Mode:"):
+            return line.split(":", 1)[1].strip()
+    return "not serving"
+
+
+def port_open(address: str, port: int, timeout: float = 0.5) -> bool:
+    try:
+        with socket.create_connection((address, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def port_bindable(address: str, port: int) -> bool:
+    """Whether a server could listen on address:port now (SO_REUSEADDR, as the JVM sets it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((address, port))
+        except OSError:
+            return False
+    return True
+
+
+@dataclass(frozen=True)
+class BrokerRegistration:
+    broker_id: int
+    host: str
+    port: int
+    rack: str | None
+    endpoints: tuple[str, ...]
+
+
+def broker_registrations(
+    cluster: ClusterLayout, timeout: float = 5.0
+) -> dict[int, BrokerRegistration]:
+    """The brokers registered under Kafka's chroot in ZooKeeper, by id."""
+    client = KazooClient(hosts=cluster.zookeeper_hosts, timeout=timeout, connection_retry=None)
+    try:
+        client.start(timeout=timeout)
+        ids_path = f"{cluster.kafka_chroot}/brokers/ids"
+        registrations = {}
+        try:
+            children = client.get_children(ids_path)
+        except NoNodeError:
+            return {}
+        for child in children:
+            try:
+                data, _ = client.get(f"{ids_path}/{child}")
+            except NoNodeError:
+                continue
+            value: dict[str, Any] = json.loads(data)
+            registrations[int(child)] = BrokerRegistration(
+                broker_id=int(child),
+                host=str(value.get("host")),
+                port=int(value.get("port", -1)),
+                rack=value.get("rack"),
+                endpoints=tuple(value.get("endpoints", [])),
+            )
+        return registrations
+    finally:
+        client.stop()
+        client.close()
+
+
+def admin_client(bootstrap_servers: str) -> AdminClient:
+    return AdminClient({"bootstrap.servers": bootstrap_servers, "socket.timeout.ms": 5000})
+
+
+def metadata_broker_ids(bootstrap_servers: str, timeout: float = 5.0) -> set[int]:
+    metadata = admin_client(bootstrap_servers).list_topics(timeout=timeout)
+    return set(metadata.brokers)
+
+
+def under_replicated_by_leader(bootstrap_servers: str, timeout: float = 5.0) -> dict[int, int]:
+    """Partitions whose ISR is smaller than their replica list, counted per leader broker
+    (the same definition as Kafka's UnderReplicatedPartitions metric); -1 counts leaderless ones."""
+    metadata = admin_client(bootstrap_servers).list_topics(timeout=timeout)
+    counts: dict[int, int] = {broker_id: 0 for broker_id in metadata.brokers}
+    for topic in metadata.topics.values():
+        for partition in topic.partitions.values():
+            if len(partition.isrs) < len(partition.replicas):
+                counts[partition.leader] = counts.get(partition.leader, 0) + 1
+    return counts

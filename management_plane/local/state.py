@@ -1,0 +1,156 @@
+"""The cluster's machine-readable file, `<home>/cluster.json`: layout, endpoints and process ids.
+
+Read by `kaas status`, the VM commands, the test harness and later the management plane.
+Writes are atomic (a temporary file renamed over the old one) and serialised by a lock file.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from management_plane.errors import KaasError
+from management_plane.local.layout import ClusterLayout, Ports, VmLayout
+from management_plane.local.processes import ProcessRecord
+
+STATE_FILE = "cluster.json"
+SCHEMA_VERSION = 1
+PROCESS_KINDS = ("zookeeper", "kafka")
+
+
+@dataclass
+class ClusterState:
+    layout: ClusterLayout
+    kafka_version: str
+    processes: dict[str, dict[str, ProcessRecord]] = field(
+        default_factory=dict
+    )  # vm -> kind -> record
+
+    def record(self, vm: str, kind: str) -> ProcessRecord | None:
+        return self.processes.get(vm, {}).get(kind)
+
+    def set_record(self, vm: str, kind: str, record: ProcessRecord | None) -> None:
+        records = self.processes.setdefault(vm, {})
+        if record is None:
+            records.pop(kind, None)
+        else:
+            records[kind] = record
+
+    def to_json(self) -> dict[str, Any]:
+        layout = self.layout
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "name": layout.name,
+            "home": str(layout.home),
+            "kafka_version": self.kafka_version,
+            "bootstrap_servers": layout.bootstrap_servers,
+            "zookeeper_hosts": layout.zookeeper_hosts,
+            "kafka_chroot": layout.kafka_chroot,
+            "zookeeper_connect": layout.zookeeper_connect,
+            "vms": [
+                {
+                    "name": vm.name,
+                    "index": vm.index,
+                    "address": vm.address,
+                    "zone": vm.zone,
+                    "broker_id": vm.broker_id,
+                    "directory": str(vm.directory),
+                    "ports": vm.ports.all(),
+                    "jolokia_url": vm.jolokia_url,
+                    "processes": {
+                        kind: record.to_json()
+                        for kind, record in self.processes.get(vm.name, {}).items()
+                    },
+                }
+                for vm in layout.vms
+            ],
+        }
+
+    @staticmethod
+    def from_json(value: dict[str, Any], source: Path) -> ClusterState:
+        try:
+            if value.get("schema_version") != SCHEMA_VERSION:
+                raise ValueError(
+                    f"schema_version {value.get('schema_version')!r} is not {SCHEMA_VERSION}"
+                )
+            home = Path(value["home"])
+            vms = []
+            processes: dict[str, dict[str, ProcessRecord]] = {}
+            for entry in value["vms"]:
+                ports = entry["ports"]
+                vms.append(
+                    VmLayout(
+                        name=str(entry["name"]),
+                        index=int(entry["index"]),
+                        address=str(entry["address"]),
+                        zone=str(entry["zone"]),
+                        broker_id=int(entry["broker_id"]),
+                        directory=Path(entry["directory"]),
+                        ports=Ports(
+                            zookeeper_client=int(ports["zookeeper_client"]),
+                            zookeeper_peer=int(ports["zookeeper_peer"]),
+                            zookeeper_election=int(ports["zookeeper_election"]),
+                            kafka=int(ports["kafka"]),
+                            jolokia=int(ports["jolokia"]),
+                        ),
+                    )
+                )
+                processes[entry["name"]] = {
+                    kind: ProcessRecord.from_json(record)
+                    for kind, record in entry.get("processes", {}).items()
+                    if kind in PROCESS_KINDS
+                }
+            layout = ClusterLayout(name=str(value["name"]), home=home, vms=tuple(vms))
+            return ClusterState(
+                layout=layout, kafka_version=str(value["kafka_version"]), processes=processes
+            )
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise KaasError(f"cluster file {source} is malformed ({exc})") from None
+
+
+def state_path(home: Path) -> Path:
+    return home / STATE_FILE
+
+
+def read_state(home: Path) -> ClusterState | None:
+    path = state_path(home)
+    if not path.exists():
+        return None
+    try:
+        value = json.loads(path.read_text())
+    except ValueError as exc:
+        raise KaasError(f"cluster file {path} is not valid JSON ({exc})") from None
+    return ClusterState.from_json(value, path)
+
+
+def require_state(home: Path) -> ClusterState:
+    state = read_state(home)
+    if state is None:
+        raise KaasError(f"no local cluster at {home} (no {STATE_FILE}): start one with `kaas up`")
+    return state
+
+
+def write_state(state: ClusterState) -> None:
+    path = state_path(state.layout.home)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(state.to_json(), indent=2) + "\n")
+    os.replace(tmp, path)
+
+
+@contextmanager
+def locked(home: Path) -> Iterator[None]:
+    """One `kaas` command at a time changes a cluster's processes."""
+    home.mkdir(parents=True, exist_ok=True)
+    with (home / ".lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)

@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# The provisioning steps of a KaaS VM image. Packer runs them on the EC2 builder with
+# ROOT=/ and --system; `make setup` runs the same script into a local folder (the local
+# provider's "image"), which skips only the steps that need a real machine (packages,
+# users, the agent's virtual environment, enabling units).
+#
+#   provision.sh --root ROOT --artifacts CACHE_DIR [--system] [--agent-wheel FILE]
+set -euo pipefail
+
+root="" artifacts="" system=0 agent_wheel=""
+while [[ $# -gt 0 ]]; do
+  case $1 in
+    --root) root=$2; shift 2 ;;
+    --artifacts) artifacts=$2; shift 2 ;;
+    --system) system=1; shift ;;
+    --agent-wheel) agent_wheel=$2; shift 2 ;;
+    *) echo "provision: unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+[[ -n $root && -n $artifacts ]] || { echo "provision: --root and --artifacts are required" >&2; exit 2; }
+repo=$(cd "$(dirname "$0")/../.." && pwd)
+
+# Step 1 (system only): the Java runtime and the service account.
+if (( system )); then
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -q
+  apt-get install -y -q openjdk-17-jre-headless python3-venv
+  id kafka >/dev/null 2>&1 || useradd --system --home-dir /var/lib/kaas --shell /usr/sbin/nologin kafka
+  install -d -o kafka -g kafka /var/lib/kaas /var/log/kaas
+fi
+
+# Step 2: verify the artifact cache before anything is laid out from it.
+for set in kafka kafka-previous zookeeper jolokia spark-kafka; do
+  [[ -f "$artifacts/$set/SHA256SUMS" ]] || { echo "provision: artifact set $set missing in $artifacts (run packer/scripts/fetch-artifacts.sh)" >&2; exit 1; }
+  (cd "$artifacts/$set" && sha256sum --quiet --strict -c SHA256SUMS >/dev/null) \
+    || { echo "provision: artifact set $set in $artifacts is corrupt (run packer/scripts/fetch-artifacts.sh)" >&2; exit 1; }
+done
+
+version_of() { # version_of DIR JAR_PREFIX -> the version in DIR/JAR_PREFIX-<version>.jar
+  local jar
+  jar=$(cd "$1" && ls "$2"-[0-9]*.jar | head -n 1)
+  jar=${jar#"$2"-}
+  echo "${jar%.jar}"
+}
+kafka_version=$(version_of "$artifacts/kafka" kafka_2.13)
+kafka_previous_version=$(version_of "$artifacts/kafka-previous" kafka_2.13)
+zookeeper_version=$(version_of "$artifacts/zookeeper" zookeeper)
+jolokia_version=$(version_of "$artifacts/jolokia" jolokia-agent-jvm)
+jolokia_version=${jolokia_version%-javaagent}
+spark_kafka_version=$(version_of "$artifacts/spark-kafka" spark-sql-kafka-0-10_2.13)
+
+# Hard links where the cache shares the file system, copies elsewhere.
+place() { # place SRC_DIR DEST_DIR
+  rm -rf "$2"
+  mkdir -p "$2"
+  cp -l "$1"/*.jar "$2"/ 2>/dev/null || cp "$1"/*.jar "$2"/
+}
+
+# Step 3: the JVM artifacts.
+opt="$root/opt/kaas"
+mkdir -p "$opt"
+place "$artifacts/kafka" "$opt/kafka/$kafka_version/libs"
+place "$artifacts/kafka-previous" "$opt/kafka/$kafka_previous_version/libs"
+place "$artifacts/zookeeper" "$opt/zookeeper/lib"
+place "$artifacts/spark-kafka" "$opt/spark/jars"
+mkdir -p "$opt/jolokia"
+cp "$artifacts/jolokia"/jolokia-agent-jvm-*-javaagent.jar "$opt/jolokia/jolokia-agent.jar"
+
+# Step 4: the systemd units.
+mkdir -p "$root/etc/systemd/system"
+install -m 0644 "$repo"/systemd/*.service "$root/etc/systemd/system/"
+
+# Step 5 (system only): the agent in its own virtual environment, the units enabled.
+if (( system )); then
+  [[ -n $agent_wheel ]] || { echo "provision: --system needs --agent-wheel" >&2; exit 2; }
+  python3 -m venv /opt/kaas/venv
+  /opt/kaas/venv/bin/pip install --quiet "$agent_wheel"
+  systemctl daemon-reload
+  systemctl enable kaas-agent.service
+fi
+
+# Step 6: the image manifest, read by the agent and the local provider.
+cat > "$opt/image.json" <<JSON
+{
+  "schema_version": 1,
+  "kafka_versions": {
+    "$kafka_version": "opt/kaas/kafka/$kafka_version/libs",
+    "$kafka_previous_version": "opt/kaas/kafka/$kafka_previous_version/libs"
+  },
+  "default_kafka_version": "$kafka_version",
+  "zookeeper_version": "$zookeeper_version",
+  "zookeeper_lib": "opt/kaas/zookeeper/lib",
+  "jolokia_version": "$jolokia_version",
+  "jolokia_agent": "opt/kaas/jolokia/jolokia-agent.jar",
+  "spark_kafka_version": "$spark_kafka_version",
+  "spark_jars": "opt/kaas/spark/jars"
+}
+JSON
+(cd "$root" && find opt/kaas -name '*.jar' -print0 | sort -z | xargs -0 sha256sum > opt/kaas/SHA256SUMS)
+echo "provision: image ready at $root (kafka $kafka_version and $kafka_previous_version, zookeeper $zookeeper_version, jolokia $jolokia_version)"
