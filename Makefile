@@ -36,8 +36,8 @@ demo: setup
 	$(BIN)/kaas up --nodes 3
 	$(BIN)/kaas demo
 
-## test: unit tests and integration tests against a real local cluster
-test: setup
+## test: lint and types, then unit, integration and drill tests against real local clusters
+test: setup lint typecheck
 	$(BIN)/pytest $(PYTEST_ARGS)
 
 test-unit: setup

@@ -1,0 +1,237 @@
+"""A verifiable keyed workload: produce numbered messages per key, consume them in a group,
+and check that each arrived exactly once and in order per key.
+
+Used by `kaas demo` and by the tests and drills; the check itself (`verify_per_key_order`)
+is pure.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from management_plane.errors import KaasError
+
+
+def key_for(index: int, prefix: str = "key") -> str:
+    return f"{prefix}-{index:05d}"
+
+
+def encode(key: str, sequence: int) -> bytes:
+    return f"{key}:{sequence}".encode()
+
+
+def decode(value: bytes | None) -> tuple[str, int]:
+    if value is None:
+        raise ValueError("a workload message has no value")
+    key, _, sequence = value.decode().rpartition(":")
+    return key, int(sequence)
+
+
+def create_topic(
+    bootstrap_servers: str, topic: str, partitions: int, replication_factor: int = 3
+) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap_servers})
+    futures = admin.create_topics(
+        [NewTopic(topic, num_partitions=partitions, replication_factor=replication_factor)],
+        operation_timeout=30,
+    )
+    try:
+        futures[topic].result(timeout=60)
+    except KafkaException as exc:
+        if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+            raise KaasError(f"cannot create topic {topic}: {exc.args[0].str()}") from None
+
+
+def durable_producer(bootstrap_servers: str, **overrides: object) -> Producer:
+    config: dict[str, object] = {
+        "bootstrap.servers": bootstrap_servers,
+        "acks": "all",
+        "enable.idempotence": True,
+        "linger.ms": 5,
+        "compression.type": "lz4",
+        "delivery.timeout.ms": 120_000,
+    }
+    config.update(overrides)
+    return Producer(config)
+
+
+@dataclass
+class ProduceResult:
+    acknowledged: list[tuple[str, int, int, int]] = field(
+        default_factory=list
+    )  # key, seq, partition, offset
+    errors: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+def produce_keyed(
+    producer: Producer, topic: str, messages: int, keys: int, key_prefix: str = "key"
+) -> ProduceResult:
+    """Produce `messages` numbered messages spread round robin over `keys` keys; each key's
+    messages are numbered 0, 1, 2... (use another `key_prefix` for another batch on one topic)."""
+    result = ProduceResult()
+    lock = threading.Lock()
+
+    def delivered(error: KafkaError | None, message: Message) -> None:
+        with lock:
+            if error is not None:
+                result.errors.append(error.str())
+                return
+            key, sequence = decode(message.value())
+            result.acknowledged.append(
+                (key, sequence, message.partition() or 0, message.offset() or 0)
+            )
+
+    started = time.monotonic()
+    next_sequence = [0] * keys
+    for index in range(messages):
+        key_index = index % keys
+        key = key_for(key_index, key_prefix)
+        value = encode(key, next_sequence[key_index])
+        next_sequence[key_index] += 1
+        while True:
+            try:
+                producer.produce(topic, key=key.encode(), value=value, on_delivery=delivered)
+                break
+            except BufferError:
+                producer.poll(0.05)
+        producer.poll(0)
+    remaining = producer.flush(180)
+    result.seconds = time.monotonic() - started
+    if remaining:
+        result.errors.append(f"{remaining} messages still undelivered after flush")
+    return result
+
+
+@dataclass
+class ConsumeResult:
+    records_by_consumer: list[list[tuple[str, int]]]
+    seconds: float
+    rebalances: int
+
+
+def consume_group(
+    bootstrap_servers: str,
+    topic: str,
+    group: str,
+    consumers: int,
+    expected: int,
+    timeout: float = 180.0,
+) -> ConsumeResult:
+    """Consume `expected` messages with `consumers` members of one group, one thread each.
+
+    Members join one after another, so the group rebalances while they consume: each member
+    commits what it has processed, synchronously, before a partition is taken from it, so
+    that the next owner starts exactly where it stopped.
+    """
+    group_consumers = [
+        Consumer(
+            {
+                "bootstrap.servers": bootstrap_servers,
+                "group.id": group,
+                "auto.offset.reset": "earliest",
+                "enable.auto.commit": False,
+                "partition.assignment.strategy": "cooperative-sticky",
+            }
+        )
+        for _ in range(consumers)
+    ]
+    records: list[list[tuple[str, int]]] = [[] for _ in group_consumers]
+    rebalances = [0]
+    total = [0]
+    lock = threading.Lock()
+    stop = threading.Event()
+
+    def on_assign(consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        with lock:
+            rebalances[0] += 1
+
+    def on_revoke(consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        try:
+            consumer.commit(asynchronous=False)
+        except KafkaException as exc:
+            if exc.args[0].code() != KafkaError._NO_OFFSET:
+                raise
+
+    def run(position: int, consumer: Consumer) -> None:
+        while not stop.is_set():
+            batch = consumer.consume(num_messages=1000, timeout=0.5)
+            good = []
+            for message in batch:
+                if message.error() is not None:
+                    continue
+                good.append(decode(message.value()))
+            if good:
+                records[position].extend(good)
+                consumer.commit(asynchronous=True)
+                with lock:
+                    total[0] += len(good)
+                    if total[0] >= expected:
+                        stop.set()
+
+    started = time.monotonic()
+    for consumer in group_consumers:
+        consumer.subscribe([topic], on_assign=on_assign, on_revoke=on_revoke)
+    threads = [
+        threading.Thread(target=run, args=(i, c), daemon=True, name=f"consumer-{i}")
+        for i, c in enumerate(group_consumers)
+    ]
+    for thread in threads:
+        thread.start()
+    stop.wait(timeout)
+    stop.set()
+    for thread in threads:
+        thread.join(10)
+    for consumer in group_consumers:
+        consumer.close()
+    return ConsumeResult(records, time.monotonic() - started, rebalances[0])
+
+
+@dataclass(frozen=True)
+class Verification:
+    expected: int
+    received: int
+    missing: int
+    duplicates: int
+    out_of_order_keys: int
+
+    @property
+    def exactly_once_in_order(self) -> bool:
+        return self.missing == 0 and self.duplicates == 0 and self.out_of_order_keys == 0
+
+
+def verify_per_key_order(
+    sent_per_key: dict[str, int], records_by_consumer: Iterable[list[tuple[str, int]]]
+) -> Verification:
+    """Every key's sequence numbers 0..n-1 arrived once each, and in order within each consumer."""
+    seen: dict[str, list[int]] = defaultdict(list)
+    out_of_order: set[str] = set()
+    for records in records_by_consumer:
+        last: dict[str, int] = {}
+        for key, sequence in records:
+            if key in last and sequence <= last[key]:
+                out_of_order.add(key)
+            last[key] = sequence
+            seen[key].append(sequence)
+    missing = duplicates = received = 0
+    for key, count in sent_per_key.items():
+        sequences = seen.get(key, [])
+        received += len(sequences)
+        distinct = set(sequences)
+        duplicates += len(sequences) - len(distinct)
+        missing += sum(1 for s in range(count) if s not in distinct)
+    unexpected = sum(len(v) for k, v in seen.items() if k not in sent_per_key)
+    return Verification(
+        expected=sum(sent_per_key.values()),
+        received=received + unexpected,
+        missing=missing,
+        duplicates=duplicates + unexpected,
+        out_of_order_keys=len(out_of_order),
+    )

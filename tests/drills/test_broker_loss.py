@@ -1,0 +1,78 @@
+"""Drills on a fresh cluster of their own: a broker lost under acks=all load, and `kaas down`."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+
+import pytest
+from confluent_kafka.admin import AdminClient
+
+from management_plane.local.probes import port_open
+from management_plane.local.processes import is_alive
+from management_plane.local.state import require_state
+from management_plane.workload import (
+    consume_group,
+    create_topic,
+    durable_producer,
+    produce_keyed,
+    verify_per_key_order,
+)
+from tests.harness import ClusterHandle
+
+pytestmark = pytest.mark.drill
+
+
+def _isr_complete(bootstrap: str, topic: str) -> bool:
+    metadata = AdminClient({"bootstrap.servers": bootstrap}).list_topics(topic, timeout=10)
+    partitions = metadata.topics[topic].partitions.values()
+    return all(sorted(p.isrs) == sorted(p.replicas) and len(p.replicas) == 3 for p in partitions)
+
+
+def test_killed_broker_loses_no_acknowledged_message_and_rejoins_every_isr(
+    fresh_cluster: ClusterHandle,
+) -> None:
+    bootstrap = fresh_cluster.bootstrap_servers
+    topic = fresh_cluster.unique_topic("broker-loss")
+    create_topic(bootstrap, topic, partitions=6)
+    producer = durable_producer(bootstrap)
+    before = produce_keyed(producer, topic, messages=2000, keys=20, key_prefix="before")
+    assert before.errors == []
+
+    assert fresh_cluster.vm("kill", "vm2") == "vm2: killed kafka, zookeeper"
+    state = require_state(fresh_cluster.home)
+    assert state.record("vm2", "kafka") is None
+
+    # RF 3 and min ISR 2: with one broker gone every acks=all write is still acknowledged.
+    during = produce_keyed(producer, topic, messages=5000, keys=20, key_prefix="during")
+    assert during.errors == []
+    assert len(during.acknowledged) == 5000
+
+    assert fresh_cluster.vm("start", "vm2").startswith("vm2: started")
+    deadline = time.monotonic() + 120
+    while not _isr_complete(bootstrap, topic):
+        assert time.monotonic() < deadline, "vm2's broker did not rejoin every ISR within 120s"
+        time.sleep(1)
+
+    acknowledged = before.acknowledged + during.acknowledged
+    consumed = consume_group(
+        bootstrap, topic, f"{topic}-audit", consumers=1, expected=len(acknowledged)
+    )
+    result = verify_per_key_order(
+        dict(Counter(key for key, _, _, _ in acknowledged)), consumed.records_by_consumer
+    )
+    assert result.expected == 7000
+    assert result.missing == 0, "acknowledged messages were lost"
+    assert result.exactly_once_in_order, result
+
+
+def test_down_leaves_no_process_and_no_listening_port(fresh_cluster: ClusterHandle) -> None:
+    state = require_state(fresh_cluster.home)
+    records = [state.record(vm.name, k) for vm in state.layout.vms for k in ("zookeeper", "kafka")]
+    assert all(is_alive(r) for r in records)
+    fresh_cluster.vm("pause", "vm3", "--only", "kafka")  # a paused broker must not block shutdown
+    result = fresh_cluster.kaas("down")
+    assert result.returncode == 0, result.stderr
+    assert not any(is_alive(r) for r in records)
+    endpoints = [(vm.address, port) for vm in state.layout.vms for port in vm.ports.all().values()]
+    assert [e for e in endpoints if port_open(*e, timeout=0.2)] == []

@@ -1,0 +1,129 @@
+"""The test harness's view of a real local cluster: endpoints, the `kaas` CLI, its JVM logs.
+
+Every process a test cluster starts is remembered here (pid and start time), so that the
+session can prove at its end that nothing was left running.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+from management_plane.local.cluster import LocalCluster
+from management_plane.local.layout import ClusterLayout
+from management_plane.local.processes import ProcessRecord, is_alive, kill_process
+from management_plane.local.state import require_state
+
+# Address ranges of test clusters, away from 127.0.1.x where `make demo` runs its cluster.
+SHARED_CLUSTER_BASE = "127.0.11"
+FRESH_CLUSTER_BASE = "127.0.12"
+SCRATCH_BASE = "127.0.13"
+
+STARTED_PROCESSES: set[ProcessRecord] = set()
+USED_ENDPOINTS: set[tuple[str, int]] = set()
+
+
+def remember(home: Path) -> None:
+    """Record every process and endpoint of the cluster at `home`, for the end-of-session check."""
+    state = require_state(home)
+    for vm in state.layout.vms:
+        for port in vm.ports.all().values():
+            USED_ENDPOINTS.add((vm.address, port))
+        for kind in ("zookeeper", "kafka"):
+            record = state.record(vm.name, kind)
+            if record is not None:
+                STARTED_PROCESSES.add(record)
+
+
+def leftovers() -> list[ProcessRecord]:
+    return [record for record in STARTED_PROCESSES if is_alive(record)]
+
+
+def kill_leftovers() -> list[ProcessRecord]:
+    alive = leftovers()
+    for record in alive:
+        kill_process(record)
+    return alive
+
+
+def kaas_cli(
+    *args: str, env: dict[str, str] | None = None, timeout: float = 600
+) -> subprocess.CompletedProcess[str]:
+    """Run the real `kaas` command line, as a user would."""
+    return subprocess.run(
+        [sys.executable, "-m", "management_plane.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env or dict(os.environ),
+    )
+
+
+@dataclass
+class ClusterHandle:
+    home: Path
+    layout: ClusterLayout
+
+    @property
+    def local(self) -> LocalCluster:
+        return LocalCluster(self.home)
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return self.layout.bootstrap_servers
+
+    @property
+    def zookeeper_hosts(self) -> str:
+        return self.layout.zookeeper_hosts
+
+    @property
+    def kafka_chroot(self) -> str:
+        return self.layout.kafka_chroot
+
+    def kaas(self, *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+        command = args[0]
+        result = kaas_cli(command, "--home", str(self.home), *args[1:], timeout=timeout)
+        remember(self.home)
+        return result
+
+    def vm(self, action: str, name: str, *extra: str) -> str:
+        result = self.kaas("vm", action, name, *extra)
+        if result.returncode != 0:
+            raise AssertionError(f"kaas vm {action} {name} failed: {result.stderr.strip()}")
+        return result.stdout.strip()
+
+    @staticmethod
+    def unique_topic(name: str) -> str:
+        cleaned = re.sub(r"[^A-Za-z0-9._-]", "-", name)[:60]
+        return f"{cleaned}-{uuid.uuid4().hex[:8]}"
+
+    def log_tails(self, lines: int = 80) -> list[tuple[str, str]]:
+        tails = []
+        for vm in self.layout.vms:
+            for kind in ("zookeeper", "kafka"):
+                path = vm.logs_dir / f"{kind}.log"
+                if path.exists():
+                    text = path.read_text(errors="replace").splitlines()[-lines:]
+                    tails.append((f"{vm.name} {kind}.log (last {lines} lines)", "\n".join(text)))
+        return tails
+
+
+def start_cluster(home: Path, nodes: int, name: str, address_base: str) -> ClusterHandle:
+    cluster = LocalCluster(home)
+    try:
+        result = cluster.up(nodes, name=name, address_base=address_base)
+    finally:
+        if (home / "cluster.json").exists():
+            remember(home)
+    return ClusterHandle(home=home, layout=result.state.layout)
+
+
+def stop_cluster(handle: ClusterHandle) -> None:
+    if (handle.home / "cluster.json").exists():
+        remember(handle.home)
+    handle.local.down(purge=True)

@@ -1,0 +1,145 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from management_plane.errors import KaasError
+from management_plane.local import render
+from management_plane.local.image import load_image, verify_image
+from management_plane.local.layout import plan_layout
+from management_plane.local.processes import ProcessRecord
+from management_plane.local.state import ClusterState, read_state, write_state
+
+pytestmark = pytest.mark.unit
+
+
+def test_vms_get_their_own_address_zone_and_broker_id(tmp_path: Path) -> None:
+    layout = plan_layout("c1", tmp_path, 4, "127.0.5")
+    assert [vm.address for vm in layout.vms] == ["127.0.5.1", "127.0.5.2", "127.0.5.3", "127.0.5.4"]
+    assert [vm.zone for vm in layout.vms] == ["zone-a", "zone-b", "zone-c", "zone-a"]
+    assert [vm.broker_id for vm in layout.vms] == [0, 1, 2, 3]
+    assert layout.bootstrap_servers == "127.0.5.1:9092,127.0.5.2:9092,127.0.5.3:9092,127.0.5.4:9092"
+    assert layout.zookeeper_connect.endswith("127.0.5.4:2181/kafka/c1")
+
+
+@pytest.mark.parametrize(
+    ("nodes", "base", "name", "message"),
+    [
+        (0, "127.0.1", "c", "--nodes must be at least 1, got 0"),
+        (-2, "127.0.1", "c", "--nodes must be at least 1"),
+        (3, "10.0.0", "c", "outside the loopback range"),
+        (3, "127.0", "c", "not the first three octets"),
+        (3, "127.0.1", "bad name!", "cluster name"),
+    ],
+)
+def test_bad_layout_input_is_named(
+    tmp_path: Path, nodes: int, base: str, name: str, message: str
+) -> None:
+    with pytest.raises(KaasError, match=message):
+        plan_layout(name, tmp_path, nodes, base)
+
+
+def test_unknown_vm_name_lists_the_known_ones(tmp_path: Path) -> None:
+    layout = plan_layout("c1", tmp_path, 2)
+    with pytest.raises(KaasError, match=r"unknown VM 'vm9' in cluster c1 \(VMs: vm1, vm2\)"):
+        layout.vm("vm9")
+
+
+def _properties(text: str) -> dict[str, str]:
+    return dict(
+        line.split("=", 1) for line in text.splitlines() if line and not line.startswith("#")
+    )
+
+
+@pytest.mark.parametrize(
+    ("nodes", "rf", "min_isr"), [(1, "1", "1"), (2, "2", "1"), (3, "3", "2"), (5, "3", "2")]
+)
+def test_broker_config_has_durable_defaults(
+    tmp_path: Path, nodes: int, rf: str, min_isr: str
+) -> None:
+    layout = plan_layout("c1", tmp_path, nodes)
+    props = _properties(render.render_server_properties(layout, layout.vms[-1]))
+    assert props["default.replication.factor"] == rf
+    assert props["min.insync.replicas"] == min_isr
+    assert props["unclean.leader.election.enable"] == "false"
+    assert props["auto.create.topics.enable"] == "false"
+    assert props["broker.rack"] == layout.vms[-1].zone
+    assert props["broker.id"] == str(nodes - 1)
+    assert props["zookeeper.connect"] == layout.zookeeper_connect
+    assert props["advertised.listeners"] == f"PLAINTEXT://127.0.1.{nodes}:9092"
+
+
+def test_zookeeper_config_enables_reconfig_without_standalone(tmp_path: Path) -> None:
+    layout = plan_layout("c1", tmp_path, 3)
+    cfg = _properties(render.render_zoo_cfg(layout.vms[0]))
+    assert cfg["reconfigEnabled"] == "true"
+    assert cfg["standaloneEnabled"] == "false"
+    assert "clientPort" not in cfg  # the client port lives in the dynamic file, per server
+    dynamic = render.render_zookeeper_dynamic(layout).splitlines()
+    assert dynamic[1] == "server.2=127.0.1.2:2888:3888:participant;127.0.1.2:2181"
+
+
+def test_cluster_file_round_trips(tmp_path: Path) -> None:
+    layout = plan_layout("c1", tmp_path, 3)
+    state = ClusterState(layout=layout, kafka_version="3.9.2")
+    state.set_record("vm2", "kafka", ProcessRecord(pid=1234, create_time=17.5))
+    write_state(state)
+    again = read_state(tmp_path)
+    assert again is not None
+    assert again.layout == layout
+    assert again.record("vm2", "kafka") == ProcessRecord(1234, 17.5)
+    assert again.record("vm1", "kafka") is None
+
+
+def test_corrupt_cluster_file_is_reported(tmp_path: Path) -> None:
+    (tmp_path / "cluster.json").write_text('{"schema_version": 1, "vms": [')
+    with pytest.raises(KaasError, match="is not valid JSON"):
+        read_state(tmp_path)
+    (tmp_path / "cluster.json").write_text('{"schema_version": 7}')
+    with pytest.raises(KaasError, match="schema_version 7 is not 1"):
+        read_state(tmp_path)
+
+
+def _fake_image(root: Path) -> Path:
+    libs = root / "opt" / "kaas" / "kafka" / "3.9.2" / "libs"
+    libs.mkdir(parents=True)
+    jar = libs / "kafka.jar"
+    jar.write_bytes(b"jar bytes")
+    import hashlib
+
+    digest = hashlib.sha256(b"jar bytes").hexdigest()
+    (root / "opt" / "kaas" / "SHA256SUMS").write_text(
+        f"{digest}  opt/kaas/kafka/3.9.2/libs/kafka.jar\n"
+    )
+    (root / "opt" / "kaas" / "image.json").write_text(
+        '{"kafka_versions": {"3.9.2": "opt/kaas/kafka/3.9.2/libs"}, "default_kafka_version": "3.9.2",'
+        ' "zookeeper_lib": "z", "jolokia_agent": "j", "spark_jars": "s"}'
+    )
+    return jar
+
+
+def test_image_verification_names_a_corrupt_jar(tmp_path: Path) -> None:
+    jar = _fake_image(tmp_path)
+    verify_image(tmp_path)
+    jar.write_bytes(b"jar bytes, altered")
+    with pytest.raises(KaasError, match=r"kafka\.jar is corrupt \(sha256 mismatch\)"):
+        verify_image(tmp_path)
+    jar.unlink()
+    with pytest.raises(KaasError, match=r"kafka\.jar is missing"):
+        verify_image(tmp_path)
+
+
+def test_image_knows_its_kafka_versions(tmp_path: Path) -> None:
+    _fake_image(tmp_path)
+    image = load_image(tmp_path)
+    assert image.kafka_libs() == tmp_path.resolve() / "opt/kaas/kafka/3.9.2/libs"
+    with pytest.raises(
+        KaasError, match=r"Kafka version 2\.0\.0 is not in the image .* \(it has 3\.9\.2\)"
+    ):
+        image.kafka_libs("2.0.0")
+
+
+def test_missing_image_says_how_to_build_it(tmp_path: Path) -> None:
+    with pytest.raises(KaasError, match="run `make setup`"):
+        load_image(tmp_path / "nothing-here")
