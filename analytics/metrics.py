@@ -204,10 +204,6 @@ def _record_problems(record: Column, key_text: Column, value_text: Column) -> Co
         )
 
     checks: list[Column] = [
-        F.when(
-            version.isNotNull() & (version != SCHEMA_VERSION),
-            F.concat(F.lit("unsupported schema_version "), version.cast("string")),
-        ),
         required("schema_version", INTEGER),
         required("cluster", STRING),
         required("broker_id", INTEGER),
@@ -243,9 +239,13 @@ def _record_problems(record: Column, key_text: Column, value_text: Column) -> Co
         value_text.isNull() | (F.trim(value_text) == ""), F.array(F.lit("empty value"))
     ).otherwise(
         F.when(record.isNull(), F.array(F.lit("value is not valid JSON"))).otherwise(
-            F.when(not_an_object, F.array(F.lit("value is not a JSON object"))).otherwise(
-                F.array_compact(F.array(*checks))
+            F.when(not_an_object, F.array(F.lit("value is not a JSON object")))
+            # Another version's fields mean other things: that reason alone is the answer.
+            .when(
+                version.isNotNull() & (version != SCHEMA_VERSION),
+                F.array(F.concat(F.lit("unsupported schema_version "), version.cast("string"))),
             )
+            .otherwise(F.array_compact(F.array(*checks)))
         )
     )
 

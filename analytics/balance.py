@@ -1,0 +1,284 @@
+"""Balance transforms: measured load per window, per broker and per zone, and its spread.
+
+Every function here takes DataFrames and returns a DataFrame; none reads or writes.
+Input tables are the flat ones `analytics.metrics.parse_metric_records` makes (or the
+same tables read back from Parquet).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+
+# The resources the balance job measures per broker, in report order.
+BYTES_IN = "bytes_in_per_s"
+BYTES_OUT = "bytes_out_per_s"
+LEADER_BYTES_IN = "leader_bytes_in_per_s"
+DISK = "disk_bytes"
+PARTITIONS = "partitions"
+LEADERS = "leaders"
+CPU = "cpu_percent"
+RESOURCES: tuple[str, ...] = (BYTES_IN, BYTES_OUT, LEADER_BYTES_IN, DISK, PARTITIONS, LEADERS, CPU)
+
+# A zone's load is the sum of its brokers' loads, except CPU, a percentage per host,
+# which is averaged.
+_ZONE_MEAN_RESOURCES = frozenset({CPU})
+
+WINDOW_COLUMNS = ("cluster", "window_start", "window_end")
+DEFAULT_WINDOW = "5 minutes"
+DEFAULT_HOT_THRESHOLD = 1.2
+
+
+def _windowed(frame: DataFrame, window_duration: str) -> DataFrame:
+    return frame.withColumn("_window", F.window("timestamp", window_duration)).withColumns(
+        {"window_start": F.col("_window.start"), "window_end": F.col("_window.end")}
+    )
+
+
+def _latest(column: str) -> Column:
+    """The value at the latest sample in the group (gauges such as counts and sizes)."""
+    return F.max_by(F.col(column), F.col("timestamp"))
+
+
+def broker_window_load(
+    broker_metrics: DataFrame, window_duration: str = DEFAULT_WINDOW
+) -> DataFrame:
+    """Per window and broker: mean rates and CPU, latest disk bytes, partitions, leaders.
+
+    bytes in and out include replication traffic (what the network carries); leader
+    bytes in is what clients produce to the partitions this broker leads. Disk bytes
+    are the broker's log size, or the log dir's used bytes when the log size is unknown.
+    """
+    total_in = F.col("bytes_in_per_s") + F.coalesce(F.col("replication_bytes_in_per_s"), F.lit(0.0))
+    total_out = F.col("bytes_out_per_s") + F.coalesce(
+        F.col("replication_bytes_out_per_s"), F.lit(0.0)
+    )
+    disk = F.coalesce(F.col("log_size_bytes"), F.col("host_log_dir_used_bytes"))
+    return (
+        _windowed(broker_metrics, window_duration)
+        .withColumns({"_in": total_in, "_out": total_out, "_disk": disk})
+        .groupBy(*WINDOW_COLUMNS, "broker_id")
+        .agg(
+            _latest("rack").alias("rack"),
+            F.count(F.lit(1)).alias("samples"),
+            F.avg("_in").alias(BYTES_IN),
+            F.avg("_out").alias(BYTES_OUT),
+            F.avg("bytes_in_per_s").alias(LEADER_BYTES_IN),
+            _latest("_disk").cast("double").alias(DISK),
+            _latest("partition_count").cast("double").alias(PARTITIONS),
+            _latest("leader_count").cast("double").alias(LEADERS),
+            F.avg("host_cpu_percent").alias(CPU),
+        )
+        .select(*WINDOW_COLUMNS, "broker_id", "rack", "samples", *RESOURCES)
+    )
+
+
+def zone_window_load(broker_load: DataFrame) -> DataFrame:
+    """Per window and zone (rack): summed broker loads (CPU averaged), brokers counted.
+
+    Brokers without a rack form the zone "unknown", so they still count.
+    """
+    zone = F.coalesce(F.col("rack"), F.lit("unknown")).alias("zone")
+    aggregates = [
+        (F.avg(resource) if resource in _ZONE_MEAN_RESOURCES else F.sum(resource)).alias(resource)
+        for resource in RESOURCES
+    ]
+    return (
+        broker_load.groupBy(*WINDOW_COLUMNS, zone)
+        .agg(F.countDistinct("broker_id").alias("brokers"), *aggregates)
+        .select(*WINDOW_COLUMNS, "zone", "brokers", *RESOURCES)
+    )
+
+
+def load_long(load: DataFrame, entity: str) -> DataFrame:
+    """One row per (window, entity, resource, value): the shape the statistics need."""
+    return load.unpivot(
+        [*WINDOW_COLUMNS, entity],
+        [F.col(resource).cast("double").alias(resource) for resource in RESOURCES],
+        "resource",
+        "value",
+    ).where(F.col("value").isNotNull())
+
+
+def resource_balance(
+    load: DataFrame, entity: str, hot_threshold: float = DEFAULT_HOT_THRESHOLD
+) -> DataFrame:
+    """Per window and resource: mean, coefficient of variation, max/mean, hot entities.
+
+    `entity` is "broker_id" for broker load or "zone" for zone load. The coefficient of
+    variation is the population standard deviation over the mean. An entity is hot when
+    its value exceeds `hot_threshold` times the mean. A resource whose mean is 0 (no
+    load anywhere) is perfectly even: CV 0, max/mean 1, nothing hot.
+    """
+    if hot_threshold <= 1.0:
+        raise ValueError(
+            f"hot_threshold must be above 1.0 (a multiple of the mean); got {hot_threshold}"
+        )
+    keys = [*WINDOW_COLUMNS, "resource"]
+    per_resource = Window.partitionBy(*keys)
+    with_mean = load_long(load, entity).withColumn("_mean", F.avg("value").over(per_resource))
+    is_hot = (F.col("_mean") > 0) & (F.col("value") > F.lit(hot_threshold) * F.col("_mean"))
+    return (
+        with_mean.groupBy(*keys)
+        .agg(
+            F.count("value").alias("entities"),
+            F.sum("value").alias("total"),
+            F.avg("value").alias("mean"),
+            F.stddev_pop("value").alias("stddev"),
+            F.min("value").alias("min"),
+            F.max("value").alias("max"),
+            F.sort_array(F.collect_list(F.when(is_hot, F.col(entity).cast("string")))).alias("hot"),
+        )
+        .withColumns(
+            {
+                "cv": F.when(F.col("mean") > 0, F.col("stddev") / F.col("mean")).otherwise(0.0),
+                "max_over_mean": F.when(F.col("mean") > 0, F.col("max") / F.col("mean")).otherwise(
+                    1.0
+                ),
+                "hot_count": F.size("hot"),
+            }
+        )
+        .select(
+            *keys,
+            "entities",
+            "total",
+            "mean",
+            "stddev",
+            "min",
+            "max",
+            "cv",
+            "max_over_mean",
+            "hot",
+            "hot_count",
+        )
+    )
+
+
+def partition_window_load(
+    partition_metrics: DataFrame, topic_metrics: DataFrame, window_duration: str = DEFAULT_WINDOW
+) -> DataFrame:
+    """Per window and partition: measured size and estimated bytes in and out per second.
+
+    Kafka reports byte rates per broker and topic, not per partition. A broker's topic
+    rate is split over the partitions of that topic it leads, in proportion to how much
+    each one's log grew in the window (equal shares when none grew). Consumers read
+    from leaders, so bytes out are split the same way. Followers carry no client load.
+    """
+    replicas = (
+        _windowed(partition_metrics, window_duration)
+        .groupBy(*WINDOW_COLUMNS, "broker_id", "topic", "partition")
+        .agg(
+            _latest("leader").alias("leader"),
+            _latest("size_bytes").alias("size_bytes"),
+            (F.max_by("size_bytes", "timestamp") - F.min_by("size_bytes", "timestamp")).alias(
+                "_growth"
+            ),
+        )
+    )
+    topic_rates = (
+        _windowed(topic_metrics, window_duration)
+        .groupBy(*WINDOW_COLUMNS, "broker_id", "topic")
+        .agg(
+            F.avg("bytes_in_per_s").alias("_topic_in"),
+            F.avg("bytes_out_per_s").alias("_topic_out"),
+        )
+    )
+    led_by_broker = Window.partitionBy(*WINDOW_COLUMNS, "broker_id", "topic")
+    growth = F.greatest(F.coalesce(F.col("_growth"), F.lit(0)), F.lit(0)).cast("double")
+    total_growth = F.sum(growth).over(led_by_broker)
+    share = F.when(total_growth > 0, growth / total_growth).otherwise(
+        1.0 / F.count(F.lit(1)).over(led_by_broker)
+    )
+    leaders = (
+        replicas.where(F.col("leader"))
+        .join(topic_rates, [*WINDOW_COLUMNS, "broker_id", "topic"], "left")
+        .withColumn("_share", share)
+        .select(
+            *WINDOW_COLUMNS,
+            "topic",
+            "partition",
+            "broker_id",
+            (F.coalesce(F.col("_topic_in"), F.lit(0.0)) * F.col("_share")).alias(BYTES_IN),
+            (F.coalesce(F.col("_topic_out"), F.lit(0.0)) * F.col("_share")).alias(BYTES_OUT),
+        )
+    )
+    # Sizes come from every replica, so a partition whose leader went unreported keeps its size.
+    sizes = replicas.groupBy(*WINDOW_COLUMNS, "topic", "partition").agg(
+        F.max("size_bytes").alias("size_bytes")
+    )
+    # A leadership change inside a window leaves two leaders; both carried traffic.
+    led = leaders.groupBy(*WINDOW_COLUMNS, "topic", "partition").agg(
+        F.max_by("broker_id", BYTES_IN).alias("leader_broker_id"),
+        F.sum(BYTES_IN).alias(BYTES_IN),
+        F.sum(BYTES_OUT).alias(BYTES_OUT),
+    )
+    return sizes.join(led, [*WINDOW_COLUMNS, "topic", "partition"], "left").select(
+        *WINDOW_COLUMNS,
+        "topic",
+        "partition",
+        "leader_broker_id",
+        "size_bytes",
+        F.coalesce(F.col(BYTES_IN), F.lit(0.0)).alias(BYTES_IN),
+        F.coalesce(F.col(BYTES_OUT), F.lit(0.0)).alias(BYTES_OUT),
+    )
+
+
+def partition_measured_load(partition_load: DataFrame) -> DataFrame:
+    """One row per partition over the whole run: mean rates, latest size.
+
+    This is what goes into LAYOUT.json for the planner.
+    """
+    return partition_load.groupBy("cluster", "topic", "partition").agg(
+        F.max_by("size_bytes", "window_start").alias("size_bytes"),
+        F.avg(BYTES_IN).alias(BYTES_IN),
+        F.avg(BYTES_OUT).alias(BYTES_OUT),
+        F.count(F.lit(1)).alias("windows"),
+    )
+
+
+def latest_window(frame: DataFrame) -> DataFrame:
+    """Rows of each cluster's latest window."""
+    latest = frame.groupBy("cluster").agg(F.max("window_start").alias("_latest"))
+    return (
+        frame.join(latest, "cluster")
+        .where(F.col("window_start") == F.col("_latest"))
+        .drop("_latest")
+    )
+
+
+def split_before_after(broker_load: DataFrame, plan_applied_at: datetime | None) -> DataFrame:
+    """Per broker: mean load before and after a plan, as columns `before_<resource>`, `after_<resource>`.
+
+    With `plan_applied_at` (timezone-aware), "before" is every window that ended by
+    then and "after" every window that started after it. Without it, "before" is the
+    first window and "after" the latest.
+    """
+    if plan_applied_at is None:
+        bounds = broker_load.groupBy("cluster").agg(
+            F.min("window_start").alias("_first"), F.max("window_start").alias("_last")
+        )
+        phased = broker_load.join(bounds, "cluster").withColumn(
+            "phase",
+            F.when(F.col("window_start") == F.col("_last"), "after").when(
+                F.col("window_start") == F.col("_first"), "before"
+            ),
+        )
+    else:
+        if plan_applied_at.tzinfo is None:
+            raise ValueError("plan_applied_at needs a timezone (e.g. 2026-01-01T12:00:00+00:00)")
+        applied = F.lit(plan_applied_at)
+        phased = broker_load.withColumn(
+            "phase",
+            F.when(F.col("window_end") <= applied, "before").when(
+                F.col("window_start") >= applied, "after"
+            ),
+        )
+    return (
+        phased.where(F.col("phase").isNotNull())
+        .groupBy("cluster", "broker_id")
+        .pivot("phase", ["before", "after"])
+        .agg(*[F.avg(resource).alias(resource) for resource in RESOURCES])
+        .orderBy("cluster", "broker_id")
+    )

@@ -1,0 +1,312 @@
+"""The balance job's body: transforms wired together, outputs written, summary built.
+
+`compute_balance_tables` is pure (lazy DataFrames). `run_balance` does the I/O: it
+writes the Parquet tables, scores each window with the planner's definition, draws the
+charts, writes LAYOUT.json with the measured per-partition load, and returns the
+summary that the job prints and writes as JSON.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, cast
+
+import pandas as pd
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from analytics import balance, charts, layout, plan_compare
+from analytics.metrics import ParsedMetrics, quarantine_counts
+from analytics.planner_score import score_measured_load
+
+SUMMARY_SCHEMA_VERSION = 1
+
+
+class BalanceInputError(ValueError):
+    """Input the balance job cannot score (no records, several clusters...)."""
+
+
+@dataclass(frozen=True)
+class BalanceOptions:
+    window: str = balance.DEFAULT_WINDOW
+    hot_threshold: float = balance.DEFAULT_HOT_THRESHOLD
+    cluster: str | None = None
+    plan_applied_at: datetime | None = None
+    layout_document: Any = None
+    """The current LAYOUT.json, already read: enables the plan comparison and the
+    LAYOUT.json write-back of measured per-partition load."""
+    reassignment_document: Any = None
+    """A Kafka reassignment JSON: the plan's prediction is the layout after it."""
+    layout_out: Path | None = None
+    """Where the measured LAYOUT.json goes (default: OUT/LAYOUT.json)."""
+    write_normalised: bool = True
+    """Write the parsed flat tables (off when they were the input)."""
+    charts: bool = True
+
+
+@dataclass(frozen=True)
+class BalanceTables:
+    broker_load: DataFrame
+    zone_load: DataFrame
+    broker_balance: DataFrame
+    zone_balance: DataFrame
+    partition_load: DataFrame
+    partition_measured: DataFrame
+
+
+@dataclass
+class BalanceResult:
+    summary: dict[str, Any]
+    outputs: dict[str, str] = field(default_factory=dict)
+
+
+def compute_balance_tables(parsed: ParsedMetrics, options: BalanceOptions) -> BalanceTables:
+    broker_load = balance.broker_window_load(parsed.broker_metrics, options.window)
+    zone_load = balance.zone_window_load(broker_load)
+    partition_load = balance.partition_window_load(
+        parsed.partition_metrics, parsed.topic_metrics, options.window
+    )
+    return BalanceTables(
+        broker_load=broker_load,
+        zone_load=zone_load,
+        broker_balance=balance.resource_balance(broker_load, "broker_id", options.hot_threshold),
+        zone_balance=balance.resource_balance(zone_load, "zone", options.hot_threshold),
+        partition_load=partition_load,
+        partition_measured=balance.partition_measured_load(partition_load),
+    )
+
+
+def _only_cluster(parsed: ParsedMetrics, wanted: str | None) -> tuple[ParsedMetrics, str]:
+    clusters = sorted(
+        row[0] for row in parsed.broker_metrics.select("cluster").distinct().collect()
+    )
+    if wanted is None:
+        if not clusters:
+            raise BalanceInputError("no valid metric records to score (see the quarantine counts)")
+        if len(clusters) > 1:
+            raise BalanceInputError(
+                f"records of several clusters ({', '.join(clusters)}): pass --cluster"
+            )
+        return parsed, clusters[0]
+    if wanted not in clusters:
+        known = ", ".join(clusters) or "none"
+        raise BalanceInputError(f"no valid records of cluster {wanted} (clusters seen: {known})")
+
+    def keep(frame: DataFrame) -> DataFrame:
+        return frame.where(F.col("cluster") == wanted)
+
+    return (
+        ParsedMetrics(
+            broker_metrics=keep(parsed.broker_metrics),
+            topic_metrics=keep(parsed.topic_metrics),
+            partition_metrics=keep(parsed.partition_metrics),
+            quarantine=parsed.quarantine,
+        ),
+        wanted,
+    )
+
+
+def _write(frame: DataFrame, path: Path, outputs: dict[str, str], name: str) -> None:
+    frame.write.mode("overwrite").parquet(str(path))
+    outputs[name] = str(path)
+
+
+def _resource_stats(rows: pd.DataFrame) -> dict[str, dict[str, Any]]:
+    return {
+        row["resource"]: {
+            "mean": float(row["mean"]),
+            "cv": round(float(row["cv"]), 6),
+            "max_over_mean": round(float(row["max_over_mean"]), 6),
+            "hot_count": int(row["hot_count"]),
+            "hot": list(row["hot"]),
+        }
+        for _, row in rows.sort_values("resource").iterrows()
+    }
+
+
+def _scores_per_window(broker_load: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """Score every window with the planner's definition (on the driver: one row per broker)."""
+    rows = []
+    latest_parts: dict[str, Any] = {}
+    reason = None
+    for (window_start, window_end), brokers in broker_load.groupby(
+        ["window_start", "window_end"], sort=True
+    ):
+        outcome = score_measured_load(brokers.to_dict("records"))
+        rows.append(
+            {"window_start": window_start, "window_end": window_end, "score": outcome.score}
+        )
+        latest_parts, reason = outcome.parts, outcome.unavailable_reason
+    frame = pd.DataFrame(rows, columns=["window_start", "window_end", "score"])
+    return frame, {"parts": latest_parts, "unavailable_reason": reason}
+
+
+def run_balance(
+    spark: SparkSession, parsed: ParsedMetrics, options: BalanceOptions, out_dir: Path
+) -> BalanceResult:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    outputs: dict[str, str] = {}
+    quarantined = parsed.quarantine.count()
+    reasons = {
+        row["reason"]: int(row["records"]) for row in quarantine_counts(parsed.quarantine).collect()
+    }
+    if quarantined:
+        _write(parsed.quarantine, out_dir / "quarantine", outputs, "quarantine")
+    if options.write_normalised:
+        # Written first and read back: later stages read Parquet, not the source again.
+        for name in ("broker_metrics", "topic_metrics", "partition_metrics"):
+            _write(getattr(parsed, name), out_dir / name, outputs, name)
+        parsed = ParsedMetrics(
+            broker_metrics=spark.read.parquet(outputs["broker_metrics"]),
+            topic_metrics=spark.read.parquet(outputs["topic_metrics"]),
+            partition_metrics=spark.read.parquet(outputs["partition_metrics"]),
+            quarantine=parsed.quarantine,
+        )
+    parsed, cluster = _only_cluster(parsed, options.cluster)
+    valid_records = parsed.broker_metrics.count()
+    tables = compute_balance_tables(parsed, options)
+    for name in ("broker_load", "zone_load", "broker_balance", "zone_balance", "partition_load"):
+        _write(getattr(tables, name), out_dir / name, outputs, name)
+    broker_load = spark.read.parquet(outputs["broker_load"])
+    broker_load_pd = _to_pandas(broker_load)
+    broker_balance_pd = _to_pandas(spark.read.parquet(outputs["broker_balance"]))
+    zone_balance_pd = _to_pandas(spark.read.parquet(outputs["zone_balance"]))
+
+    scores, score_detail = _scores_per_window(broker_load_pd)
+    spark.createDataFrame(
+        scores if not scores.empty else [],
+        "window_start timestamp, window_end timestamp, score double",
+    ).write.mode("overwrite").parquet(str(out_dir / "scores"))
+    outputs["scores"] = str(out_dir / "scores")
+
+    latest_start = broker_load_pd["window_start"].max()
+    latest = broker_load_pd[broker_load_pd["window_start"] == latest_start]
+    latest_score = scores[scores["window_start"] == latest_start]["score"]
+    summary: dict[str, Any] = {
+        "schema_version": SUMMARY_SCHEMA_VERSION,
+        "job": "balance",
+        "cluster": cluster,
+        "window": options.window,
+        "hot_threshold": options.hot_threshold,
+        "records": {
+            "valid": valid_records,
+            "quarantined": quarantined,
+            "quarantine_reasons": reasons,
+        },
+        "windows": int(broker_load_pd["window_start"].nunique()),
+        "first_window_start": _iso(broker_load_pd["window_start"].min()),
+        "latest_window": {
+            "start": _iso(latest_start),
+            "end": _iso(latest["window_end"].max()),
+            "brokers": len(latest),
+        },
+        "score": {
+            "latest": None
+            if latest_score.empty or pd.isna(latest_score.iloc[0])
+            else float(latest_score.iloc[0]),
+            "definition": "planner.score, applied to the measured per-broker load",
+            **score_detail,
+        },
+        "brokers": _resource_stats(
+            broker_balance_pd[broker_balance_pd["window_start"] == latest_start]
+        ),
+        "zones": _resource_stats(zone_balance_pd[zone_balance_pd["window_start"] == latest_start]),
+        "plan_comparison": None,
+        "layout": None,
+    }
+    if options.layout_document is not None:
+        planned = options.layout_document
+        if options.reassignment_document is not None:
+            planned = layout.apply_reassignment(planned, options.reassignment_document)
+        summary["plan_comparison"] = _compare_with_plan(
+            spark, broker_load, planned, out_dir, outputs
+        )
+        summary["layout"] = _write_measured_layout(
+            tables.partition_measured,
+            options.layout_document,
+            options.layout_out or out_dir / "LAYOUT.json",
+        )
+        outputs["layout"] = summary["layout"]["path"]
+    if options.charts:
+        before_after = _to_pandas(balance.split_before_after(broker_load, options.plan_applied_at))
+        outputs["broker_load_chart"] = str(
+            charts.broker_load_chart(before_after, cluster, out_dir / "charts" / "broker_load.png")
+        )
+        outputs["balance_over_time_chart"] = str(
+            charts.balance_over_time_chart(
+                broker_balance_pd, scores, cluster, out_dir / "charts" / "balance_over_time.png"
+            )
+        )
+    summary["outputs"] = outputs
+    summary_path = out_dir / "summary.json"
+    summary_path.write_text(json.dumps(summary, indent=2, sort_keys=True, default=str) + "\n")
+    outputs["summary"] = str(summary_path)
+    return BalanceResult(summary=summary, outputs=outputs)
+
+
+def _to_pandas(frame: DataFrame) -> pd.DataFrame:
+    return cast(pd.DataFrame, frame.toPandas())
+
+
+def _iso(value: Any) -> str | None:
+    if value is None or pd.isna(value):
+        return None
+    stamp = pd.Timestamp(value)
+    if stamp.tzinfo is None:
+        stamp = stamp.tz_localize(UTC)
+    return str(stamp.isoformat())
+
+
+def _compare_with_plan(
+    spark: SparkSession,
+    broker_load: DataFrame,
+    layout_document: Any,
+    out_dir: Path,
+    outputs: dict[str, str],
+) -> dict[str, Any]:
+    predicted = spark.createDataFrame(
+        layout.predicted_broker_load(layout_document),
+        "broker_id int, rack string, "
+        + ", ".join(f"{resource} double" for resource in layout.PREDICTED_RESOURCES),
+    )
+    comparison = plan_compare.compare_with_plan(balance.latest_window(broker_load), predicted)
+    _write(comparison, out_dir / "plan_comparison", outputs, "plan_comparison")
+    distances = plan_compare.plan_distance(spark.read.parquet(outputs["plan_comparison"])).collect()
+    return {
+        row["resource"]: {
+            "total_variation_distance": round(float(row["total_variation_distance"]), 6),
+            "largest_gap_broker_id": row["largest_gap_broker_id"],
+            "largest_gap": round(float(row["largest_gap"]), 6),
+        }
+        for row in distances
+    }
+
+
+def _write_measured_layout(
+    partition_measured: DataFrame, layout_document: Any, path: Path
+) -> dict[str, Any]:
+    measured = [
+        layout.MeasuredPartitionLoad(
+            topic=row["topic"],
+            partition=row["partition"],
+            size_bytes=row["size_bytes"],
+            bytes_in_per_s=float(row[balance.BYTES_IN] or 0.0),
+            bytes_out_per_s=float(row[balance.BYTES_OUT] or 0.0),
+        )
+        for row in partition_measured.collect()
+    ]
+    updated, measured_count, unmeasured_count = layout.with_measured_load(layout_document, measured)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(updated, indent=2) + "\n")
+    return {
+        "path": str(path),
+        "partitions_measured": measured_count,
+        "partitions_unmeasured": unmeasured_count,
+    }
+
+
+def now_iso() -> str:
+    return datetime.now(UTC).isoformat()

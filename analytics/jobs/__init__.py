@@ -1,0 +1,1 @@
+"""Spark job entry points: `kaas analytics JOB ...` or `spark-submit analytics/jobs/JOB.py ...`."""

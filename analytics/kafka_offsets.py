@@ -1,0 +1,106 @@
+"""Kafka offsets for the audit's lag report, read with confluent-kafka's clients.
+
+Spark's Kafka source reads records, not consumer groups, so the committed offsets and
+end offsets come from here as plain rows; the lag itself is computed in
+analytics.audit. Adapter only.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+REQUEST_TIMEOUT_S = 30.0
+
+
+class OffsetsError(RuntimeError):
+    """Kafka did not answer an offsets request; the message names the request."""
+
+
+@dataclass(frozen=True)
+class EndOffset:
+    topic: str
+    partition: int
+    end_offset: int
+
+
+@dataclass(frozen=True)
+class CommittedOffset:
+    group: str
+    topic: str
+    partition: int
+    committed_offset: int | None
+
+
+def end_offsets(bootstrap_servers: str, topics: Sequence[str]) -> list[EndOffset]:
+    """The high watermark of every partition of `topics`."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap_servers,
+            # A throwaway group id: this consumer never subscribes or commits.
+            "group.id": f"kaas-analytics-offsets-{uuid.uuid4().hex[:8]}",
+            "enable.auto.commit": False,
+        }
+    )
+    try:
+        metadata = consumer.list_topics(timeout=REQUEST_TIMEOUT_S)
+        rows = []
+        for topic in topics:
+            topic_metadata = metadata.topics.get(topic)
+            if topic_metadata is None or topic_metadata.error is not None:
+                raise OffsetsError(f"topic {topic} is not in the cluster's metadata")
+            for partition in sorted(topic_metadata.partitions):
+                _, high = consumer.get_watermark_offsets(
+                    TopicPartition(topic, partition), timeout=REQUEST_TIMEOUT_S
+                )
+                rows.append(EndOffset(topic, partition, int(high)))
+        return rows
+    except KafkaException as error:
+        raise OffsetsError(
+            f"reading end offsets of {', '.join(topics)}: {error.args[0]}"
+        ) from error
+    finally:
+        consumer.close()
+
+
+def consumer_groups(bootstrap_servers: str) -> list[str]:
+    """Every consumer group the cluster knows."""
+    admin = AdminClient({"bootstrap.servers": bootstrap_servers})
+    try:
+        result = admin.list_consumer_groups(request_timeout=REQUEST_TIMEOUT_S).result()
+    except KafkaException as error:
+        raise OffsetsError(f"listing consumer groups: {error.args[0]}") from error
+    return sorted(group.group_id for group in result.valid)
+
+
+def committed_offsets(
+    bootstrap_servers: str, groups: Sequence[str], topics: Sequence[str]
+) -> list[CommittedOffset]:
+    """Committed offsets of `groups` on the partitions of `topics` they have committed on."""
+    admin = AdminClient({"bootstrap.servers": bootstrap_servers})
+    wanted = set(topics)
+    rows = []
+    for group in groups:
+        # One group per request: the admin API accepts a single group per call.
+        futures = admin.list_consumer_group_offsets(
+            [ConsumerGroupTopicPartitions(group)], request_timeout=REQUEST_TIMEOUT_S
+        )
+        try:
+            answer = futures[group].result()
+        except KafkaException as error:
+            raise OffsetsError(
+                f"reading committed offsets of group {group}: {error.args[0]}"
+            ) from error
+        for partition in answer.topic_partitions or []:
+            if partition.topic in wanted:
+                offset = int(partition.offset)
+                rows.append(
+                    CommittedOffset(
+                        group, partition.topic, partition.partition, offset if offset >= 0 else None
+                    )
+                )
+    return rows

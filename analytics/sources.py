@@ -1,0 +1,98 @@
+"""Where the jobs read from: the metrics topic, raw JSON files, earlier Parquet output,
+and (for the audit) Kafka's offsets. Adapters only: no decisions here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from pyspark.sql import DataFrame, SparkSession
+
+from analytics.metrics import ParsedMetrics
+from analytics.session import missing_connector_jars
+
+METRICS_TOPIC = "_kaas_metrics"
+NORMALISED_TABLES = ("broker_metrics", "topic_metrics", "partition_metrics")
+QUARANTINE_SCHEMA = (
+    "source_topic string, source_partition int, source_offset bigint, source_timestamp timestamp, "
+    "key string, value string, reasons array<string>"
+)
+
+
+class SourceError(ValueError):
+    """A source that cannot be read; the message says which and why."""
+
+
+def ensure_kafka_connector(jars_dir: Path, launched_by_spark_submit: bool) -> None:
+    """Fail early with a clear message when Spark's Kafka connector is not on hand.
+
+    Under spark-submit the jars come from its --jars argument, which cannot be checked
+    from here; Spark's own error then names the missing data source.
+    """
+    if launched_by_spark_submit:
+        return
+    missing = missing_connector_jars(jars_dir)
+    if missing:
+        raise SourceError(
+            f"Spark's Kafka connector is incomplete in {jars_dir} (missing {', '.join(missing)}*.jar): "
+            "run `make setup`, or point KAAS_SPARK_JARS at the folder holding the connector jars"
+        )
+
+
+def read_kafka_topics(
+    spark: SparkSession,
+    bootstrap_servers: str,
+    topics: Sequence[str],
+    starting_offsets: str = "earliest",
+    ending_offsets: str = "latest",
+) -> DataFrame:
+    """A batch read of whole topics with Spark's Kafka source (key, value, topic, ...)."""
+    if not bootstrap_servers.strip():
+        raise SourceError("bootstrap servers are empty; give HOST:PORT[,HOST:PORT...]")
+    if not topics:
+        raise SourceError("no topic to read")
+    return (
+        spark.read.format("kafka")
+        .option("kafka.bootstrap.servers", bootstrap_servers)
+        .option("subscribe", ",".join(topics))
+        .option("startingOffsets", starting_offsets)
+        .option("endingOffsets", ending_offsets)
+        .load()
+    )
+
+
+def read_json_lines(spark: SparkSession, path: Path) -> DataFrame:
+    """Raw metric records from JSON-lines files, one record per line, as a `value` column."""
+    if not path.exists():
+        raise SourceError(f"JSON input {path} does not exist")
+    return spark.read.text(str(path))
+
+
+def read_normalised_parquet(spark: SparkSession, path: Path) -> ParsedMetrics:
+    """The flat tables a previous balance run wrote (or the benchmark generated).
+
+    These records were validated when they were first parsed, so the quarantine is empty.
+    """
+    missing = [name for name in NORMALISED_TABLES if not (path / name).exists()]
+    if missing:
+        raise SourceError(
+            f"Parquet input {path} lacks {', '.join(missing)}: expected the folders "
+            f"{', '.join(NORMALISED_TABLES)} that the balance job writes"
+        )
+    return ParsedMetrics(
+        broker_metrics=spark.read.parquet(str(path / "broker_metrics")),
+        topic_metrics=spark.read.parquet(str(path / "topic_metrics")),
+        partition_metrics=spark.read.parquet(str(path / "partition_metrics")),
+        quarantine=spark.createDataFrame([], QUARANTINE_SCHEMA),
+    )
+
+
+def read_ledger(spark: SparkSession, path: Path) -> DataFrame:
+    """The producers' ledger (JSON lines, a file or a folder of files)."""
+    if not path.exists():
+        raise SourceError(f"ledger {path} does not exist")
+    return spark.read.schema(
+        "schema_version int, producer string, topic string, partition int, "
+        "window_start_ms bigint, window_s int, count bigint"
+    ).json(str(path), mode="FAILFAST")

@@ -1,0 +1,101 @@
+"""Write the latest measured score back: into ZooKeeper next to the plan, and to statsd.
+
+Small adapters around kazoo and statsd. What to write is decided by the balance job
+(`score_document`, pure); these classes only deliver it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+SCORE_SCHEMA_VERSION = 1
+ZK_TIMEOUT_S = 15.0
+
+
+def score_znode_path(cluster: str) -> str:
+    """`/kaas/<cluster>/plan/score`, beside the plan's meta and topics (see DESIGN.md)."""
+    if not cluster or "/" in cluster:
+        raise ValueError(f"cluster name {cluster!r} cannot be part of a znode path")
+    return f"/kaas/{cluster}/plan/score"
+
+
+def score_document(
+    cluster: str,
+    score: float | None,
+    window_start: str,
+    window_end: str,
+    brokers: int,
+    resources: Mapping[str, Mapping[str, Any]],
+    computed_at: str,
+) -> dict[str, Any]:
+    """The JSON value of the score znode (versioned, as every KaaS znode)."""
+    return {
+        "schema_version": SCORE_SCHEMA_VERSION,
+        "cluster": cluster,
+        "source": "analytics.balance",
+        "score": score,
+        "window_start": window_start,
+        "window_end": window_end,
+        "brokers": brokers,
+        "resources": {name: dict(values) for name, values in resources.items()},
+        "computed_at": computed_at,
+    }
+
+
+class ZooKeeperScoreWriter:
+    """Sets the score znode, creating it (and its parents) the first time."""
+
+    def __init__(self, hosts: str) -> None:
+        self.hosts = hosts
+
+    def write(self, cluster: str, document: Mapping[str, Any]) -> str:
+        from kazoo.client import KazooClient
+        from kazoo.exceptions import NoNodeError
+
+        path = score_znode_path(cluster)
+        data = json.dumps(document, sort_keys=True).encode()
+        client = KazooClient(hosts=self.hosts, timeout=ZK_TIMEOUT_S)
+        client.start(timeout=ZK_TIMEOUT_S)
+        try:
+            try:
+                client.set(path, data)
+            except NoNodeError:
+                client.create(path, data, makepath=True)
+        finally:
+            client.stop()
+            client.close()
+        return path
+
+
+class StatsdScoreSender:
+    """Sends the score and the per-resource spread as statsd gauges under kaas.<cluster>."""
+
+    def __init__(self, host: str, port: int) -> None:
+        self.host = host
+        self.port = port
+
+    def send(self, cluster: str, document: Mapping[str, Any]) -> list[str]:
+        from statsd import StatsClient
+
+        client = StatsClient(self.host, self.port, prefix=f"kaas.{cluster}")
+        sent = []
+        if document.get("score") is not None:
+            client.gauge("plan.measured_score", float(document["score"]))
+            sent.append("plan.measured_score")
+        for resource, values in document.get("resources", {}).items():
+            for stat in ("cv", "max_over_mean", "hot_count"):
+                if values.get(stat) is not None:
+                    name = f"balance.{resource}.{stat}"
+                    client.gauge(name, float(values[stat]))
+                    sent.append(name)
+        return sent
+
+
+def parse_statsd_address(address: str) -> tuple[str, int]:
+    """HOST:PORT of a statsd server."""
+    host, separator, port = address.rpartition(":")
+    if not separator or not host or not port.isdigit():
+        raise ValueError(f"statsd address {address!r} is not HOST:PORT")
+    return host, int(port)
