@@ -6,23 +6,46 @@ session can prove at its end that nothing was left running.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import re
 import subprocess
 import sys
+import tempfile
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 from management_plane.local.cluster import LocalCluster
 from management_plane.local.layout import ClusterLayout
 from management_plane.local.processes import ProcessRecord, is_alive, kill_process
 from management_plane.local.state import require_state
 
-# Address ranges of test clusters, away from 127.0.1.x where `make demo` runs its cluster.
-SHARED_CLUSTER_BASE = "127.0.11"
-FRESH_CLUSTER_BASE = "127.0.12"
-SCRATCH_BASE = "127.0.13"
+
+def _claim_test_network() -> int:
+    """Claim three /24s of loopback for this test session (127.0.N, N+1, N+2, from N = 11).
+
+    Several pytest sessions may run on one machine (a developer's and a helper's, or CI
+    beside a demo cluster on 127.0.1.x): each holds a lock file for its range while it runs.
+    """
+    for first in range(11, 250, 3):
+        lock = open(f"{tempfile.gettempdir()}/kaas-test-net-{first}.lock", "w")  # noqa: SIM115
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            lock.close()
+            continue
+        _HELD_LOCKS.append(lock)
+        return first
+    raise RuntimeError("no free 127.0.N test network left between 127.0.11 and 127.0.249")
+
+
+_HELD_LOCKS: list[IO[str]] = []
+_TEST_NETWORK = _claim_test_network()
+SHARED_CLUSTER_BASE = f"127.0.{_TEST_NETWORK}"
+FRESH_CLUSTER_BASE = f"127.0.{_TEST_NETWORK + 1}"
+SCRATCH_BASE = f"127.0.{_TEST_NETWORK + 2}"
 
 STARTED_PROCESSES: set[ProcessRecord] = set()
 USED_ENDPOINTS: set[tuple[str, int]] = set()

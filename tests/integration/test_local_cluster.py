@@ -20,7 +20,7 @@ from management_plane.workload import (
     produce_keyed,
     verify_per_key_order,
 )
-from tests.harness import ClusterHandle
+from tests.harness import SHARED_CLUSTER_BASE, ClusterHandle
 
 pytestmark = pytest.mark.integration
 
@@ -181,7 +181,7 @@ def test_unknown_vm_name_is_a_clear_error(kafka_cluster: ClusterHandle) -> None:
 
 def test_kaas_up_on_a_running_cluster_reports_it(kafka_cluster: ClusterHandle) -> None:
     result = kafka_cluster.kaas(
-        "up", "--nodes", "3", "--address-base", "127.0.11", "--name", "shared"
+        "up", "--nodes", "3", "--address-base", SHARED_CLUSTER_BASE, "--name", "shared"
     )
     assert result.returncode == 0, result.stderr
     assert "already running" in result.stdout
