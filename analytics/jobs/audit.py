@@ -1,0 +1,155 @@
+"""The audit job: did Kafka keep every message the producers had acknowledged, and how far
+behind are the consumer groups?
+
+    kaas analytics audit --bootstrap-servers HOST:PORT --ledger LEDGER.jsonl --out DIR
+    spark-submit --jars JARS analytics/jobs/audit.py --bootstrap-servers HOST:PORT --ledger ... --out DIR
+
+Exit status: 0 when completeness is 100%, 3 when messages are missing (unless
+--allow-incomplete), 2 on bad input.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+if __package__ in (None, ""):
+    # spark-submit runs this file as a script: make the repository's packages importable.
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+import argparse
+import json
+from dataclasses import asdict
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from analytics import audit, kafka_offsets
+from analytics.jobs.common import EXIT_OK, run_with_session
+from analytics.session import SparkSettings, launched_by_spark_submit
+from analytics.sources import SourceError, ensure_kafka_connector, read_kafka_topics, read_ledger
+
+EXIT_INCOMPLETE = 3
+SUMMARY_SCHEMA_VERSION = 1
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="kaas analytics audit",
+        description="Compare the producers' ledger with what Kafka holds; report consumer lag.",
+    )
+    parser.add_argument("--bootstrap-servers", required=True, help="the Kafka cluster to audit")
+    parser.add_argument(
+        "--ledger", type=Path, required=True, help="the producers' ledger (JSON lines)"
+    )
+    parser.add_argument("--out", type=Path, required=True, help="output folder")
+    parser.add_argument(
+        "--topics", help="comma-separated topics (default: every topic in the ledger)"
+    )
+    parser.add_argument("--groups", help="comma-separated consumer groups (default: every group)")
+    parser.add_argument(
+        "--allow-incomplete", action="store_true", help="exit 0 even when messages are missing"
+    )
+    return parser
+
+
+def _split(text: str | None) -> list[str]:
+    return [item.strip() for item in (text or "").split(",") if item.strip()]
+
+
+def completeness_tables(
+    ledger: DataFrame, kafka_records: DataFrame, window_s: int
+) -> tuple[DataFrame, DataFrame]:
+    """Per-window completeness and its totals, from the ledger and the topics' records."""
+    per_window = audit.completeness(
+        audit.produced_counts(ledger), audit.kafka_counts(kafka_records, window_s)
+    )
+    return per_window, audit.completeness_totals(per_window)
+
+
+def _lag_tables(
+    spark: SparkSession, args: argparse.Namespace, topics: list[str]
+) -> tuple[DataFrame, DataFrame]:
+    groups = _split(args.groups) or kafka_offsets.consumer_groups(args.bootstrap_servers)
+    committed = kafka_offsets.committed_offsets(args.bootstrap_servers, groups, topics)
+    ends = kafka_offsets.end_offsets(args.bootstrap_servers, topics)
+    committed_frame = spark.createDataFrame(
+        [asdict(row) for row in committed],
+        "group string, topic string, partition int, committed_offset bigint",
+    )
+    ends_frame = spark.createDataFrame(
+        [asdict(row) for row in ends], "topic string, partition int, end_offset bigint"
+    )
+    lag = audit.consumer_lag(committed_frame, ends_frame)
+    return lag, audit.lag_per_group(lag)
+
+
+def _audit(spark: SparkSession, args: argparse.Namespace) -> int:
+    ensure_kafka_connector(SparkSettings.from_env().jars_dir, launched_by_spark_submit())
+    ledger = read_ledger(spark, args.ledger).cache()
+    window_s = audit.ledger_window_s(ledger)
+    topics = _split(args.topics) or sorted(
+        row[0] for row in ledger.select("topic").distinct().collect()
+    )
+    if not topics:
+        raise SourceError(f"ledger {args.ledger} names no topic")
+    records = read_kafka_topics(spark, args.bootstrap_servers, topics).select(
+        "topic", "partition", "offset", "timestamp"
+    )
+    per_window, totals = completeness_tables(
+        ledger.where(F.col("topic").isin(topics)), records, window_s
+    )
+    lag, lag_groups = _lag_tables(spark, args, topics)
+
+    args.out.mkdir(parents=True, exist_ok=True)
+    per_window.write.mode("overwrite").parquet(str(args.out / "completeness"))
+    lag.write.mode("overwrite").parquet(str(args.out / "lag"))
+    total = totals.collect()[0].asDict()
+    groups = [row.asDict() for row in lag_groups.collect()]
+    summary: dict[str, Any] = {
+        "schema_version": SUMMARY_SCHEMA_VERSION,
+        "job": "audit",
+        "topics": topics,
+        "ledger_window_s": window_s,
+        "completeness": total,
+        "windows_missing": [
+            row.asDict()
+            for row in per_window.where(F.col("missing") > 0)
+            .orderBy("topic", "partition", "window_start_ms")
+            .limit(20)
+            .collect()
+        ],
+        "consumer_groups": groups,
+        "outputs": {"completeness": str(args.out / "completeness"), "lag": str(args.out / "lag")},
+    }
+    (args.out / "summary.json").write_text(
+        json.dumps(summary, indent=2, sort_keys=True, default=str) + "\n"
+    )
+
+    print(
+        f"completeness {total['completeness_percent']}%: {total['in_kafka']} of {total['produced']} "
+        f"acknowledged messages in Kafka, {total['missing']} missing, {total['extra']} unledgered "
+        f"({', '.join(topics)})"
+    )
+    for group in groups:
+        print(
+            f"group {group['group']}: lag {group['total_lag']} (worst partition {group['max_partition_lag']}, "
+            f"{group['partitions_without_commit']} partitions without a commit)"
+        )
+    print(f"summary: {args.out / 'summary.json'}")
+    if total["missing"] > 0 and not args.allow_incomplete:
+        return EXIT_INCOMPLETE
+    return EXIT_OK
+
+
+def main(argv: list[str]) -> int:
+    args = build_parser().parse_args(argv)
+    if not args.ledger.exists():
+        print(f"kaas analytics audit: error: ledger {args.ledger} does not exist", file=sys.stderr)
+        return 2
+    return run_with_session("audit", lambda spark: _audit(spark, args))
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
