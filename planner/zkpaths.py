@@ -1,0 +1,100 @@
+"""Every ZooKeeper path KaaS uses, named in one place (the layout of ../shared/DESIGN.md).
+
+Kafka's own data lives under /kafka/<cluster> (its chroot); KaaS's under /kaas/<cluster>.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+def validate_cluster_name(name: str) -> str:
+    if not name or len(name) > 64 or not all(c.isalnum() or c in "-_" for c in name):
+        raise ValueError(f"cluster name {name!r} is invalid: use 1-64 letters, digits, '-' or '_'")
+    return name
+
+
+@dataclass(frozen=True)
+class ClusterPaths:
+    cluster: str
+
+    def __post_init__(self) -> None:
+        validate_cluster_name(self.cluster)
+
+    @property
+    def root(self) -> str:
+        return f"/kaas/{self.cluster}"
+
+    @property
+    def kafka_chroot(self) -> str:
+        return f"/kafka/{self.cluster}"
+
+    @property
+    def spec(self) -> str:
+        return f"{self.root}/spec"
+
+    @property
+    def ids(self) -> str:
+        return f"{self.root}/ids"
+
+    def broker_id_claim(self, broker_id: int) -> str:
+        return f"{self.ids}/{broker_id}"
+
+    @property
+    def members(self) -> str:
+        return f"{self.root}/members"
+
+    def member(self, broker_id: int) -> str:
+        return f"{self.members}/{broker_id}"
+
+    @property
+    def plan(self) -> str:
+        return f"{self.root}/plan"
+
+    @property
+    def plan_meta(self) -> str:
+        return f"{self.plan}/meta"
+
+    @property
+    def plan_topics(self) -> str:
+        return f"{self.plan}/topics"
+
+    def plan_topic(self, topic: str) -> str:
+        return f"{self.plan_topics}/{topic}"
+
+    @property
+    def plan_score(self) -> str:
+        return f"{self.plan}/score"
+
+    @property
+    def restart_lock(self) -> str:
+        return f"{self.root}/locks/restart"
+
+    @property
+    def planner_election(self) -> str:
+        return f"{self.root}/election/planner"
+
+    @property
+    def journal(self) -> str:
+        return f"{self.root}/journal"
+
+    @property
+    def journal_entry_prefix(self) -> str:
+        return f"{self.journal}/entry-"
+
+    @property
+    def zookeeper_members(self) -> str:
+        """Ephemeral: one child per ZooKeeper server id whose agent is alive (seen-at times)."""
+        return f"{self.root}/zookeeper"
+
+    @property
+    def kafka_broker_ids(self) -> str:
+        return f"{self.kafka_chroot}/brokers/ids"
+
+    @property
+    def kafka_controller(self) -> str:
+        return f"{self.kafka_chroot}/controller"
+
+    @property
+    def kafka_reassign_partitions(self) -> str:
+        return f"{self.kafka_chroot}/admin/reassign_partitions"
