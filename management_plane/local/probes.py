@@ -16,6 +16,9 @@ from management_plane.local.layout import ClusterLayout, VmLayout
 
 # kazoo logs every failed connection attempt at WARNING; a probe expects some to fail.
 logging.getLogger("kazoo.client").setLevel(logging.ERROR)
+# librdkafka reports every refused connection while brokers start; probes expect those.
+_RDKAFKA_LOG = logging.getLogger("kaas.probe.rdkafka")
+_RDKAFKA_LOG.setLevel(logging.CRITICAL)
 
 
 def zookeeper_mode(vm: VmLayout, timeout: float = 2.0) -> str:
@@ -96,7 +99,9 @@ def broker_registrations(
 
 
 def admin_client(bootstrap_servers: str) -> AdminClient:
-    return AdminClient({"bootstrap.servers": bootstrap_servers, "socket.timeout.ms": 5000})
+    return AdminClient(
+        {"bootstrap.servers": bootstrap_servers, "socket.timeout.ms": 5000}, logger=_RDKAFKA_LOG
+    )
 
 
 def metadata_broker_ids(bootstrap_servers: str, timeout: float = 5.0) -> set[int]:

@@ -1,0 +1,37 @@
+"""Restart safety (pure): may this broker stop without taking a partition below its min ISR?"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class PartitionState:
+    topic: str
+    partition: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+
+
+def restart_blockers(
+    partitions: Iterable[PartitionState],
+    broker_id: int,
+    min_isr_by_topic: Mapping[str, int],
+    default_min_isr: int,
+) -> list[str]:
+    """Partitions that stopping `broker_id` would take below min ISR, described for a sentence.
+
+    Blocked when this broker is in a partition's ISR and the ISR is at or below the min ISR.
+    A partition whose replication factor is at or below its min ISR can never survive a
+    restart of one of its replicas with acks=all: it is ignored (as Yelp's and Strimzi's
+    rolling restarts do), or no restart could ever run.
+    """
+    blockers = []
+    for p in partitions:
+        min_isr = min_isr_by_topic.get(p.topic, default_min_isr)
+        if len(p.replicas) <= min_isr:
+            continue
+        if broker_id in p.isr and len(p.isr) <= min_isr:
+            blockers.append(f"{p.topic}-{p.partition} (ISR {list(p.isr)}, min ISR {min_isr})")
+    return blockers

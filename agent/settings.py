@@ -1,0 +1,153 @@
+"""The agent's settings: one JSON file, every field documented, defaults for the optional ones.
+
+`kaas-agent --validate-config FILE` checks a file without starting anything.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from planner.zkpaths import validate_cluster_name
+
+
+class SettingsError(ValueError):
+    """A settings file the agent refuses; the message names the field."""
+
+
+@dataclass(frozen=True)
+class AgentSettings:
+    # -- required: who and where this VM is -------------------------------------------------
+    cluster: str
+    """Cluster name: the agent works under /kaas/<cluster> and Kafka under /kafka/<cluster>."""
+    zookeeper_hosts: str
+    """host:port list of the cluster's ZooKeeper ensemble, without a chroot."""
+    vm_id: str
+    """This VM's identity (EC2 instance id; local: the VM name)."""
+    address: str
+    """The address the broker listens on and advertises."""
+    zone: str
+    """Availability zone; becomes broker.rack."""
+    data_dir: Path
+    """The broker's log dir, on the VM's data volume."""
+    config_dir: Path
+    """Where the agent writes server.properties."""
+
+    # -- optional ---------------------------------------------------------------------------
+    kafka_port: int = 9092
+    jolokia_port: int = 8778
+    supervisor: str = "local"
+    """How the broker process is controlled: "systemd" (unit kaas-kafka) or "local" (a child JVM)."""
+    image_root: Path = Path("/")
+    """Root of the VM image (holds opt/kaas/image.json); "/" on a real VM."""
+    java: str = "java"
+    kafka_heap: str = "-Xms512m -Xmx512m"
+    logs_dir: Path = Path("/var/log/kaas")
+    state_dir: Path | None = None
+    """Where the agent keeps local state (the broker's pid file); default: the data dir's parent."""
+    loop_interval_s: float = 5.0
+    """Seconds between cycles when no ZooKeeper watch wakes the loop earlier."""
+    spare_broker_ids: int = 2
+    """Ids above spec.broker_count-1 a VM may claim while another VM is being replaced."""
+    broker_unresponsive_s: float = 30.0
+    """A live broker failing every metadata and JMX read this long is restarted."""
+    broker_start_timeout_s: float = 180.0
+    isr_stable_checks: int = 3
+    """Consecutive checks with 0 under-replicated partitions before the restart lock is released."""
+    isr_check_interval_s: float = 2.0
+    reassignment_stall_s: float = 600.0
+    """A reassignment with no progress this long triggers a controller re-election."""
+    statsd_host: str | None = None
+    statsd_port: int = 8125
+    metrics_topic: str = "_kaas_metrics"
+    metrics_interval_s: float = 30.0
+
+    @property
+    def bootstrap(self) -> str:
+        return f"{self.address}:{self.kafka_port}"
+
+    @property
+    def jolokia_url(self) -> str:
+        return f"http://{self.address}:{self.jolokia_port}/jolokia/"
+
+    @property
+    def local_state_dir(self) -> Path:
+        return self.state_dir or self.data_dir.parent
+
+
+_REQUIRED = ("cluster", "zookeeper_hosts", "vm_id", "address", "zone", "data_dir", "config_dir")
+
+
+def parse_settings(value: object, source: str = "settings") -> AgentSettings:
+    if not isinstance(value, dict):
+        raise SettingsError(f"{source}: must be a JSON object")
+    known = {f.name: f for f in fields(AgentSettings)}
+    unknown = sorted(set(value) - set(known))
+    if unknown:
+        raise SettingsError(f"{source}: unknown setting(s) {', '.join(unknown)}")
+    missing = [name for name in _REQUIRED if name not in value]
+    if missing:
+        raise SettingsError(f"{source}: missing required setting(s) {', '.join(missing)}")
+    converted = {
+        name: _convert(name, known[name].type, item, source) for name, item in value.items()
+    }
+    try:
+        validate_cluster_name(converted["cluster"])
+    except ValueError as exc:
+        raise SettingsError(f"{source}: {exc}") from None
+    if converted.get("supervisor", "local") not in ("local", "systemd"):
+        raise SettingsError(
+            f'{source}: supervisor must be "local" or "systemd", got {converted["supervisor"]!r}'
+        )
+    for port in ("kafka_port", "jolokia_port", "statsd_port"):
+        if port in converted and not 0 < converted[port] < 65536:
+            raise SettingsError(f"{source}: {port} must be 1-65535, got {converted[port]}")
+    return AgentSettings(**converted)
+
+
+def _convert(name: str, annotation: object, item: object, source: str) -> Any:
+    """Check one value against its field's annotation (a string: annotations are postponed)."""
+    optional = str(annotation).endswith("| None")
+    kind = str(annotation).removesuffix(" | None")
+    if item is None and optional:
+        return None
+    if kind == "Path":
+        if not isinstance(item, str) or not item:
+            raise SettingsError(f"{source}: {name} must be a path string, got {item!r}")
+        return Path(item)
+    if kind == "int":
+        if not isinstance(item, int) or isinstance(item, bool) or item < 0:
+            raise SettingsError(f"{source}: {name} must be a non-negative integer, got {item!r}")
+        return item
+    if kind == "float":
+        if not isinstance(item, (int, float)) or isinstance(item, bool) or item <= 0:
+            raise SettingsError(f"{source}: {name} must be a positive number, got {item!r}")
+        return float(item)
+    if not isinstance(item, str) or not item:
+        raise SettingsError(f"{source}: {name} must be a non-empty string, got {item!r}")
+    return item
+
+
+def load_settings(path: Path) -> AgentSettings:
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise SettingsError(f"{path}: cannot read ({exc.strerror})") from None
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise SettingsError(f"{path}: not valid JSON ({exc})") from None
+    return parse_settings(value, str(path))
+
+
+def settings_to_json(settings: AgentSettings) -> dict[str, Any]:
+    return {
+        f.name: (
+            str(getattr(settings, f.name))
+            if isinstance(getattr(settings, f.name), Path)
+            else getattr(settings, f.name)
+        )
+        for f in fields(AgentSettings)
+    }

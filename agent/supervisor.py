@@ -1,0 +1,200 @@
+"""Control of the broker process behind one interface: systemd on a real VM, a child JVM on
+the local provider. Processes are known by pid and start time, never by name."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shlex
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Protocol
+
+import psutil
+
+from agent.settings import AgentSettings
+
+RUNNING, PAUSED, STOPPED = "running", "paused", "stopped"
+
+
+class BrokerSupervisor(Protocol):
+    def state(self) -> str: ...
+
+    def start(self, kafka_version: str) -> None: ...
+
+    def stop(self, timeout: float) -> None: ...
+
+    def pid(self) -> int | None: ...
+
+
+class ImageError(RuntimeError):
+    pass
+
+
+def kafka_libs(image_root: Path, kafka_version: str) -> Path:
+    manifest = image_root / "opt" / "kaas" / "image.json"
+    try:
+        libs = json.loads(manifest.read_text())["kafka_versions"][kafka_version]
+    except OSError as exc:
+        raise ImageError(f"cannot read the image manifest {manifest} ({exc.strerror})") from None
+    except (ValueError, KeyError, TypeError):
+        raise ImageError(f"Kafka {kafka_version} is not in the image manifest {manifest}") from None
+    return image_root / libs
+
+
+def jolokia_agent(image_root: Path) -> Path:
+    return image_root / "opt" / "kaas" / "jolokia" / "jolokia-agent.jar"
+
+
+class LocalProcessSupervisor:
+    """The broker as a child JVM of the agent; its pid file lets `kaas vm` find it."""
+
+    def __init__(self, settings: AgentSettings) -> None:
+        self.settings = settings
+        self.pid_file = settings.local_state_dir / "kafka.pid"
+        self.log_file = settings.logs_dir / "kafka.log"
+
+    def _record(self) -> tuple[int, float] | None:
+        try:
+            value = json.loads(self.pid_file.read_text())
+            return int(value["pid"]), float(value["create_time"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    def _process(self) -> psutil.Process | None:
+        record = self._record()
+        if record is None:
+            return None
+        pid, create_time = record
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)  # reap our own exited child
+        try:
+            process = psutil.Process(pid)
+            if (
+                abs(process.create_time() - create_time) > 0.05
+                or process.status() == psutil.STATUS_ZOMBIE
+            ):
+                return None
+            return process
+        except psutil.Error:
+            return None
+
+    def pid(self) -> int | None:
+        process = self._process()
+        return process.pid if process else None
+
+    def state(self) -> str:
+        process = self._process()
+        if process is None:
+            return STOPPED
+        try:
+            return PAUSED if process.status() == psutil.STATUS_STOPPED else RUNNING
+        except psutil.Error:
+            return STOPPED
+
+    def command(self, kafka_version: str) -> list[str]:
+        s = self.settings
+        return [
+            s.java,
+            *shlex.split(s.kafka_heap),
+            "-XX:+UseG1GC",
+            "-XX:MaxGCPauseMillis=20",
+            "-Djava.awt.headless=true",
+            f"-Dkafka.logs.dir={s.logs_dir}",
+            f"-Dlog4j.configuration=file:{s.config_dir / 'kafka-log4j.properties'}",
+            f"-javaagent:{jolokia_agent(s.image_root)}=host={s.address},port={s.jolokia_port},discoveryEnabled=false",
+            "-cp",
+            f"{kafka_libs(s.image_root, kafka_version)}/*",
+            "kafka.Kafka",
+            str(s.config_dir / "server.properties"),
+        ]
+
+    def start(self, kafka_version: str) -> None:
+        if self.state() != STOPPED:
+            return
+        command = self.command(kafka_version)
+        self.log_file.parent.mkdir(parents=True, exist_ok=True)
+        with self.log_file.open("ab") as log:
+            child = subprocess.Popen(
+                command,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        record = {"pid": child.pid, "create_time": psutil.Process(child.pid).create_time()}
+        tmp = self.pid_file.with_suffix(".tmp")
+        tmp.write_text(json.dumps(record))
+        tmp.rename(self.pid_file)
+
+    def stop(self, timeout: float) -> None:
+        process = self._process()
+        if process is None:
+            return
+        with contextlib.suppress(psutil.Error):
+            process.send_signal(signal.SIGCONT)  # a paused JVM cannot act on SIGTERM
+            process.send_signal(signal.SIGTERM)  # Kafka's controlled shutdown
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and self._process() is not None:
+            time.sleep(0.2)
+        if self._process() is not None:
+            with contextlib.suppress(psutil.Error):
+                process.kill()
+            while self._process() is not None:
+                time.sleep(0.1)
+
+
+class SystemdSupervisor:
+    """The broker as the systemd unit kaas-kafka; /etc/kaas/kafka/env names its libs."""
+
+    UNIT = "kaas-kafka.service"
+
+    def __init__(self, settings: AgentSettings) -> None:
+        self.settings = settings
+
+    def _show(self) -> dict[str, str]:
+        out = subprocess.run(
+            ["systemctl", "show", self.UNIT, "-p", "MainPID,ActiveState,SubState"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=True,
+        ).stdout
+        return dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+
+    def pid(self) -> int | None:
+        pid = int(self._show().get("MainPID", "0"))
+        return pid or None
+
+    def state(self) -> str:
+        pid = self.pid()
+        if pid is None:
+            return STOPPED
+        try:
+            return PAUSED if psutil.Process(pid).status() == psutil.STATUS_STOPPED else RUNNING
+        except psutil.Error:
+            return STOPPED
+
+    def start(self, kafka_version: str) -> None:
+        s = self.settings
+        env = self.settings.config_dir / "env"
+        env.write_text(
+            f"KAFKA_LIBS={kafka_libs(s.image_root, kafka_version)}\nKAFKA_HEAP={s.kafka_heap}\nJOLOKIA_HOST={s.address}\n"
+        )
+        subprocess.run(["systemctl", "start", self.UNIT], check=True, timeout=60)
+
+    def stop(self, timeout: float) -> None:
+        pid = self.pid()
+        if pid is not None:
+            with contextlib.suppress(psutil.Error):
+                psutil.Process(pid).send_signal(signal.SIGCONT)
+        subprocess.run(["systemctl", "stop", self.UNIT], check=True, timeout=timeout + 30)
+
+
+def make_supervisor(settings: AgentSettings) -> BrokerSupervisor:
+    if settings.supervisor == "systemd":
+        return SystemdSupervisor(settings)
+    return LocalProcessSupervisor(settings)
