@@ -1,11 +1,14 @@
 """Test support: the one Spark session of a test run, and metric records to feed it.
 
-Test modules import the fixture: `from analytics.testing import spark  # noqa: F401`.
+Test modules import the fixture, which pytest then knows by the name `spark`:
+`from analytics.testing import spark_session_fixture  # noqa: F401`. (Its Python name
+differs so that test parameters named `spark` do not shadow the import.)
 The session is cached here, so every module that imports the fixture shares one JVM.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -14,6 +17,9 @@ from pyspark.sql import SparkSession
 
 from analytics.metrics import SCHEMA_VERSION
 from analytics.session import SparkSettings, build_spark_session
+
+# assertDataFrameEqual loads pandas-on-Spark, which asks for this with pyarrow >= 2.
+os.environ.setdefault("PYARROW_IGNORE_TIMEZONE", "1")
 
 _SESSION: SparkSession | None = None
 
@@ -32,8 +38,8 @@ def shared_session() -> SparkSession:
     return _SESSION
 
 
-@pytest.fixture(scope="session")
-def spark() -> Iterator[SparkSession]:
+@pytest.fixture(scope="session", name="spark")
+def spark_session_fixture() -> Iterator[SparkSession]:
     """One SparkSession for the whole test run (started on first use)."""
     global _SESSION
     session = shared_session()
