@@ -68,16 +68,38 @@ def volume_id(data_dir: Path) -> str:
     return value
 
 
-def candidate_ids(taken: Iterable[int], limit: int) -> list[int]:
-    """Free ids in 0..limit-1, lowest first (pure)."""
+def volume_broker_id(data_dir: Path) -> int | None:
+    """The broker id Kafka recorded on this volume (meta.properties), if it ever ran here."""
+    try:
+        lines = (data_dir / "meta.properties").read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        key, _, value = line.partition("=")
+        if key.strip() == "broker.id" and value.strip().isdigit():
+            return int(value.strip())
+    return None
+
+
+def candidate_ids(taken: Iterable[int], limit: int, preferred: int | None = None) -> list[int]:
+    """Free ids in 0..limit-1, lowest first; a free `preferred` id (the volume's own) goes first (pure)."""
     used = set(taken)
-    return [i for i in range(limit) if i not in used]
+    free = [i for i in range(limit) if i not in used]
+    if preferred is not None and preferred not in used:
+        return [preferred] + [i for i in free if i != preferred]
+    return free
 
 
 def claim_broker_id(
-    client: KazooClient, paths: ClusterPaths, vm_id: str, volume: str, limit: int
+    client: KazooClient,
+    paths: ClusterPaths,
+    vm_id: str,
+    volume: str,
+    limit: int,
+    volume_broker: int | None = None,
 ) -> int:
-    """The id this volume already holds, else the lowest free one in 0..limit-1."""
+    """The id this volume already holds, else the id Kafka recorded on the volume if it is
+    free, else the lowest free one in 0..limit-1."""
     client.ensure_path(paths.ids)
     claims: dict[int, Claim | None] = {}
     for child in client.get_children(paths.ids):
@@ -97,7 +119,7 @@ def claim_broker_id(
                     paths.broker_id_claim(broker_id), Claim(broker_id, vm_id, volume).encode()
                 )
             return broker_id
-    for broker_id in candidate_ids(claims, limit):
+    for broker_id in candidate_ids(claims, limit, volume_broker):
         try:
             client.create(
                 paths.broker_id_claim(broker_id), Claim(broker_id, vm_id, volume).encode()

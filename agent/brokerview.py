@@ -1,0 +1,69 @@
+"""Reads of the live cluster the agent's snapshot and restarts need: metadata, controller,
+min ISR settings, and Jolokia reads of under-replicated partitions."""
+
+from __future__ import annotations
+
+import json
+import logging
+import urllib.request
+from typing import Any
+
+from confluent_kafka.admin import AdminClient, ConfigResource
+
+from agent.safety import PartitionState
+
+# librdkafka reports every refused connection; a stopped broker is a state the agent handles.
+_RDKAFKA_LOG = logging.getLogger("kaas.agent.rdkafka")
+_RDKAFKA_LOG.setLevel(logging.CRITICAL)
+
+URP_MBEAN = "kafka.server:type=ReplicaManager,name=UnderReplicatedPartitions"
+
+
+def admin_client(bootstrap: str) -> AdminClient:
+    return AdminClient(
+        {"bootstrap.servers": bootstrap, "socket.timeout.ms": 5000}, logger=_RDKAFKA_LOG
+    )
+
+
+def metadata_answers(admin: AdminClient, broker_id: int, timeout: float) -> bool:
+    """Whether this broker answers a metadata request and lists itself."""
+    try:
+        return broker_id in admin.list_topics(timeout=timeout).brokers
+    except Exception:
+        return False
+
+
+def partition_states(admin: AdminClient, timeout: float = 10.0) -> list[PartitionState]:
+    metadata = admin.list_topics(timeout=timeout)
+    return [
+        PartitionState(str(topic.topic), p.id, tuple(p.replicas), tuple(p.isrs))
+        for topic in metadata.topics.values()
+        for p in topic.partitions.values()
+    ]
+
+
+def topic_min_isr(admin: AdminClient, topics: set[str], timeout: float = 10.0) -> dict[str, int]:
+    if not topics:
+        return {}
+    futures = admin.describe_configs([ConfigResource("topic", t) for t in sorted(topics)])
+    result = {}
+    for resource, future in futures.items():
+        entries = future.result(timeout=timeout)
+        entry = entries.get("min.insync.replicas")
+        if entry is not None and entry.value is not None:
+            result[resource.name] = int(entry.value)
+    return result
+
+
+def jolokia_read(url: str, mbean: str, timeout: float = 3.0) -> Any:
+    """One attribute read through Jolokia's REST interface (GET /read/<mbean>)."""
+    with urllib.request.urlopen(f"{url}read/{mbean}", timeout=timeout) as response:
+        body = json.load(response)
+    if body.get("status") != 200:
+        raise RuntimeError(f"Jolokia read of {mbean} failed: {body.get('error')}")
+    return body["value"]
+
+
+def under_replicated(jolokia_url: str) -> int:
+    value = jolokia_read(jolokia_url, URP_MBEAN)
+    return int(value["Value"] if isinstance(value, dict) else value)

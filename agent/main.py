@@ -1,0 +1,97 @@
+"""`kaas-agent`: the daemon on every broker VM."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+import threading
+from pathlib import Path
+
+from agent.settings import SettingsError, load_settings, settings_to_json
+
+
+def _configure_logging() -> None:
+    import logging
+
+    import structlog
+
+    logging.basicConfig(stream=sys.stderr, level=logging.WARNING)
+    structlog.configure(
+        processors=[
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            structlog.processors.KeyValueRenderer(
+                key_order=["timestamp", "level", "event"], sort_keys=True
+            ),
+        ],
+        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="kaas-agent", description="KaaS agent: converges this VM toward the cluster spec"
+    )
+    group = parser.add_mutually_exclusive_group(required=True)
+    group.add_argument("--config", type=Path, help="settings file (JSON)")
+    group.add_argument(
+        "--validate-config", type=Path, metavar="FILE", help="check a settings file and exit"
+    )
+    parser.add_argument("--once", action="store_true", help="run one cycle and exit")
+    args = parser.parse_args(argv)
+
+    path = args.validate_config or args.config
+    try:
+        settings = load_settings(path)
+    except SettingsError as exc:
+        print(f"kaas-agent: error: {exc}", file=sys.stderr)
+        return 1
+    if args.validate_config:
+        print(json.dumps(settings_to_json(settings), indent=2))
+        print(f"kaas-agent: {path} is valid", file=sys.stderr)
+        return 0
+
+    _configure_logging()
+    from sdnotify import SystemdNotifier
+
+    from agent.cycle import Agent
+
+    notifier = SystemdNotifier()
+    agent = Agent(settings)
+    stop = threading.Event()
+
+    def request_stop(signum: int, frame: object) -> None:
+        stop.set()
+        agent.wake.set()
+
+    signal.signal(signal.SIGTERM, request_stop)
+    signal.signal(signal.SIGINT, request_stop)
+    try:
+        agent.start()
+    except Exception as exc:
+        print(f"kaas-agent: error: cannot start: {exc}", file=sys.stderr)
+        agent.close()
+        return 1
+    if args.once:
+        print(agent.run_cycle())
+        agent.close()
+        return 0
+    ready = [False]
+
+    def on_cycle(sentence: str) -> None:
+        if not ready[0]:
+            notifier.notify("READY=1")
+            ready[0] = True
+        notifier.notify(f"WATCHDOG=1\nSTATUS={sentence[:200]}")
+
+    try:
+        agent.run_forever(stop, on_cycle)
+    finally:
+        agent.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

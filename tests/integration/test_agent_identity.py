@@ -1,0 +1,65 @@
+"""Broker-id claims against the shared cluster's real ZooKeeper ensemble."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from pathlib import Path
+
+import pytest
+from kazoo.client import KazooClient
+
+from agent.identity import Claim, claim_broker_id, volume_id
+from planner.zkpaths import ClusterPaths
+
+pytestmark = pytest.mark.integration
+
+
+def _claim(zk_hosts: str, paths: ClusterPaths, vm: str, volume: str, out: dict[str, int]) -> None:
+    client = KazooClient(hosts=zk_hosts)
+    client.start(timeout=15)
+    try:
+        out[vm] = claim_broker_id(client, paths, vm, volume, limit=5)
+    finally:
+        client.stop()
+        client.close()
+
+
+def test_vms_starting_at_once_get_distinct_lowest_ids(zk_hosts: str) -> None:
+    paths = ClusterPaths(f"ids-{uuid.uuid4().hex[:8]}")
+    claimed: dict[str, int] = {}
+    threads = [
+        threading.Thread(target=_claim, args=(zk_hosts, paths, f"vm{i}", f"vol-{i}", claimed))
+        for i in range(3)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert sorted(claimed.values()) == [0, 1, 2]
+
+
+def test_a_volume_keeps_its_id_across_restarts_and_vms(zk_hosts: str, tmp_path: Path) -> None:
+    paths = ClusterPaths(f"ids-{uuid.uuid4().hex[:8]}")
+    client = KazooClient(hosts=zk_hosts)
+    client.start(timeout=15)
+    try:
+        volume_a = volume_id(tmp_path / "a")
+        assert volume_id(tmp_path / "a") == volume_a  # written once onto the volume
+        first = claim_broker_id(client, paths, "vm-a", volume_a, limit=3)
+        other = claim_broker_id(client, paths, "vm-b", volume_id(tmp_path / "b"), limit=3)
+        assert (first, other) == (0, 1)
+        # The VM comes back with the same volume: same id.
+        assert claim_broker_id(client, paths, "vm-a", volume_a, limit=3) == 0
+        # The volume is attached to a replacement VM: same id, and the claim names the new VM.
+        assert claim_broker_id(client, paths, "vm-c", volume_a, limit=3) == 0
+        raw, _ = client.get(paths.broker_id_claim(0))
+        assert Claim.decode(0, raw) == Claim(0, "vm-c", volume_a)
+        # A volume Kafka already used as broker 2 gets id 2 while it is free.
+        assert claim_broker_id(client, paths, "vm-d", "vol-d", limit=3, volume_broker=2) == 2
+        # Every id taken: a clear error.
+        with pytest.raises(RuntimeError, match=r"no free broker id in 0\.\.2"):
+            claim_broker_id(client, paths, "vm-e", "vol-e", limit=3)
+    finally:
+        client.stop()
+        client.close()
