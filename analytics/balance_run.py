@@ -1,7 +1,7 @@
 """The balance job's body: transforms wired together, outputs written, summary built.
 
-`compute_balance_tables` is pure (lazy DataFrames). `run_balance` does the I/O: it
-writes the Parquet tables, scores each window with the planner's definition, draws the
+The transforms live in analytics.balance; `run_balance` chains them and does the I/O:
+it writes each Parquet table and goes on from the written copy, scores each window with the planner's definition, draws the
 charts, writes LAYOUT.json with the measured per-partition load, and returns the
 summary that the job prints and writes as JSON.
 """
@@ -47,52 +47,31 @@ class BalanceOptions:
     charts: bool = True
 
 
-@dataclass(frozen=True)
-class BalanceTables:
-    broker_load: DataFrame
-    zone_load: DataFrame
-    broker_balance: DataFrame
-    zone_balance: DataFrame
-    partition_load: DataFrame
-    partition_measured: DataFrame
-
-
 @dataclass
 class BalanceResult:
     summary: dict[str, Any]
     outputs: dict[str, str] = field(default_factory=dict)
 
 
-def compute_balance_tables(parsed: ParsedMetrics, options: BalanceOptions) -> BalanceTables:
-    broker_load = balance.broker_window_load(parsed.broker_metrics, options.window)
-    zone_load = balance.zone_window_load(broker_load)
-    partition_load = balance.partition_window_load(
-        parsed.partition_metrics, parsed.topic_metrics, options.window
-    )
-    return BalanceTables(
-        broker_load=broker_load,
-        zone_load=zone_load,
-        broker_balance=balance.resource_balance(broker_load, "broker_id", options.hot_threshold),
-        zone_balance=balance.resource_balance(zone_load, "zone", options.hot_threshold),
-        partition_load=partition_load,
-        partition_measured=balance.partition_measured_load(partition_load),
-    )
-
-
-def _only_cluster(parsed: ParsedMetrics, wanted: str | None) -> tuple[ParsedMetrics, str]:
-    clusters = sorted(
-        row[0] for row in parsed.broker_metrics.select("cluster").distinct().collect()
-    )
+def _only_cluster(parsed: ParsedMetrics, wanted: str | None) -> tuple[ParsedMetrics, str, int]:
+    """The records of one cluster, its name and how many valid records it has."""
+    counts = {
+        row["cluster"]: int(row["records"])
+        for row in parsed.broker_metrics.groupBy("cluster")
+        .agg(F.count(F.lit(1)).alias("records"))
+        .collect()
+    }
     if wanted is None:
-        if not clusters:
+        if not counts:
             raise BalanceInputError("no valid metric records to score (see the quarantine counts)")
-        if len(clusters) > 1:
+        if len(counts) > 1:
             raise BalanceInputError(
-                f"records of several clusters ({', '.join(clusters)}): pass --cluster"
+                f"records of several clusters ({', '.join(sorted(counts))}): pass --cluster"
             )
-        return parsed, clusters[0]
-    if wanted not in clusters:
-        known = ", ".join(clusters) or "none"
+        (only,) = counts
+        return parsed, only, counts[only]
+    if wanted not in counts:
+        known = ", ".join(sorted(counts)) or "none"
         raise BalanceInputError(f"no valid records of cluster {wanted} (clusters seen: {known})")
 
     def keep(frame: DataFrame) -> DataFrame:
@@ -106,6 +85,7 @@ def _only_cluster(parsed: ParsedMetrics, wanted: str | None) -> tuple[ParsedMetr
             quarantine=parsed.quarantine,
         ),
         wanted,
+        counts[wanted],
     )
 
 
@@ -149,31 +129,45 @@ def run_balance(
 ) -> BalanceResult:
     out_dir.mkdir(parents=True, exist_ok=True)
     outputs: dict[str, str] = {}
-    quarantined = parsed.quarantine.count()
+
+    def stage(frame: DataFrame, name: str) -> DataFrame:
+        """Write a table and continue from the written copy, so that no later output
+        recomputes it from the (large, or remote) source."""
+        _write(frame, out_dir / name, outputs, name)
+        return spark.read.parquet(outputs[name])
+
+    quarantine = stage(parsed.quarantine, "quarantine")
+    quarantined = quarantine.count()
     reasons = {
-        row["reason"]: int(row["records"]) for row in quarantine_counts(parsed.quarantine).collect()
+        row["reason"]: int(row["records"]) for row in quarantine_counts(quarantine).collect()
     }
-    if quarantined:
-        _write(parsed.quarantine, out_dir / "quarantine", outputs, "quarantine")
     if options.write_normalised:
-        # Written first and read back: later stages read Parquet, not the source again.
-        for name in ("broker_metrics", "topic_metrics", "partition_metrics"):
-            _write(getattr(parsed, name), out_dir / name, outputs, name)
         parsed = ParsedMetrics(
-            broker_metrics=spark.read.parquet(outputs["broker_metrics"]),
-            topic_metrics=spark.read.parquet(outputs["topic_metrics"]),
-            partition_metrics=spark.read.parquet(outputs["partition_metrics"]),
-            quarantine=parsed.quarantine,
+            broker_metrics=stage(parsed.broker_metrics, "broker_metrics"),
+            topic_metrics=stage(parsed.topic_metrics, "topic_metrics"),
+            partition_metrics=stage(parsed.partition_metrics, "partition_metrics"),
+            quarantine=quarantine,
         )
-    parsed, cluster = _only_cluster(parsed, options.cluster)
-    valid_records = parsed.broker_metrics.count()
-    tables = compute_balance_tables(parsed, options)
-    for name in ("broker_load", "zone_load", "broker_balance", "zone_balance", "partition_load"):
-        _write(getattr(tables, name), out_dir / name, outputs, name)
-    broker_load = spark.read.parquet(outputs["broker_load"])
+    parsed, cluster, valid_records = _only_cluster(parsed, options.cluster)
+    broker_load = stage(
+        balance.broker_window_load(parsed.broker_metrics, options.window), "broker_load"
+    )
+    zone_load = stage(balance.zone_window_load(broker_load), "zone_load")
+    broker_balance = stage(
+        balance.resource_balance(broker_load, "broker_id", options.hot_threshold), "broker_balance"
+    )
+    zone_balance = stage(
+        balance.resource_balance(zone_load, "zone", options.hot_threshold), "zone_balance"
+    )
+    partition_load = stage(
+        balance.partition_window_load(
+            parsed.partition_metrics, parsed.topic_metrics, options.window
+        ),
+        "partition_load",
+    )
     broker_load_pd = _to_pandas(broker_load)
-    broker_balance_pd = _to_pandas(spark.read.parquet(outputs["broker_balance"]))
-    zone_balance_pd = _to_pandas(spark.read.parquet(outputs["zone_balance"]))
+    broker_balance_pd = _to_pandas(broker_balance)
+    zone_balance_pd = _to_pandas(zone_balance)
 
     scores, score_detail = _scores_per_window(broker_load_pd)
     spark.createDataFrame(
@@ -225,7 +219,7 @@ def run_balance(
             spark, broker_load, planned, out_dir, outputs
         )
         summary["layout"] = _write_measured_layout(
-            tables.partition_measured,
+            balance.partition_measured_load(partition_load),
             options.layout_document,
             options.layout_out or out_dir / "LAYOUT.json",
         )

@@ -10,15 +10,19 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from planner.zkpaths import ClusterPaths
+
 SCORE_SCHEMA_VERSION = 1
 ZK_TIMEOUT_S = 15.0
 
 
 def score_znode_path(cluster: str) -> str:
-    """`/kaas/<cluster>/plan/score`, beside the plan's meta and topics (see DESIGN.md)."""
-    if not cluster or "/" in cluster:
-        raise ValueError(f"cluster name {cluster!r} cannot be part of a znode path")
-    return f"/kaas/{cluster}/plan/score"
+    """`/kaas/<cluster>/plan/score`, beside the plan's meta and topics.
+
+    Taken from planner.zkpaths, where every KaaS znode path is named once; a bad
+    cluster name raises ValueError there.
+    """
+    return ClusterPaths(cluster).plan_score
 
 
 def score_document(
