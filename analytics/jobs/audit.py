@@ -19,7 +19,7 @@ if __package__ in (None, ""):
 
 import argparse
 import json
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
@@ -68,12 +68,31 @@ def completeness_tables(
     return per_window, audit.completeness_totals(per_window)
 
 
+@dataclass(frozen=True)
+class AuditOptions:
+    bootstrap_servers: str
+    ledger: Path
+    out: Path
+    topics: tuple[str, ...] = ()
+    """Topics to audit; empty means every topic the ledger names."""
+    groups: tuple[str, ...] = ()
+    """Consumer groups whose lag to report; empty means every group."""
+    allow_incomplete: bool = False
+
+
+@dataclass(frozen=True)
+class AuditResult:
+    summary: dict[str, Any]
+    exit_code: int
+
+
 def _lag_tables(
-    spark: SparkSession, args: argparse.Namespace, topics: list[str]
+    spark: SparkSession, options: AuditOptions, topics: list[str]
 ) -> tuple[DataFrame, DataFrame]:
-    groups = _split(args.groups) or kafka_offsets.consumer_groups(args.bootstrap_servers)
-    committed = kafka_offsets.committed_offsets(args.bootstrap_servers, groups, topics)
-    ends = kafka_offsets.end_offsets(args.bootstrap_servers, topics)
+    servers = options.bootstrap_servers
+    groups = list(options.groups) or kafka_offsets.consumer_groups(servers)
+    committed = kafka_offsets.committed_offsets(servers, groups, topics)
+    ends = kafka_offsets.end_offsets(servers, topics)
     committed_frame = spark.createDataFrame(
         [asdict(row) for row in committed],
         "group string, topic string, partition int, committed_offset bigint",
@@ -85,26 +104,27 @@ def _lag_tables(
     return lag, audit.lag_per_group(lag)
 
 
-def _audit(spark: SparkSession, args: argparse.Namespace) -> int:
+def run_audit(spark: SparkSession, options: AuditOptions) -> AuditResult:
+    """Completeness and lag: Parquet tables and summary.json in `options.out`."""
     ensure_kafka_connector(SparkSettings.from_env().jars_dir, launched_by_spark_submit())
-    ledger = read_ledger(spark, args.ledger).cache()
+    ledger = read_ledger(spark, options.ledger).cache()
     window_s = audit.ledger_window_s(ledger)
-    topics = _split(args.topics) or sorted(
+    topics = list(options.topics) or sorted(
         row[0] for row in ledger.select("topic").distinct().collect()
     )
     if not topics:
-        raise SourceError(f"ledger {args.ledger} names no topic")
-    records = read_kafka_topics(spark, args.bootstrap_servers, topics).select(
+        raise SourceError(f"ledger {options.ledger} names no topic")
+    records = read_kafka_topics(spark, options.bootstrap_servers, topics).select(
         "topic", "partition", "offset", "timestamp"
     )
     per_window, totals = completeness_tables(
         ledger.where(F.col("topic").isin(topics)), records, window_s
     )
-    lag, lag_groups = _lag_tables(spark, args, topics)
-
-    args.out.mkdir(parents=True, exist_ok=True)
-    per_window.write.mode("overwrite").parquet(str(args.out / "completeness"))
-    lag.write.mode("overwrite").parquet(str(args.out / "lag"))
+    lag, lag_groups = _lag_tables(spark, options, topics)
+    out = options.out
+    out.mkdir(parents=True, exist_ok=True)
+    per_window.write.mode("overwrite").parquet(str(out / "completeness"))
+    lag.write.mode("overwrite").parquet(str(out / "lag"))
     total = totals.collect()[0].asDict()
     groups = [row.asDict() for row in lag_groups.collect()]
     summary: dict[str, Any] = {
@@ -121,9 +141,9 @@ def _audit(spark: SparkSession, args: argparse.Namespace) -> int:
             .collect()
         ],
         "consumer_groups": groups,
-        "outputs": {"completeness": str(args.out / "completeness"), "lag": str(args.out / "lag")},
+        "outputs": {"completeness": str(out / "completeness"), "lag": str(out / "lag")},
     }
-    (args.out / "summary.json").write_text(
+    (out / "summary.json").write_text(
         json.dumps(summary, indent=2, sort_keys=True, default=str) + "\n"
     )
 
@@ -137,10 +157,9 @@ def _audit(spark: SparkSession, args: argparse.Namespace) -> int:
             f"group {group['group']}: lag {group['total_lag']} (worst partition {group['max_partition_lag']}, "
             f"{group['partitions_without_commit']} partitions without a commit)"
         )
-    print(f"summary: {args.out / 'summary.json'}")
-    if total["missing"] > 0 and not args.allow_incomplete:
-        return EXIT_INCOMPLETE
-    return EXIT_OK
+    print(f"summary: {out / 'summary.json'}")
+    incomplete = total["missing"] > 0 and not options.allow_incomplete
+    return AuditResult(summary=summary, exit_code=EXIT_INCOMPLETE if incomplete else EXIT_OK)
 
 
 def main(argv: list[str]) -> int:
@@ -148,7 +167,15 @@ def main(argv: list[str]) -> int:
     if not args.ledger.exists():
         print(f"kaas analytics audit: error: ledger {args.ledger} does not exist", file=sys.stderr)
         return 2
-    return run_with_session("audit", lambda spark: _audit(spark, args))
+    options = AuditOptions(
+        bootstrap_servers=args.bootstrap_servers,
+        ledger=args.ledger,
+        out=args.out,
+        topics=tuple(_split(args.topics)),
+        groups=tuple(_split(args.groups)),
+        allow_incomplete=args.allow_incomplete,
+    )
+    return run_with_session("audit", lambda spark: run_audit(spark, options).exit_code)
 
 
 if __name__ == "__main__":
