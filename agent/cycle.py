@@ -16,7 +16,7 @@ from typing import Any
 
 import structlog
 from kazoo.client import KazooClient, KazooState
-from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError
+from kazoo.exceptions import KazooException, LockTimeout, NodeExistsError, NoNodeError
 from kazoo.recipe.lock import Lock
 
 from agent import brokerview
@@ -182,9 +182,21 @@ class Agent:
 
     # -- snapshot -------------------------------------------------------------------------
 
+    def _owned_properties(self) -> dict[str, str]:
+        """The keys this agent owns: identity and listeners come from the VM, never the spec."""
+        s = self.settings
+        listener = f"PLAINTEXT://{s.address}:{s.kafka_port}"
+        return {
+            "broker.id": str(self.broker_id),
+            "broker.rack": s.zone,
+            "listeners": listener,
+            "advertised.listeners": listener,
+            "log.dirs": str(s.data_dir),
+        }
+
     def _desired_properties(self, spec: ClusterSpec) -> dict[str, str]:
         current = read_properties(self.server_properties)
-        return {**current, **spec.broker_config}
+        return {**current, **spec.broker_config, **self._owned_properties()}
 
     def snapshot(self) -> Snapshot:
         now = time.monotonic()
@@ -264,13 +276,16 @@ class Agent:
         steps = 3 if restart else 2
         lock = Lock(self.zk, self.paths.restart_lock, identifier=f"broker {self.broker_id}")
         try:
-            while not lock.acquire(timeout=5):
-                holders = lock.contenders()
-                progress.progress = (
-                    f"waiting for restart lock held by {holders[0] if holders else 'nobody'}"
-                )
+            while True:
+                try:
+                    if lock.acquire(timeout=5):
+                        break
+                except LockTimeout:
+                    holders = lock.contenders()
+                    holder = holders[0] if holders else "nobody"
+                    progress.progress = f"{action.kind}: waiting for restart lock held by {holder}"
         except KazooException as exc:
-            progress.progress = f"restart lock unavailable ({exc})"
+            progress.progress = f"{action.kind}: restart lock unavailable ({exc})"
             return
         try:
             if restart and self.supervisor.state() != STOPPED:
@@ -339,7 +354,13 @@ class Agent:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             try:
-                urls = [m["jolokia_url"] for m in self.members().values() if "jolokia_url" in m]
+                # Brokers that are down have no ISR to complete: read the registered ones.
+                registered = set(self.zk.get_children(self.paths.kafka_broker_ids))
+                urls = [
+                    m["jolokia_url"]
+                    for broker_id, m in self.members().items()
+                    if "jolokia_url" in m and str(broker_id) in registered
+                ]
                 urls = urls or [self.settings.jolokia_url]
                 total = sum(brokerview.under_replicated(url) for url in urls)
             except Exception:

@@ -45,6 +45,11 @@ def _parser() -> argparse.ArgumentParser:
     up.add_argument(
         "--kafka-version", default=None, help="a Kafka version in the image (default: newest)"
     )
+    up.add_argument(
+        "--agents",
+        action="store_true",
+        help="run kaas-agent on every VM: it claims the broker id, starts and heals the broker",
+    )
 
     status = with_home(
         commands.add_parser(
@@ -62,7 +67,7 @@ def _parser() -> argparse.ArgumentParser:
     vm.add_argument("action", choices=VM_ACTIONS)
     vm.add_argument("name", help="VM name, e.g. vm2")
     vm.add_argument(
-        "--only", choices=("kafka", "zookeeper"), help="act on one of the VM's processes"
+        "--only", choices=("kafka", "zookeeper", "agent"), help="act on one of the VM's processes"
     )
 
     demo = with_home(
@@ -80,18 +85,25 @@ def _parser() -> argparse.ArgumentParser:
 def _print_status(status: dict[str, Any]) -> None:
     print(f"cluster {status['name']} at {status['home']} (Kafka {status['kafka_version']})")
     print(f"bootstrap servers: {status['bootstrap_servers']}")
-    header = f"{'VM':<6}{'address':<13}{'zone':<8}{'broker':<8}{'zookeeper':<22}{'kafka':<18}{'registered':<12}URP"
-    print(header)
+    header = f"{'VM':<6}{'address':<13}{'zone':<8}{'broker':<8}{'zookeeper':<22}{'kafka':<18}"
+    print(header + f"{'registered':<12}URP")
     for vm in status["vms"]:
         zk = vm["processes"]["zookeeper"]
         kafka = vm["processes"]["kafka"]
         zk_text = f"{vm['zookeeper_mode']} ({zk['pid']})" if zk["pid"] else vm["zookeeper_mode"]
         kafka_text = f"{kafka['state']} ({kafka['pid']})" if kafka["pid"] else kafka["state"]
         urp = vm["under_replicated_partitions"]
+        broker = "-" if vm["broker_id"] is None else vm["broker_id"]
         print(
-            f"{vm['name']:<6}{vm['address']:<13}{vm['zone']:<8}{vm['broker_id']:<8}{zk_text:<22}"
+            f"{vm['name']:<6}{vm['address']:<13}{vm['zone']:<8}{broker:<8}{zk_text:<22}"
             f"{kafka_text:<18}{'yes' if vm['broker_registered'] else 'no':<12}{'-' if urp is None else urp}"
         )
+    if status["agents"]:
+        print(f"restart lock: {status['restart_lock_holder'] or 'free'}")
+        for vm in status["vms"]:
+            agent = vm["processes"]["agent"]
+            state = f"{agent['state']} ({agent['pid']})" if agent["pid"] else agent["state"]
+            print(f"{vm['name']} agent {state}: {vm['agent_sentence'] or '(no sentence yet)'}")
     for problem in status["problems"]:
         print(f"problem: {problem}")
 
@@ -107,6 +119,7 @@ def _run(args: argparse.Namespace) -> int:
             name=args.name,
             address_base=args.address_base,
             kafka_version=args.kafka_version,
+            agents=args.agents,
         )
         layout = result.state.layout
         verb = "already running" if result.already_running else f"up in {result.seconds:.1f}s"

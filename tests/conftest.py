@@ -45,6 +45,22 @@ def fresh_cluster(tmp_path: Path) -> Iterator[ClusterHandle]:
         harness.stop_cluster(handle)
 
 
+@pytest.fixture
+def fresh_cluster_with_agents(tmp_path: Path) -> Iterator[ClusterHandle]:
+    """A 3-VM cluster of the test's own whose VMs run kaas-agent (`kaas up --agents`)."""
+    handle = harness.start_cluster(
+        tmp_path / "cluster",
+        nodes=3,
+        name="agents",
+        address_base=harness.FRESH_CLUSTER_BASE,
+        agents=True,
+    )
+    try:
+        yield handle
+    finally:
+        harness.stop_cluster(handle)
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[None]

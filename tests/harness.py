@@ -57,7 +57,7 @@ def remember(home: Path) -> None:
     for vm in state.layout.vms:
         for port in vm.ports.all().values():
             USED_ENDPOINTS.add((vm.address, port))
-        for kind in ("zookeeper", "kafka"):
+        for kind in state.kinds:
             record = state.record(vm.name, kind)
             if record is not None:
                 STARTED_PROCESSES.add(record)
@@ -128,7 +128,7 @@ class ClusterHandle:
     def log_tails(self, lines: int = 80) -> list[tuple[str, str]]:
         tails = []
         for vm in self.layout.vms:
-            for kind in ("zookeeper", "kafka"):
+            for kind in ("zookeeper", "agent", "kafka"):
                 path = vm.logs_dir / f"{kind}.log"
                 if path.exists():
                     text = path.read_text(errors="replace").splitlines()[-lines:]
@@ -136,10 +136,12 @@ class ClusterHandle:
         return tails
 
 
-def start_cluster(home: Path, nodes: int, name: str, address_base: str) -> ClusterHandle:
+def start_cluster(
+    home: Path, nodes: int, name: str, address_base: str, agents: bool = False
+) -> ClusterHandle:
     cluster = LocalCluster(home)
     try:
-        result = cluster.up(nodes, name=name, address_base=address_base)
+        result = cluster.up(nodes, name=name, address_base=address_base, agents=agents)
     finally:
         if (home / "cluster.json").exists():
             remember(home)

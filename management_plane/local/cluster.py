@@ -7,8 +7,10 @@ cluster file, checked against their start time.
 
 from __future__ import annotations
 
+import json
 import shutil
 import signal
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -16,6 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import structlog
+from kazoo.client import KazooClient
+from kazoo.exceptions import NodeExistsError
 
 from management_plane.errors import KaasError
 from management_plane.local import probes, render
@@ -37,6 +41,8 @@ from management_plane.local.state import (
     require_state,
     write_state,
 )
+from planner.spec import ClusterSpec
+from planner.zkpaths import ClusterPaths
 
 log = structlog.get_logger("kaas.local")
 
@@ -44,6 +50,7 @@ ZOOKEEPER_READY_TIMEOUT = 120.0
 BROKERS_READY_TIMEOUT = 240.0
 KAFKA_STOP_TIMEOUT = 120.0
 ZOOKEEPER_STOP_TIMEOUT = 30.0
+AGENT_STOP_TIMEOUT = 30.0
 SERVING_MODES = ("leader", "follower", "observer", "standalone")
 
 
@@ -82,7 +89,7 @@ def _wait_for(
     raise KaasError(f"timed out after {timeout:.0f}s waiting for {what}: {hint}")
 
 
-def _write_vm_files(layout: ClusterLayout, vm: VmLayout) -> None:
+def _write_vm_files(layout: ClusterLayout, vm: VmLayout, agents: bool = False) -> None:
     for folder in (vm.config_dir, vm.kafka_data_dir, vm.zookeeper_data_dir, vm.logs_dir):
         folder.mkdir(parents=True, exist_ok=True)
     (vm.zookeeper_data_dir / "myid").write_text(f"{vm.index}\n")
@@ -91,7 +98,9 @@ def _write_vm_files(layout: ClusterLayout, vm: VmLayout) -> None:
     if not dynamic.exists():  # after a reconfig ZooKeeper owns this file
         dynamic.write_text(render.render_zookeeper_dynamic(layout))
     (vm.config_dir / "zookeeper-logback.xml").write_text(render.render_zookeeper_logback())
-    (vm.config_dir / "server.properties").write_text(render.render_server_properties(layout, vm))
+    server_properties = vm.config_dir / "server.properties"
+    if not (agents and server_properties.exists()):  # once rendered, the agent owns it
+        server_properties.write_text(render.render_server_properties(layout, vm))
     (vm.config_dir / "kafka-log4j.properties").write_text(render.render_kafka_log4j(vm))
 
 
@@ -134,6 +143,38 @@ class LocalCluster:
             "zookeeper",
             start_process(command, vm.logs_dir / "zookeeper.log", vm.directory),
         )
+
+    def _start_agent(self, state: ClusterState, vm: VmLayout, java: Path) -> None:
+        if is_alive(state.record(vm.name, "agent")):
+            return
+        settings_file = vm.config_dir / "agent.json"
+        settings = render.agent_settings(state.layout, vm, str(self.image().root), str(java))
+        settings_file.write_text(json.dumps(settings, indent=2) + "\n")
+        command = [sys.executable, "-m", "agent.main", "--config", str(settings_file)]
+        state.set_record(
+            vm.name, "agent", start_process(command, vm.logs_dir / "agent.log", vm.directory)
+        )
+
+    @staticmethod
+    def _write_spec_if_absent(layout: ClusterLayout, kafka_version: str) -> None:
+        """The local provider stands in for the management plane: it writes the first spec."""
+        nodes = len(layout.vms)
+        spec = ClusterSpec(
+            cluster=layout.name,
+            kafka_version=kafka_version,
+            broker_count=nodes,
+            zones=tuple(dict.fromkeys(vm.zone for vm in layout.vms)),
+            zookeeper_participants=1 if nodes < 3 else 3 if nodes < 5 else 5,
+        )
+        client = KazooClient(hosts=layout.zookeeper_hosts, timeout=10)
+        client.start(timeout=30)
+        try:
+            client.create(ClusterPaths(layout.name).spec, spec.encode(), makepath=True)
+        except NodeExistsError:
+            pass
+        finally:
+            client.stop()
+            client.close()
 
     def _start_kafka(self, state: ClusterState, vm: VmLayout, java: Path) -> None:
         if is_alive(state.record(vm.name, "kafka")):
@@ -182,18 +223,24 @@ class LocalCluster:
             lambda: wanted <= set(probes.broker_registrations(layout)),
             BROKERS_READY_TIMEOUT,
             logs,
-            self._watch(state, vms, "kafka"),
+            self._watch(state, vms, "agent" if state.agents else "kafka"),
         )
         _wait_for(
             f"a metadata request to list brokers {sorted(wanted)}",
             lambda: wanted <= probes.metadata_broker_ids(layout.bootstrap_servers),
             BROKERS_READY_TIMEOUT,
             logs,
-            self._watch(state, vms, "kafka"),
+            self._watch(state, vms, "agent" if state.agents else "kafka"),
         )
 
     def _stop_all(self, state: ClusterState) -> None:
-        # Brokers first, while ZooKeeper still has a quorum for their controlled shutdown.
+        # Agents first, so that none heals a broker being stopped; then brokers, while
+        # ZooKeeper still has a quorum for their controlled shutdown.
+        for vm in state.layout.vms:
+            send_signal(state.record(vm.name, "agent"), signal.SIGTERM)
+        for vm in state.layout.vms:
+            stop_process(state.record(vm.name, "agent"), AGENT_STOP_TIMEOUT)
+            state.set_record(vm.name, "agent", None)
         for vm in state.layout.vms:
             send_signal(state.record(vm.name, "kafka"), signal.SIGCONT)
             send_signal(state.record(vm.name, "kafka"), signal.SIGTERM)
@@ -212,6 +259,7 @@ class LocalCluster:
         name: str = "local",
         address_base: str = DEFAULT_ADDRESS_BASE,
         kafka_version: str | None = None,
+        agents: bool = False,
     ) -> UpResult:
         started = time.monotonic()
         layout = plan_layout(name, self.home, nodes, address_base)
@@ -225,9 +273,10 @@ class LocalCluster:
                 alive = [
                     (vm.name, kind)
                     for vm in existing.layout.vms
-                    for kind in ("zookeeper", "kafka")
+                    for kind in existing.kinds
                     if is_alive(existing.record(vm.name, kind))
                 ]
+                expected = len(existing.kinds) * nodes
                 if (
                     len(existing.layout.vms) != nodes
                     or existing.layout.vms[0].address != layout.vms[0].address
@@ -236,26 +285,32 @@ class LocalCluster:
                         f"a cluster of {len(existing.layout.vms)} VMs from {existing.layout.vms[0].address} "
                         f"already lives at {self.home}: use it, or `kaas down --purge --home {self.home}` first"
                     )
-                if len(alive) == 2 * nodes:
+                if len(alive) == expected:
                     return UpResult(existing, True, time.monotonic() - started)
                 if alive:
                     raise KaasError(
-                        f"the cluster at {self.home} is partly running ({len(alive)} of {2 * nodes} processes): "
+                        f"the cluster at {self.home} is partly running ({len(alive)} of {expected} processes): "
                         "start the stopped VMs with `kaas vm start NAME`, or `kaas down` first"
                     )
                 layout = existing.layout
                 version = kafka_version or existing.kafka_version
+                agents = existing.agents
             _check_ports_free(layout.vms)
-            state = ClusterState(layout=layout, kafka_version=version)
+            state = ClusterState(layout=layout, kafka_version=version, agents=agents)
             try:
                 for vm in layout.vms:
-                    _write_vm_files(layout, vm)
+                    _write_vm_files(layout, vm, agents)
                 for vm in layout.vms:
                     self._start_zookeeper(state, vm, java)
                 write_state(state)
                 self._wait_zookeeper(state, layout.vms)
+                if agents:
+                    self._write_spec_if_absent(layout, version)
                 for vm in layout.vms:
-                    self._start_kafka(state, vm, java)
+                    if agents:
+                        self._start_agent(state, vm, java)
+                    else:
+                        self._start_kafka(state, vm, java)
                 write_state(state)
                 self._wait_brokers(state, layout.vms)
             except BaseException:
@@ -282,9 +337,13 @@ class LocalCluster:
         layout = state.layout
         registrations: dict[int, probes.BrokerRegistration] = {}
         under_replicated: dict[int, int] = {}
+        members: dict[str, dict[str, Any]] = {}
+        lock_holder = None
         problems = []
         try:
             registrations = probes.broker_registrations(layout, timeout=3.0)
+            if state.agents:
+                members, lock_holder = probes.agent_members(layout, timeout=3.0)
         except Exception as exc:
             problems.append(f"ZooKeeper ensemble unreachable: {exc}")
         try:
@@ -296,7 +355,7 @@ class LocalCluster:
         vms = []
         for vm in layout.vms:
             processes = {}
-            for kind in ("zookeeper", "kafka"):
+            for kind in state.kinds:
                 record = state.record(vm.name, kind)
                 alive = is_alive(record)
                 processes[kind] = {
@@ -304,25 +363,35 @@ class LocalCluster:
                     "state": ("paused" if is_paused(record) else "running") if alive else "stopped",
                     "rss_bytes": resident_bytes(record),
                 }
-            registration = registrations.get(vm.broker_id)
+            member = members.get(vm.name)
+            # With agents the broker id is the one the VM's agent claimed.
+            broker_id = (
+                int(member["broker_id"]) if member else (None if state.agents else vm.broker_id)
+            )
+            zookeeper_state = processes["zookeeper"]["state"]
             vms.append(
                 {
                     "name": vm.name,
                     "address": vm.address,
                     "zone": vm.zone,
-                    "broker_id": vm.broker_id,
+                    "broker_id": broker_id,
                     "processes": processes,
                     "zookeeper_mode": probes.zookeeper_mode(vm)
-                    if processes["zookeeper"]["state"] == "running"
-                    else processes["zookeeper"]["state"],
-                    "broker_registered": registration is not None,
-                    "under_replicated_partitions": under_replicated.get(vm.broker_id),
+                    if zookeeper_state == "running"
+                    else zookeeper_state,
+                    "broker_registered": broker_id in registrations,
+                    "under_replicated_partitions": under_replicated.get(broker_id)
+                    if broker_id is not None
+                    else None,
+                    "agent_sentence": member.get("sentence") if member else None,
                 }
             )
         return {
             "name": layout.name,
             "home": str(layout.home),
             "kafka_version": state.kafka_version,
+            "agents": state.agents,
+            "restart_lock_holder": lock_holder,
             "bootstrap_servers": layout.bootstrap_servers,
             "zookeeper_connect": layout.zookeeper_connect,
             "vms": vms,
@@ -330,9 +399,13 @@ class LocalCluster:
         }
 
     def vm_action(self, action: str, vm_name: str, only: str | None = None) -> str:
-        kinds = (only,) if only else ("zookeeper", "kafka")
         with locked(self.home):
             state = require_state(self.home)
+            if only is not None and only not in state.kinds:
+                raise KaasError(
+                    f"cluster {state.layout.name} has no {only} processes (it runs {', '.join(state.kinds)})"
+                )
+            kinds = (only,) if only else state.kinds
             vm = state.layout.vm(vm_name)
             message = self._vm_action(state, vm, action, kinds)
             write_state(state)
@@ -341,26 +414,28 @@ class LocalCluster:
     def _vm_action(
         self, state: ClusterState, vm: VmLayout, action: str, kinds: tuple[str, ...]
     ) -> str:
-        # Broker before ZooKeeper when stopping, ZooKeeper before broker when starting.
-        stopping_order = [k for k in ("kafka", "zookeeper") if k in kinds]
+        # Start in the order ZooKeeper, agent, broker; stop in the reverse order, so that an
+        # agent never heals a broker being stopped and brokers stop while ZooKeeper serves.
+        starting_order = [k for k in state.kinds if k in kinds]
+        stopping_order = list(reversed(starting_order))
         if action == "start":
             java = find_java()
             self.image()
-            _write_vm_files(state.layout, vm)
-            needed = [
-                k
-                for k in ("zookeeper", "kafka")
-                if k in kinds and not is_alive(state.record(vm.name, k))
-            ]
+            _write_vm_files(state.layout, vm, state.agents)
+            needed = [k for k in starting_order if not is_alive(state.record(vm.name, k))]
             if "zookeeper" in needed:
                 _check_ports_free((vm,), ZOOKEEPER_PORT_ROLES)
                 self._start_zookeeper(state, vm, java)
                 write_state(state)
                 self._wait_zookeeper(state, (vm,))
-            if "kafka" in needed:
+            if "agent" in needed:
+                self._start_agent(state, vm, java)
+                write_state(state)
+            if "kafka" in needed and not state.agents:
                 _check_ports_free((vm,), KAFKA_PORT_ROLES)
                 self._start_kafka(state, vm, java)
                 write_state(state)
+            if "kafka" in needed or ("agent" in needed and "kafka" in state.kinds):
                 self._wait_brokers(state, (vm,))
             return (
                 f"{vm.name}: started {', '.join(needed)}"
@@ -369,8 +444,10 @@ class LocalCluster:
             )
         if action == "stop":
             for kind in stopping_order:
-                timeout = KAFKA_STOP_TIMEOUT if kind == "kafka" else ZOOKEEPER_STOP_TIMEOUT
-                stop_process(state.record(vm.name, kind), timeout)
+                timeouts = {"kafka": KAFKA_STOP_TIMEOUT, "agent": AGENT_STOP_TIMEOUT}
+                stop_process(
+                    state.record(vm.name, kind), timeouts.get(kind, ZOOKEEPER_STOP_TIMEOUT)
+                )
                 state.set_record(vm.name, kind, None)
             return f"{vm.name}: stopped {', '.join(stopping_order)}"
         if action == "kill":
@@ -385,10 +462,9 @@ class LocalCluster:
                 raise KaasError(f"{vm.name} has no running process to {action}")
             return f"{vm.name}: {action}d {', '.join(done)}"
         if action == "wipe":
-            running = [k for k in ("zookeeper", "kafka") if is_alive(state.record(vm.name, k))]
-            if "kafka" in running:
+            if is_alive(state.record(vm.name, "kafka")) or is_alive(state.record(vm.name, "agent")):
                 raise KaasError(
-                    f"{vm.name}'s broker is running: `kaas vm stop {vm.name}` before wiping its data"
+                    f"{vm.name}'s broker or agent is running: `kaas vm stop {vm.name}` before wiping its data"
                 )
             shutil.rmtree(vm.kafka_data_dir, ignore_errors=True)
             vm.kafka_data_dir.mkdir(parents=True)

@@ -13,6 +13,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
 from management_plane.local.layout import ClusterLayout, VmLayout
+from planner.zkpaths import ClusterPaths
 
 # kazoo logs every failed connection attempt at WARNING; a probe expects some to fail.
 logging.getLogger("kazoo.client").setLevel(logging.ERROR)
@@ -119,3 +120,40 @@ def under_replicated_by_leader(bootstrap_servers: str, timeout: float = 5.0) -> 
             if len(partition.isrs) < len(partition.replicas):
                 counts[partition.leader] = counts.get(partition.leader, 0) + 1
     return counts
+
+
+def agent_members(
+    cluster: ClusterLayout, timeout: float = 5.0
+) -> tuple[dict[str, dict[str, Any]], str | None]:
+    """The agents' member znodes by VM id, and who holds the restart lock (None if nobody)."""
+    paths = ClusterPaths(cluster.name)
+    client = KazooClient(hosts=cluster.zookeeper_hosts, timeout=timeout, connection_retry=None)
+    try:
+        client.start(timeout=timeout)
+        members: dict[str, dict[str, Any]] = {}
+        try:
+            children = client.get_children(paths.members)
+        except NoNodeError:
+            children = []
+        for child in children:
+            try:
+                value = json.loads(client.get(f"{paths.members}/{child}")[0])
+            except (NoNodeError, ValueError):
+                continue
+            if isinstance(value, dict) and "vm_id" in value:
+                members[str(value["vm_id"])] = value
+        holder = None
+        try:
+            contenders = sorted(
+                client.get_children(paths.restart_lock), key=lambda n: n.rsplit("__", 1)[-1]
+            )
+            if contenders:
+                holder = (
+                    client.get(f"{paths.restart_lock}/{contenders[0]}")[0].decode() or contenders[0]
+                )
+        except NoNodeError:
+            pass
+        return members, holder
+    finally:
+        client.stop()
+        client.close()

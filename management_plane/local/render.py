@@ -143,3 +143,27 @@ def zookeeper_command(java: str, vm: VmLayout, lib: str) -> list[str]:
         "org.apache.zookeeper.server.quorum.QuorumPeerMain",
         str(vm.config_dir / "zoo.cfg"),
     ]
+
+
+def agent_settings(
+    cluster: ClusterLayout, vm: VmLayout, image_root: str, java: str
+) -> dict[str, object]:
+    """The kaas-agent settings file of a local VM (see agent/settings.py for every field)."""
+    return {
+        "cluster": cluster.name,
+        "zookeeper_hosts": cluster.zookeeper_hosts,
+        "vm_id": vm.name,
+        "address": vm.address,
+        "zone": vm.zone,
+        "data_dir": str(vm.kafka_data_dir),
+        "config_dir": str(vm.config_dir),
+        "logs_dir": str(vm.logs_dir),
+        "state_dir": str(vm.directory),
+        "image_root": image_root,
+        "java": java,
+        "kafka_port": vm.ports.kafka,
+        "jolokia_port": vm.ports.jolokia,
+        "kafka_heap": " ".join(KAFKA_HEAP),
+        "loop_interval_s": 2,
+        "isr_check_interval_s": 1,
+    }

@@ -21,21 +21,33 @@ from management_plane.local.processes import ProcessRecord
 
 STATE_FILE = "cluster.json"
 SCHEMA_VERSION = 1
-PROCESS_KINDS = ("zookeeper", "kafka")
+PROCESS_KINDS = ("zookeeper", "agent", "kafka")
+AGENT_PID_FILE = (
+    "kafka.pid"  # where a VM's agent records the broker it started (agent/supervisor.py)
+)
 
 
 @dataclass
 class ClusterState:
     layout: ClusterLayout
     kafka_version: str
-    processes: dict[str, dict[str, ProcessRecord]] = field(
-        default_factory=dict
-    )  # vm -> kind -> record
+    # vm name -> process kind -> record
+    processes: dict[str, dict[str, ProcessRecord]] = field(default_factory=dict)
+    agents: bool = False  # each VM runs kaas-agent, which starts and heals its broker
+
+    @property
+    def kinds(self) -> tuple[str, ...]:
+        """A VM's processes in start order."""
+        return ("zookeeper", "agent", "kafka") if self.agents else ("zookeeper", "kafka")
 
     def record(self, vm: str, kind: str) -> ProcessRecord | None:
+        if kind == "kafka" and self.agents:
+            return _agent_started_broker(self.layout.vm(vm).directory / AGENT_PID_FILE)
         return self.processes.get(vm, {}).get(kind)
 
     def set_record(self, vm: str, kind: str, record: ProcessRecord | None) -> None:
+        if kind == "kafka" and self.agents:
+            return  # the agent's pid file is the record
         records = self.processes.setdefault(vm, {})
         if record is None:
             records.pop(kind, None)
@@ -49,6 +61,7 @@ class ClusterState:
             "name": layout.name,
             "home": str(layout.home),
             "kafka_version": self.kafka_version,
+            "agents": self.agents,
             "bootstrap_servers": layout.bootstrap_servers,
             "zookeeper_hosts": layout.zookeeper_hosts,
             "kafka_chroot": layout.kafka_chroot,
@@ -65,7 +78,8 @@ class ClusterState:
                     "jolokia_url": vm.jolokia_url,
                     "processes": {
                         kind: record.to_json()
-                        for kind, record in self.processes.get(vm.name, {}).items()
+                        for kind in self.kinds
+                        if (record := self.record(vm.name, kind)) is not None
                     },
                 }
                 for vm in layout.vms
@@ -108,10 +122,20 @@ class ClusterState:
                 }
             layout = ClusterLayout(name=str(value["name"]), home=home, vms=tuple(vms))
             return ClusterState(
-                layout=layout, kafka_version=str(value["kafka_version"]), processes=processes
+                layout=layout,
+                kafka_version=str(value["kafka_version"]),
+                processes=processes,
+                agents=bool(value.get("agents", False)),
             )
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise KaasError(f"cluster file {source} is malformed ({exc})") from None
+
+
+def _agent_started_broker(pid_file: Path) -> ProcessRecord | None:
+    try:
+        return ProcessRecord.from_json(json.loads(pid_file.read_text()))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def state_path(home: Path) -> Path:

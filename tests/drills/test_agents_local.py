@@ -1,0 +1,68 @@
+"""`kaas up --agents`: every VM's agent claims an id, starts its broker, heals it, and keeps
+its id across a VM restart with the same volume."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from management_plane.local.state import require_state
+from tests.harness import ClusterHandle
+
+pytestmark = pytest.mark.drill
+
+
+def _status(cluster: ClusterHandle) -> dict[str, Any]:
+    result = cluster.kaas("status", "--json")
+    assert result.returncode == 0, result.stderr
+    value: dict[str, Any] = json.loads(result.stdout)
+    return value
+
+
+def _wait(check: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(1)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+def _all_healthy(cluster: ClusterHandle) -> bool:
+    status = _status(cluster)
+    return all("healthy" in (vm["agent_sentence"] or "") for vm in status["vms"])
+
+
+def test_agents_claim_ids_start_heal_and_keep_ids(fresh_cluster_with_agents: ClusterHandle) -> None:
+    cluster = fresh_cluster_with_agents
+    _wait(lambda: _all_healthy(cluster), 120, "every agent to report a healthy broker")
+    status = _status(cluster)
+    ids = {vm["name"]: vm["broker_id"] for vm in status["vms"]}
+    assert sorted(ids.values()) == [0, 1, 2]
+    assert all(vm["broker_registered"] for vm in status["vms"])
+    assert all(vm["processes"]["agent"]["state"] == "running" for vm in status["vms"])
+    text = cluster.kaas("status").stdout
+    assert "restart lock: free" in text
+    assert "vm1 agent running" in text
+
+    # Healing: the broker's process goes away; its agent starts it again through the lock.
+    state = require_state(cluster.home)
+    old = state.record("vm2", "kafka")
+    assert old is not None
+    cluster.vm("stop", "vm2", "--only", "kafka")
+
+    def restarted() -> bool:
+        record = require_state(cluster.home).record("vm2", "kafka")
+        return record is not None and record.pid != old.pid and _all_healthy(cluster)
+
+    _wait(restarted, 120, "vm2's agent to start its broker again")
+
+    # A VM restarted with its data volume keeps its broker id.
+    assert cluster.vm("stop", "vm3") == "vm3: stopped kafka, agent, zookeeper"
+    assert cluster.vm("start", "vm3").startswith("vm3: started zookeeper, agent")
+    _wait(lambda: _all_healthy(cluster), 120, "vm3 to come back healthy")
+    assert _status(cluster)["vms"][2]["broker_id"] == ids["vm3"]
