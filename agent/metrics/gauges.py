@@ -1,0 +1,50 @@
+"""The statsd gauges of one metrics record. Pure.
+
+Names, under the publisher's prefix (default "kaas", as analytics' own gauges):
+
+    <cluster>.brokers.<id>.<broker field>          e.g. kaas.prod.brokers.2.bytes_in_per_s
+    <cluster>.brokers.<id>.host.<host field>
+    <cluster>.brokers.<id>.topics.<topic>.<field>
+    <cluster>.brokers.<id>.read_errors              how many reads failed this interval
+
+Per-partition values go to the Kafka topic only: thousands of partitions would be
+thousands of Graphite series per broker, and partitions move between brokers.
+Null values send nothing (statsd has no null); read_errors says why they are missing.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+# Graphite splits names at dots, statsd's line format reserves ':' '|' '@': topic names
+# (which may hold dots) and cluster names become one safe path segment each.
+_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
+
+
+def segment(text: str) -> str:
+    """One Graphite path segment: every character outside [A-Za-z0-9_-] becomes '_'."""
+    return _UNSAFE.sub("_", text) or "_"
+
+
+def statsd_gauges(record: Mapping[str, Any]) -> list[tuple[str, float]]:
+    """(name without the prefix, value) for every non-null number of the record."""
+    base = f"{segment(str(record['cluster']))}.brokers.{record['broker_id']}"
+    gauges: list[tuple[str, float]] = []
+
+    def add(name: str, value: object) -> None:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            gauges.append((name, float(value)))
+
+    for name, value in record.get("broker", {}).items():
+        add(f"{base}.{name}", value)
+    for name, value in record.get("host", {}).items():
+        add(f"{base}.host.{name}", value)
+    for entry in record.get("topics", []):
+        topic = segment(str(entry["topic"]))
+        for name, value in entry.items():
+            if name != "topic":
+                add(f"{base}.topics.{topic}.{name}", value)
+    add(f"{base}.read_errors", len(record.get("errors", [])))
+    return gauges

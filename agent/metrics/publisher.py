@@ -1,0 +1,215 @@
+"""MetricsPublisher: statsd gauges and one `_kaas_metrics` record per sample.
+
+Nothing is created at import or construction: the statsd socket, the Kafka producer and
+the topic check happen on the first publish(). publish() is bounded in time (the flush
+waits at most `flush_timeout_s`; the one-time topic check at most `topic_timeout_s`) and
+never raises for a network problem: it reports what did not go out in its result.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from confluent_kafka import KafkaError, KafkaException, Message, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+from statsd import StatsClient
+
+from agent.metrics.gauges import statsd_gauges
+from agent.metrics.record import MetricsSample
+
+METRICS_TOPIC = "_kaas_metrics"
+DEFAULT_RETENTION_MS = 7 * 24 * 3600 * 1000
+
+# librdkafka reports every refused connection; an unreachable cluster is reported once per
+# publish in the result instead.
+_RDKAFKA_LOG = logging.getLogger("kaas.agent.metrics.rdkafka")
+_RDKAFKA_LOG.setLevel(logging.CRITICAL)
+
+
+@dataclass(frozen=True)
+class PublishResult:
+    gauges_sent: int
+    """Gauges handed to the statsd socket (UDP: sent, not known to be received)."""
+    record_bytes: int
+    """Size of the record's JSON value."""
+    delivered: bool
+    """Kafka acknowledged the record within the flush bound."""
+    problems: tuple[str, ...] = ()
+
+    def sentence(self) -> str | None:
+        """A cycle sentence when something did not go out; None when all did."""
+        return f"metrics not published: {'; '.join(self.problems)}" if self.problems else None
+
+
+@dataclass
+class _Delivery:
+    """The delivery report of the record one publish() waits for."""
+
+    waiting: bool = True
+    done: bool = False
+    error: KafkaError | None = None
+
+
+class MetricsPublisher:
+    def __init__(
+        self,
+        statsd_host: str | None,
+        statsd_port: int,
+        prefix: str,
+        bootstrap_servers: str | None,
+        topic: str = METRICS_TOPIC,
+        *,
+        flush_timeout_s: float = 2.0,
+        create_topic: bool = True,
+        topic_partitions: int = 6,
+        topic_replication_factor: int = 3,
+        topic_retention_ms: int = DEFAULT_RETENTION_MS,
+        topic_timeout_s: float = 5.0,
+        producer_config: Mapping[str, object] | None = None,
+    ) -> None:
+        """`statsd_host` None: no statsd. `bootstrap_servers` None: no Kafka record.
+        `create_topic`: create the topic on the first publish if it does not exist (every
+        agent may try; the first wins) - brokers here do not auto-create topics."""
+        self.statsd_address = (statsd_host, statsd_port) if statsd_host else None
+        self.prefix = prefix
+        self.bootstrap_servers = bootstrap_servers
+        self.topic = topic
+        self.flush_timeout_s = flush_timeout_s
+        self.create_topic = create_topic
+        self.topic_partitions = topic_partitions
+        self.topic_replication_factor = topic_replication_factor
+        self.topic_retention_ms = topic_retention_ms
+        self.topic_timeout_s = topic_timeout_s
+        self.producer_config = dict(producer_config or {})
+        self._statsd: StatsClient | None = None
+        self._producer: Producer | None = None
+        self._topic_ready = not create_topic
+        self._late_failures: list[str] = []
+        self._closed = False
+
+    def publish(self, sample: MetricsSample) -> PublishResult:
+        if self._closed:
+            raise RuntimeError("MetricsPublisher.publish() after close()")
+        problems: list[str] = []
+        gauges_sent = self._send_gauges(sample, problems)
+        value = sample.to_json_bytes()
+        delivered = (
+            self._produce(self.bootstrap_servers, sample.key, value, problems)
+            if self.bootstrap_servers
+            else False
+        )
+        return PublishResult(gauges_sent, len(value), delivered, tuple(problems))
+
+    def close(self, timeout_s: float = 5.0) -> int:
+        """Flush what is still queued (at most `timeout_s`) and release the sockets.
+        Returns how many records were still undelivered."""
+        self._closed = True
+        undelivered = 0
+        if self._producer is not None:
+            undelivered = self._producer.flush(timeout_s)
+            self._producer = None
+        if self._statsd is not None:
+            self._statsd.close()
+            self._statsd = None
+        return undelivered
+
+    # -- statsd -----------------------------------------------------------------------------
+
+    def _send_gauges(self, sample: MetricsSample, problems: list[str]) -> int:
+        if self.statsd_address is None:
+            return 0
+        try:
+            if self._statsd is None:
+                host, port = self.statsd_address
+                self._statsd = StatsClient(host, port, prefix=self.prefix)
+            gauges = statsd_gauges(sample.record)
+            # A pipeline packs many gauges per UDP datagram (up to 512 bytes each).
+            with self._statsd.pipeline() as pipe:
+                for name, value in gauges:
+                    pipe.gauge(name, value)
+            return len(gauges)
+        except OSError as exc:  # the address does not resolve, no socket
+            self._statsd = None
+            problems.append(f"statsd {self.statsd_address[0]}:{self.statsd_address[1]}: {exc}")
+            return 0
+
+    # -- Kafka ------------------------------------------------------------------------------
+
+    def _produce(self, bootstrap: str, key: bytes, value: bytes, problems: list[str]) -> bool:
+        if not self._topic_ready:
+            self._ensure_topic(bootstrap, problems)
+        if self._producer is None:
+            self._producer = Producer(
+                {
+                    "bootstrap.servers": bootstrap,
+                    "client.id": "kaas-agent-metrics",
+                    "compression.type": "lz4",
+                    # A record older than this is no longer worth sending; it also bounds
+                    # how much piles up while the cluster is unreachable.
+                    "message.timeout.ms": 120_000,
+                    "queue.buffering.max.messages": 1000,
+                    **self.producer_config,
+                },
+                logger=_RDKAFKA_LOG,
+            )
+        problems.extend(self._late_failures)
+        self._late_failures.clear()
+        delivery = _Delivery()
+
+        def on_delivery(error: KafkaError | None, _message: Message) -> None:
+            # librdkafka calls this from flush()/poll() on this thread, never concurrently.
+            if delivery.waiting:
+                delivery.done, delivery.error = True, error
+            elif error is not None:  # a record an earlier publish stopped waiting for
+                self._late_failures.append(f"an earlier record was not delivered: {error.str()}")
+
+        try:
+            self._producer.produce(self.topic, value=value, key=key, on_delivery=on_delivery)
+        except BufferError:
+            problems.append("Kafka producer queue full; record dropped")
+            return False
+        except KafkaException as exc:
+            problems.append(f"Kafka produce to {self.topic} failed: {exc.args[0].str()}")
+            return False
+        self._producer.flush(self.flush_timeout_s)
+        delivery.waiting = False
+        if not delivery.done:
+            problems.append(
+                f"record to {self.topic} not acknowledged within {self.flush_timeout_s:g} s"
+                " (still queued)"
+            )
+            return False
+        if delivery.error is not None:
+            problems.append(f"record to {self.topic} not delivered: {delivery.error.str()}")
+            return False
+        return True
+
+    def _ensure_topic(self, bootstrap: str, problems: list[str]) -> None:
+        admin = AdminClient(
+            {"bootstrap.servers": bootstrap, "socket.timeout.ms": 5000},
+            logger=_RDKAFKA_LOG,
+        )
+        new_topic = NewTopic(
+            self.topic,
+            num_partitions=self.topic_partitions,
+            replication_factor=self.topic_replication_factor,
+            config={"retention.ms": str(self.topic_retention_ms)},
+        )
+        futures = admin.create_topics(
+            [new_topic],
+            operation_timeout=self.topic_timeout_s,
+            request_timeout=self.topic_timeout_s,
+        )
+        try:
+            futures[self.topic].result(timeout=self.topic_timeout_s)
+        except KafkaException as exc:
+            error = exc.args[0]
+            if error.code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                problems.append(f"cannot create topic {self.topic}: {error.str()}")
+                return
+        except Exception as exc:  # the future timed out: the cluster did not answer in time
+            problems.append(f"cannot create topic {self.topic}: {exc or 'timed out'}")
+            return
+        self._topic_ready = True
