@@ -25,10 +25,21 @@ from agent.identity import claim_broker_id, volume_broker_id, volume_id
 from agent.safety import restart_blockers
 from agent.settings import AgentSettings
 from agent.supervisor import BrokerSupervisor, make_supervisor
+from agent.zk_membership import (
+    PARTICIPANT,
+    ConfigParseError,
+    MembershipView,
+    ReconfigChange,
+    ZkServer,
+    decide_membership,
+    parse_ensemble_config,
+    server_mode,
+)
 from planner.spec import ClusterSpec, SpecError, parse_spec
 from planner.zkpaths import ClusterPaths
 
 AGENT_VERSION = "0.1.0"
+SERVING_MODES = ("leader", "follower", "observer")
 MEMBER_SCHEMA_VERSION = 1
 log = structlog.get_logger("kaas.agent")
 
@@ -74,6 +85,10 @@ class Agent:
         self.last_sentence = ""
         self.admin = brokerview.admin_client(settings.bootstrap)
         self.server_properties = settings.config_dir / "server.properties"
+        self.zookeeper_down_since: dict[int, float] = {}
+        self.admin_secret: str | None = None
+        if settings.zookeeper_admin_secret_file is not None:
+            self.admin_secret = settings.zookeeper_admin_secret_file.read_text().strip()
 
     # -- ZooKeeper ------------------------------------------------------------------------
 
@@ -86,6 +101,8 @@ class Agent:
     def start(self, timeout: float = 30.0) -> None:
         self.zk.start(timeout=timeout)
         self.zk_connected = True
+        if self.admin_secret is not None:
+            self.zk.add_auth("digest", f"super:{self.admin_secret}")
         volume = volume_id(self.settings.data_dir)
         limit = self._id_limit()
         self.broker_id = claim_broker_id(
@@ -180,6 +197,71 @@ class Agent:
                 continue
         return result
 
+    # -- ZooKeeper membership -------------------------------------------------------------
+
+    def _my_zookeeper_server(self) -> ZkServer | None:
+        s = self.settings
+        if s.zookeeper_server_id is None:
+            return None
+        return ZkServer(
+            s.zookeeper_server_id,
+            s.address,
+            s.zookeeper_peer_port,
+            s.zookeeper_election_port,
+            PARTICIPANT,
+            s.zookeeper_client_port,
+        )
+
+    def _membership_change(self, spec: ClusterSpec | None, now: float) -> ReconfigChange | None:
+        if self.admin_secret is None or spec is None:
+            return None  # without the super user's password the agent never reconfigures
+        raw, _ = self.zk.get("/zookeeper/config")
+        config = parse_ensemble_config(raw.decode())
+        me = self._my_zookeeper_server()
+        servers = dict(config.servers)
+        if me is not None:
+            servers.setdefault(me.server_id, me)
+        serving = {}
+        for server_id, server in servers.items():
+            serving[server_id] = server_mode(server.address, server.client_port) in SERVING_MODES
+            if serving[server_id]:
+                self.zookeeper_down_since.pop(server_id, None)
+            else:
+                self.zookeeper_down_since.setdefault(server_id, now)
+        view = MembershipView(
+            config=config,
+            serving=serving,
+            down_for_s={i: now - since for i, since in self.zookeeper_down_since.items()},
+            me=me,
+            desired_participants=spec.zookeeper_participants,
+            gone_threshold_s=self.settings.zookeeper_gone_s,
+        )
+        return decide_membership(view)
+
+    def _reconfig(self, change: ReconfigChange) -> None:
+        """One reconfig, conditional on the config version it was decided from; a lost race
+        or a lost connection leaves the decision to the next cycle, on a fresh read."""
+        _, stat = self.zk.get("/zookeeper/config")
+        try:
+            if change.kind == "add":
+                self.zk.reconfig(joining=change.server.line(), leaving=None, new_members=None)
+            else:
+                self.zk.reconfig(
+                    joining=None, leaving=str(change.server.server_id), new_members=None
+                )
+            result = "done"
+            self.zookeeper_down_since.pop(change.server.server_id, None)
+        except KazooException as exc:
+            result = f"not applied ({type(exc).__name__}: {exc}), re-reading next cycle"
+        self.journal("zk_reconfig", change.reason, result)
+        log.info(
+            "zookeeper_reconfig",
+            change=change.kind,
+            server=change.server.server_id,
+            result=result,
+            config_version=stat.version,
+        )
+
     # -- snapshot -------------------------------------------------------------------------
 
     def _owned_properties(self) -> dict[str, str]:
@@ -230,6 +312,11 @@ class Agent:
             # which is always correct, if slower than a dynamic update.
             changes = ConfigChanges(read_only=changed)
         awaiting = frozenset(b for b, m in self.members().items() if m.get("pending_restart"))
+        try:
+            zookeeper_change = self._membership_change(self.last_good_spec, now)
+        except (KazooException, ConfigParseError) as exc:
+            log.warning("zookeeper_membership_unreadable", error=str(exc))
+            zookeeper_change = None
         long_action = None
         if self.long_action is not None:
             if self.long_action.thread.is_alive():
@@ -252,13 +339,16 @@ class Agent:
             controller_id=controller_id,
             brokers_awaiting_restart=awaiting,
             unresponsive_threshold_s=self.settings.broker_unresponsive_s,
+            zookeeper_change=zookeeper_change,
         )
 
     # -- actions --------------------------------------------------------------------------
 
-    def execute(self, action: Action) -> None:
+    def execute(self, action: Action, snap: Snapshot) -> None:
         if action.kind in ("start", "restart"):
             self._run_long(action)
+        elif action.kind == "zk_reconfig" and snap.zookeeper_change is not None:
+            self._reconfig(snap.zookeeper_change)
 
     def _run_long(self, action: Action) -> None:
         long_action = LongAction(
@@ -378,7 +468,7 @@ class Agent:
         action = decide(snap)
         if not action.is_none:
             self.journal(action.kind, action.reason, "started")
-        self.execute(action)
+        self.execute(action, snap)
         sentence = action.reason
         if self.zk_connected:
             try:

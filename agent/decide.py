@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from agent.zk_membership import ReconfigChange
 from planner.spec import ClusterSpec
 
 RUNNING, PAUSED, STOPPED = "running", "paused", "stopped"
@@ -46,11 +47,12 @@ class Snapshot:
     controller_id: int | None = None
     brokers_awaiting_restart: frozenset[int] = frozenset()  # other members that need a restart
     unresponsive_threshold_s: float = 30.0
+    zookeeper_change: ReconfigChange | None = None  # from zk_membership.decide_membership
 
 
 @dataclass(frozen=True)
 class Action:
-    kind: str  # none | start | restart | apply_dynamic
+    kind: str  # none | start | restart | zk_reconfig | apply_dynamic
     reason: str
     keys: tuple[str, ...] = field(default=())
 
@@ -78,6 +80,8 @@ def decide(s: Snapshot) -> Action:
 
     if s.broker.process == STOPPED:
         return Action("start", f"{who}: broker process gone, starting it{refused}")
+    if s.zookeeper_change is not None:
+        return Action("zk_reconfig", f"{who}: {s.zookeeper_change.reason}{refused}")
     if s.broker.process == PAUSED and s.broker.unresponsive_for_s >= s.unresponsive_threshold_s:
         return Action(
             "restart",

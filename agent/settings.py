@@ -59,6 +59,15 @@ class AgentSettings:
     isr_check_interval_s: float = 2.0
     reassignment_stall_s: float = 600.0
     """A reassignment with no progress this long triggers a controller re-election."""
+    zookeeper_server_id: int | None = None
+    """This VM's ZooKeeper server id (myid); None: the VM runs no ZooKeeper server."""
+    zookeeper_peer_port: int = 2888
+    zookeeper_election_port: int = 3888
+    zookeeper_client_port: int = 2181
+    zookeeper_admin_secret_file: Path | None = None
+    """File holding the ZooKeeper super user's password; without it the agent never reconfigures."""
+    zookeeper_gone_s: float = 60.0
+    """A participant unreachable this long is removed from the ensemble by reconfig."""
     statsd_host: str | None = None
     statsd_port: int = 8125
     metrics_topic: str = "_kaas_metrics"

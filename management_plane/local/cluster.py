@@ -8,6 +8,7 @@ cluster file, checked against their start time.
 from __future__ import annotations
 
 import json
+import secrets
 import shutil
 import signal
 import sys
@@ -93,7 +94,9 @@ def _write_vm_files(layout: ClusterLayout, vm: VmLayout, agents: bool = False) -
     for folder in (vm.config_dir, vm.kafka_data_dir, vm.zookeeper_data_dir, vm.logs_dir):
         folder.mkdir(parents=True, exist_ok=True)
     (vm.zookeeper_data_dir / "myid").write_text(f"{vm.index}\n")
-    (vm.config_dir / "zoo.cfg").write_text(render.render_zoo_cfg(vm))
+    zoo_cfg = vm.config_dir / "zoo.cfg"
+    if not zoo_cfg.exists():  # after a reconfig ZooKeeper rewrites it to name its new dynamic file
+        zoo_cfg.write_text(render.render_zoo_cfg(vm))
     dynamic = vm.config_dir / "zoo.cfg.dynamic"
     if not dynamic.exists():  # after a reconfig ZooKeeper owns this file
         dynamic.write_text(render.render_zookeeper_dynamic(layout))
@@ -137,18 +140,42 @@ class LocalCluster:
     def _start_zookeeper(self, state: ClusterState, vm: VmLayout, java: Path) -> None:
         if is_alive(state.record(vm.name, "zookeeper")):
             return
-        command = render.zookeeper_command(str(java), vm, str(self.image().zookeeper_lib))
+        command = render.zookeeper_command(
+            str(java),
+            vm,
+            str(self.image().zookeeper_lib),
+            render.super_digest(self._admin_secret()),
+        )
         state.set_record(
             vm.name,
             "zookeeper",
             start_process(command, vm.logs_dir / "zookeeper.log", vm.directory),
         )
 
+    def _admin_secret(self) -> str:
+        """The ZooKeeper super user's password of this cluster: made once, kept in its folder.
+        Dynamic reconfig needs it; the agents read it from the file."""
+        secret_file = self.home / "secrets" / "zookeeper-admin"
+        if not secret_file.exists():
+            secret_file.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            tmp = secret_file.with_suffix(".tmp")
+            tmp.write_text(secrets.token_urlsafe(24))
+            tmp.chmod(0o600)
+            tmp.rename(secret_file)
+        return secret_file.read_text().strip()
+
     def _start_agent(self, state: ClusterState, vm: VmLayout, java: Path) -> None:
         if is_alive(state.record(vm.name, "agent")):
             return
         settings_file = vm.config_dir / "agent.json"
-        settings = render.agent_settings(state.layout, vm, str(self.image().root), str(java))
+        self._admin_secret()
+        settings = render.agent_settings(
+            state.layout,
+            vm,
+            str(self.image().root),
+            str(java),
+            str(self.home / "secrets" / "zookeeper-admin"),
+        )
         settings_file.write_text(json.dumps(settings, indent=2) + "\n")
         command = [sys.executable, "-m", "agent.main", "--config", str(settings_file)]
         state.set_record(

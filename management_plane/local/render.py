@@ -8,6 +8,9 @@ topic partitions) is the local one: six JVMs share two cores.
 
 from __future__ import annotations
 
+import base64
+import hashlib
+
 from management_plane.local.layout import ClusterLayout, VmLayout
 
 KAFKA_HEAP = ("-Xms512m", "-Xmx512m")
@@ -131,10 +134,17 @@ def kafka_command(
     ]
 
 
-def zookeeper_command(java: str, vm: VmLayout, lib: str) -> list[str]:
+def super_digest(password: str) -> str:
+    """ZooKeeper's digest of the super user: base64(sha1("super:<password>"))."""
+    return base64.b64encode(hashlib.sha1(f"super:{password}".encode()).digest()).decode()
+
+
+def zookeeper_command(java: str, vm: VmLayout, lib: str, admin_digest: str) -> list[str]:
     return [
         java,
         *ZOOKEEPER_HEAP,
+        # The super user may run reconfig; nobody else may (reconfig is restricted by default).
+        f"-Dzookeeper.DigestAuthenticationProvider.superDigest=super:{admin_digest}",
         "-XX:+UseSerialGC",
         f"-Dzookeeper.log.dir={vm.logs_dir}",
         f"-Dlogback.configurationFile={vm.config_dir / 'zookeeper-logback.xml'}",
@@ -146,7 +156,7 @@ def zookeeper_command(java: str, vm: VmLayout, lib: str) -> list[str]:
 
 
 def agent_settings(
-    cluster: ClusterLayout, vm: VmLayout, image_root: str, java: str
+    cluster: ClusterLayout, vm: VmLayout, image_root: str, java: str, admin_secret_file: str
 ) -> dict[str, object]:
     """The kaas-agent settings file of a local VM (see agent/settings.py for every field)."""
     return {
@@ -166,4 +176,11 @@ def agent_settings(
         "kafka_heap": " ".join(KAFKA_HEAP),
         "loop_interval_s": 2,
         "isr_check_interval_s": 1,
+        "zookeeper_server_id": vm.index,
+        "zookeeper_peer_port": vm.ports.zookeeper_peer,
+        "zookeeper_election_port": vm.ports.zookeeper_election,
+        "zookeeper_client_port": vm.ports.zookeeper_client,
+        "zookeeper_admin_secret_file": admin_secret_file,
+        # Local VMs are cheap to restart and tests should not wait a minute: shorter than the default.
+        "zookeeper_gone_s": 20,
     }

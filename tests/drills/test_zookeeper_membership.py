@@ -1,0 +1,59 @@
+"""A ZooKeeper server gone past the threshold is removed by reconfig, and its VM's agent adds
+it back once it runs again (seed 002: failure and recovery through the same two steps)."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+
+import pytest
+from kazoo.client import KazooClient
+
+from agent.zk_membership import parse_ensemble_config
+from planner.zkpaths import ClusterPaths
+from tests.harness import ClusterHandle
+
+pytestmark = pytest.mark.drill
+
+
+def _wait(check: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(1)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+def test_gone_server_is_removed_and_rejoins(fresh_cluster_with_agents: ClusterHandle) -> None:
+    cluster = fresh_cluster_with_agents
+    zk = KazooClient(hosts=",".join(vm.zookeeper_endpoint for vm in cluster.layout.vms[:2]))
+    zk.start(timeout=15)
+    try:
+
+        def participants() -> list[int]:
+            return sorted(
+                parse_ensemble_config(zk.get("/zookeeper/config")[0].decode()).participants
+            )
+
+        assert participants() == [1, 2, 3]
+        cluster.vm("stop", "vm3", "--only", "zookeeper")
+        _wait(lambda: participants() == [1, 2], 120, "server 3 to be removed from the ensemble")
+
+        cluster.vm("start", "vm3", "--only", "zookeeper")
+        _wait(lambda: participants() == [1, 2, 3], 120, "vm3's agent to add its server back")
+
+        paths = ClusterPaths(cluster.layout.name)
+        entries = [
+            json.loads(zk.get(f"{paths.journal}/{c}")[0])
+            for c in sorted(zk.get_children(paths.journal))
+        ]
+        reconfigs = [e for e in entries if e["action"] == "zk_reconfig" and e["result"] == "done"]
+        assert any("removing it" in e["reason"] for e in reconfigs)
+        assert any(
+            "adding it as participant" in e["reason"] and e["vm_id"] == "vm3" for e in reconfigs
+        )
+    finally:
+        zk.stop()
+        zk.close()
