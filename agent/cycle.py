@@ -165,6 +165,7 @@ class Agent:
             log.warning("journal_write_failed", error=str(exc))
 
     def _write_member(self, sentence: str, pending_restart: bool) -> None:
+        generation = self.last_good_spec.generation if self.last_good_spec else -1
         value = json.dumps(
             {
                 "schema_version": MEMBER_SCHEMA_VERSION,
@@ -175,6 +176,7 @@ class Agent:
                 "agent_version": AGENT_VERSION,
                 "sentence": sentence,
                 "pending_restart": pending_restart,
+                "spec_generation": generation,
                 "updated_at_ms": int(time.time() * 1000),
             }
         ).encode()
@@ -311,7 +313,14 @@ class Agent:
             # Without a finer classification every change is applied by a controlled restart,
             # which is always correct, if slower than a dynamic update.
             changes = ConfigChanges(read_only=changed)
-        awaiting = frozenset(b for b, m in self.members().items() if m.get("pending_restart"))
+        # Brokers that need a restart, or have not yet looked at the current spec: the
+        # controller waits for both before restarting itself.
+        generation = self.last_good_spec.generation if self.last_good_spec else -1
+        awaiting = frozenset(
+            b
+            for b, m in self.members().items()
+            if m.get("pending_restart") or int(m.get("spec_generation", -1)) < generation
+        )
         try:
             zookeeper_change = self._membership_change(self.last_good_spec, now)
         except (KazooException, ConfigParseError) as exc:
