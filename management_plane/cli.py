@@ -47,8 +47,10 @@ def _parser() -> argparse.ArgumentParser:
     )
     up.add_argument(
         "--agents",
-        action="store_true",
-        help="run kaas-agent on every VM: it claims the broker id, starts and heals the broker",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="run kaas-agent on every VM, which claims the broker id, starts and heals the broker "
+        "(default); --no-agents starts the brokers directly",
     )
 
     status = with_home(
