@@ -1,0 +1,308 @@
+"""The Kafka side of broker config: read what a broker runs, apply a ConfigDiff's dynamic
+changes, read them back. An adapter: the decisions are in classify.py.
+
+Per-broker changes go through confluent-kafka's AdminClient (incremental_alter_configs on
+the broker's resource). The cluster-wide default is the broker resource with the empty
+name, which librdkafka refuses to address (ValueError "Invalid ConfigResource"; see
+confluentinc/confluent-kafka-go#396), so cluster-wide changes go through Kafka's own
+ConfigCommand (`kafka-configs --entity-default`, Java's Admin client) from the VM's image.
+
+Nothing is applied half-way without saying so: every change is first checked here and then
+by Kafka (validate_only), the per-broker changes are one request, and when the cluster-wide
+step fails after them the per-broker step is undone. The result names what was verified
+and, on failure, the key and Kafka's message.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
+from confluent_kafka.admin import ConfigSource as KafkaConfigSource
+
+from agent.broker_config.classify import ConfigChange, ConfigDiff, ConfigLayer, RunningValue
+from agent.broker_config.render import server_properties_text
+from agent.broker_config.validation import BROKER_CONFIGS, broker_config_problems
+
+_LAYERS = {
+    KafkaConfigSource.DYNAMIC_BROKER_CONFIG: ConfigLayer.PER_BROKER,
+    KafkaConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG: ConfigLayer.CLUSTER_DEFAULT,
+    KafkaConfigSource.STATIC_BROKER_CONFIG: ConfigLayer.STATIC,
+    KafkaConfigSource.DEFAULT_CONFIG: ConfigLayer.DEFAULT,
+}
+
+
+class ConfigApplyError(RuntimeError):
+    """A Kafka call about broker config failed; the message names the keys involved."""
+
+
+def describe_running_config(
+    admin: AdminClient, broker_id: int, timeout: float = 10.0
+) -> dict[str, RunningValue]:
+    """Every config of the broker with the value in effect and the layer it comes from."""
+    resource = ConfigResource("broker", str(broker_id))
+    try:
+        entries = admin.describe_configs([resource], request_timeout=timeout)[resource].result(
+            timeout=timeout
+        )
+    except KafkaException as exc:
+        raise ConfigApplyError(f"describe_configs of broker {broker_id} failed: {exc}") from None
+    return {
+        name: RunningValue(entry.value, _LAYERS.get(entry.source, ConfigLayer.OTHER))
+        for name, entry in entries.items()
+    }
+
+
+class ClusterDefaults(Protocol):
+    """Writes the cluster-wide dynamic default (the broker resource named "")."""
+
+    def alter(self, changes: Sequence[ConfigChange]) -> None:
+        """Apply every change (desired None: remove the key) or raise ConfigApplyError."""
+
+
+@dataclass(frozen=True)
+class ConfigCommandClusterDefaults:
+    """Cluster-wide defaults through `kafka.admin.ConfigCommand --entity-default` (the Java
+    Admin client of the image's Kafka): the empty resource name librdkafka cannot send."""
+
+    java: str
+    kafka_libs: Path
+    bootstrap: str
+    timeout_s: float = 120.0
+
+    def command(self, add_config_file: Path | None, delete_keys: Sequence[str]) -> list[str]:
+        command = [
+            self.java,
+            "-Xmx128m",
+            "-XX:TieredStopAtLevel=1",  # a short-lived JVM: start fast rather than run fast
+            "-cp",
+            f"{self.kafka_libs}/*",
+            "kafka.admin.ConfigCommand",
+            "--bootstrap-server",
+            self.bootstrap,
+            "--entity-type",
+            "brokers",
+            "--entity-default",
+            "--alter",
+        ]
+        if add_config_file is not None:
+            command += ["--add-config-file", str(add_config_file)]
+        if delete_keys:
+            command += ["--delete-config", ",".join(delete_keys)]
+        return command
+
+    def alter(self, changes: Sequence[ConfigChange]) -> None:
+        if not changes:
+            return
+        to_set = {c.key: c.desired for c in changes if c.desired is not None}
+        to_delete = [c.key for c in changes if c.desired is None]
+        keys = ", ".join(c.key for c in changes)
+        with tempfile.TemporaryDirectory(prefix="kaas-cluster-config-") as scratch:
+            # A properties file, not --add-config: values may hold commas, '=' or brackets.
+            add_file = Path(scratch) / "add.properties" if to_set else None
+            if add_file is not None:
+                add_file.write_text(server_properties_text(to_set), encoding="latin-1")
+            try:
+                done = subprocess.run(
+                    self.command(add_file, to_delete),
+                    capture_output=True,
+                    text=True,
+                    timeout=self.timeout_s,
+                    check=False,
+                )
+            except (OSError, subprocess.TimeoutExpired) as exc:
+                raise ConfigApplyError(
+                    f"cluster-wide default of {keys}: kafka-configs did not run ({exc})"
+                ) from None
+        if done.returncode != 0:
+            raise ConfigApplyError(
+                f"cluster-wide default of {keys} refused: {_last_error_line(done.stderr + done.stdout)}"
+            )
+
+
+def _last_error_line(output: str) -> str:
+    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    errors = [line for line in lines if "Error" in line or "Exception" in line]
+    return (errors or lines or ["no output"])[-1][:500]
+
+
+@dataclass(frozen=True)
+class ApplyResult:
+    """What apply_config_diff did: every change read back from the broker, or why not."""
+
+    verified: tuple[ConfigChange, ...] = ()
+    error: str | None = None  # names the key(s) and Kafka's message; nothing else half-done
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+def _alter_entries(changes: Sequence[ConfigChange]) -> list[ConfigEntry]:
+    return [
+        ConfigEntry(change.key, change.desired, incremental_operation=AlterConfigOpType.SET)
+        if change.desired is not None
+        else ConfigEntry(change.key, None, incremental_operation=AlterConfigOpType.DELETE)
+        for change in changes
+    ]
+
+
+def _alter_broker(
+    admin: AdminClient,
+    broker_id: int,
+    changes: Sequence[ConfigChange],
+    validate_only: bool,
+    timeout: float,
+) -> str | None:
+    """One incremental_alter_configs of this broker's resource; Kafka's message on failure."""
+    resource = ConfigResource("broker", str(broker_id), incremental_configs=_alter_entries(changes))
+    try:
+        admin.incremental_alter_configs(
+            [resource], validate_only=validate_only, request_timeout=timeout
+        )[resource].result(timeout=timeout)
+    except KafkaException as exc:
+        error = exc.args[0] if exc.args else None
+        return error.str() if isinstance(error, KafkaError) else str(exc)
+    return None
+
+
+def _kafka_refusal(
+    admin: AdminClient, broker_id: int, changes: Sequence[ConfigChange], timeout: float
+) -> str | None:
+    """Kafka's own validation of every change (validate_only: nothing is written), naming the
+    key it refuses. Cluster-wide keys are checked on this broker's resource, where Kafka
+    accepts them too and validates them the same way."""
+    if not changes or _alter_broker(admin, broker_id, changes, True, timeout) is None:
+        return None
+    refusals = []
+    for change in changes:  # find the culprit(s): Kafka's message may not name the key
+        message = _alter_broker(admin, broker_id, [change], True, timeout)
+        if message is not None:
+            refusals.append(f"Kafka refused {change.key}={change.desired}: {message}")
+    if not refusals:  # each alone is fine, together they are not
+        message = _alter_broker(admin, broker_id, changes, True, timeout)
+        keys = ", ".join(change.key for change in changes)
+        refusals.append(f"Kafka refused {keys} together: {message}")
+    return "; ".join(refusals)
+
+
+def _restore_per_broker(
+    admin: AdminClient,
+    broker_id: int,
+    applied: Sequence[ConfigChange],
+    before: dict[str, RunningValue],
+    timeout: float,
+) -> str | None:
+    """Undo per-broker changes: put back each key's earlier override, or remove the new one."""
+    undo = [
+        ConfigChange(c.key, c.desired, before[c.key].value)
+        if c.key in before and before[c.key].layer is ConfigLayer.PER_BROKER
+        else ConfigChange(c.key, c.desired, None)
+        for c in applied
+    ]
+    return _alter_broker(admin, broker_id, undo, False, timeout)
+
+
+def _unseen(
+    changes: Sequence[ConfigChange], layer: ConfigLayer, running: dict[str, RunningValue]
+) -> list[str]:
+    """The changes this broker does not show yet, each as 'key (broker reports ...)'."""
+    unseen = []
+    for change in changes:
+        entry = running.get(change.key)
+        if entry is None:
+            unseen.append(f"{change.key} (not reported)")
+            continue
+        if change.desired is None:
+            seen = entry.layer is not layer
+        else:
+            seen = BROKER_CONFIGS[change.key].same_value(entry.value, change.desired)
+        if not seen:
+            unseen.append(f"{change.key} (broker reports {entry.value!r} from {entry.layer})")
+    return unseen
+
+
+def apply_config_diff(
+    admin: AdminClient,
+    broker_id: int,
+    diff: ConfigDiff,
+    cluster_defaults: ClusterDefaults,
+    timeout: float = 15.0,
+    read_back_s: float = 15.0,
+) -> ApplyResult:
+    """Apply the dynamic part of `diff` to broker `broker_id` and read it back.
+
+    The read-only part is not touched: it takes the controlled restart. Order: our own
+    checks (no Kafka call when they fail), Kafka's validate_only of every change, the
+    per-broker changes in one request, the cluster-wide ones in one ConfigCommand run
+    (undoing the per-broker ones if it fails), then describe_configs until the broker
+    shows every change (dynamic updates reach a ZooKeeper-mode broker asynchronously).
+    """
+    changes = diff.dynamic
+    if not changes:
+        return ApplyResult()
+    problems = broker_config_problems(
+        {c.key: c.desired for c in changes if c.desired is not None}, "config change"
+    )
+    unknown = [c.key for c in changes if c.desired is None and c.key not in BROKER_CONFIGS]
+    if problems or unknown:
+        messages = [p.message for p in problems] + [
+            f"config change: unknown key {key!r}" for key in unknown
+        ]
+        return ApplyResult(error="; ".join(messages) + "; nothing applied")
+    refusal = _kafka_refusal(admin, broker_id, changes, timeout)
+    if refusal is not None:
+        return ApplyResult(error=f"{refusal}; nothing applied")
+    try:
+        before = describe_running_config(admin, broker_id, timeout)  # to undo, if need be
+    except ConfigApplyError as exc:
+        return ApplyResult(error=f"{exc}; nothing applied")
+    if diff.per_broker:
+        message = _alter_broker(admin, broker_id, diff.per_broker, False, timeout)
+        if message is not None:
+            keys = ", ".join(c.key for c in diff.per_broker)
+            return ApplyResult(
+                error=f"broker {broker_id} refused {keys}: {message}; nothing applied"
+            )
+    try:
+        cluster_defaults.alter(diff.cluster_wide)
+    except ConfigApplyError as exc:
+        undone = _restore_per_broker(admin, broker_id, diff.per_broker, before, timeout)
+        if not diff.per_broker:
+            outcome = "nothing applied"
+        elif undone is None:
+            outcome = "the per-broker changes were undone"
+        else:
+            keys = ", ".join(c.key for c in diff.per_broker)
+            outcome = f"undoing the per-broker changes of {keys} FAILED too ({undone})"
+        return ApplyResult(error=f"{exc}; {outcome}")
+    return _read_back(admin, broker_id, diff, timeout, read_back_s)
+
+
+def _read_back(
+    admin: AdminClient, broker_id: int, diff: ConfigDiff, timeout: float, read_back_s: float
+) -> ApplyResult:
+    deadline = time.monotonic() + read_back_s
+    while True:
+        try:
+            running = describe_running_config(admin, broker_id, timeout)
+            unseen = _unseen(diff.per_broker, ConfigLayer.PER_BROKER, running) + _unseen(
+                diff.cluster_wide, ConfigLayer.CLUSTER_DEFAULT, running
+            )
+        except ConfigApplyError as exc:
+            unseen = [str(exc)]
+        if not unseen:
+            return ApplyResult(verified=diff.dynamic)
+        if time.monotonic() >= deadline:
+            return ApplyResult(
+                error=f"applied, but broker {broker_id} does not show it after "
+                f"{read_back_s:.0f}s: {'; '.join(unseen)}"
+            )
+        time.sleep(0.25)

@@ -1,0 +1,228 @@
+"""Rendering server.properties (agent.broker_config.render) and validating spec keys."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agent.broker_config import (
+    AGENT_OWNED_KEYS,
+    BrokerConfigError,
+    BrokerFacts,
+    broker_config_problems,
+    parse_server_properties,
+    render_server_properties,
+    server_properties_text,
+)
+from management_plane.local import render as local_render
+from management_plane.local.layout import VmLayout, plan_layout
+from planner.spec import ClusterSpec
+
+pytestmark = pytest.mark.unit
+
+
+def spec(broker_config: dict[str, str] | None = None, broker_count: int = 3) -> ClusterSpec:
+    return ClusterSpec(
+        cluster="c1",
+        kafka_version="3.9.2",
+        broker_count=broker_count,
+        zones=("zone-a", "zone-b", "zone-c"),
+        broker_config=broker_config or {},
+    )
+
+
+def facts_of(vm: VmLayout, zookeeper_connect: str) -> BrokerFacts:
+    return BrokerFacts(
+        broker_id=vm.broker_id,
+        rack=vm.zone,
+        listener_address=vm.address,
+        port=vm.ports.kafka,
+        advertised_address=vm.address,
+        log_dirs=(str(vm.kafka_data_dir),),
+        zookeeper_connect=zookeeper_connect,
+    )
+
+
+FACTS = BrokerFacts(
+    broker_id=2,
+    rack="zone-c",
+    listener_address="10.0.0.3",
+    port=9092,
+    advertised_address="broker-2.example",
+    log_dirs=("/data/kafka-1", "/data/kafka-2"),
+    zookeeper_connect="10.0.0.1:2181,10.0.0.2:2181/kafka/c1",
+)
+
+
+@pytest.mark.parametrize("nodes", [1, 2, 3, 5])
+def test_no_spec_overrides_render_exactly_what_the_local_provider_writes(nodes: int) -> None:
+    layout = plan_layout("c1", Path("/tmp/kaas-home"), nodes)
+    for vm in layout.vms:
+        ours = render_server_properties(
+            spec(broker_count=nodes), facts_of(vm, layout.zookeeper_connect)
+        )
+        assert server_properties_text(ours) == local_render.render_server_properties(layout, vm)
+
+
+def test_agent_owned_keys_come_from_the_facts() -> None:
+    rendered = render_server_properties(spec(), FACTS)
+    assert {key: rendered[key] for key in AGENT_OWNED_KEYS} == {
+        "broker.id": "2",
+        "broker.rack": "zone-c",
+        "listeners": "PLAINTEXT://10.0.0.3:9092",
+        "advertised.listeners": "PLAINTEXT://broker-2.example:9092",
+        "log.dirs": "/data/kafka-1,/data/kafka-2",
+        "zookeeper.connect": "10.0.0.1:2181,10.0.0.2:2181/kafka/c1",
+    }
+
+
+def test_spec_overrides_replace_defaults_in_place_and_append_new_keys_sorted() -> None:
+    rendered = render_server_properties(
+        spec({"num.io.threads": "6", "min.insync.replicas": "1", "log.cleaner.threads": "2"}),
+        FACTS,
+    )
+    default_order = list(render_server_properties(spec(), FACTS))
+    assert list(rendered) == [*default_order, "log.cleaner.threads"]
+    assert rendered["num.io.threads"] == "6"
+    assert rendered["min.insync.replicas"] == "1"
+
+
+@pytest.mark.parametrize(
+    ("key", "given", "rendered"),
+    [
+        ("num.io.threads", " +06 ", "6"),
+        ("unclean.leader.election.enable", "TRUE", "true"),
+        ("log.cleanup.policy", "compact , delete", "compact,delete"),
+        ("log.cleaner.min.cleanable.ratio", "0.50", "0.50"),
+        ("log.message.format.version", "3.9", "3.9"),
+    ],
+)
+def test_spec_values_are_rendered_in_kafkas_canonical_form(
+    key: str, given: str, rendered: str
+) -> None:
+    assert render_server_properties(spec({key: given}), FACTS)[key] == rendered
+
+
+def test_host_sizing_replaces_the_local_sizing() -> None:
+    big = replace(FACTS, host_sizing={"num.io.threads": "16"})
+    rendered = render_server_properties(spec(), big)
+    assert rendered["num.io.threads"] == "16"
+    assert "num.network.threads" not in rendered
+
+
+@pytest.mark.parametrize("key", [*AGENT_OWNED_KEYS, "log.dir"])
+def test_the_spec_may_not_set_agent_owned_keys(key: str) -> None:
+    with pytest.raises(BrokerConfigError) as refused:
+        render_server_properties(spec({key: "x"}), FACTS)
+    assert f"'{key}' is set by the agent" in str(refused.value)
+    assert [p.key for p in refused.value.problems] == [key]
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "says"),
+    [
+        ("no.such.key", "1", "unknown key 'no.such.key': not a Kafka 3.9.2 broker config"),
+        ("num.io.threds", "4", "did you mean 'num.io.threads'?"),
+        ("listener.name.plaintext.ssl.client.auth", "none", "listener-prefixed config"),
+        ("leader.replication.throttled.rate", "1000", "set by the agent while it moves replicas"),
+        ("ssl.keystore.password", "secret", "is a password"),
+        ("num.io.threads", "abc", "num.io.threads='abc' is not a whole number (int)"),
+        ("num.io.threads", "4.0", "is not a whole number (int)"),
+        ("num.io.threads", "2147483648", "does not fit in a 32-bit int"),
+        ("num.io.threads", "0", "out of range; valid values: [1,...]"),
+        ("log.retention.bytes", "9223372036854775808", "does not fit in a 64-bit long"),
+        ("sasl.login.refresh.buffer.seconds", "40000", "does not fit in a 16-bit short"),
+        ("auto.leader.rebalance.enable", "yes", "is not a boolean"),
+        ("log.cleaner.min.cleanable.ratio", "half", "is not a number (double)"),
+        ("log.cleaner.min.cleanable.ratio", "1.5", "out of range; valid values: [0,...,1]"),
+        ("compression.type", "lz5", "is not one of the valid values"),
+        ("compression.gzip.level", "10", "out of range; valid values: [1,...,9] or -1"),
+        ("log.cleanup.policy", "compact,,delete", "has an empty item"),
+        ("log.cleanup.policy", "compact,forever", "has 'forever'"),
+        ("log.message.format.version", "9.9", "is not one of the valid values"),
+        ("alter.config.policy.class.name", "not a class", "is not a Java class name"),
+        ("remote.log.metadata.manager.class.name", " ", "must not be empty"),
+    ],
+)
+def test_bad_spec_keys_and_values_are_refused_naming_the_key(
+    key: str, value: str, says: str
+) -> None:
+    problems = broker_config_problems({key: value})
+    assert [p.key for p in problems] == [key]
+    assert says in problems[0].message
+    with pytest.raises(BrokerConfigError, match=re.escape("spec.broker_config")):
+        render_server_properties(spec({key: value}), FACTS)
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("compression.gzip.level", "-1"),
+        ("compression.gzip.level", "9"),
+        ("log.message.format.version", "3.9.2"),
+        ("inter.broker.protocol.version", "3.9-IV0"),
+        ("log.retention.bytes", "-1"),
+        ("log.cleaner.min.cleanable.ratio", "1e-1"),
+        ("metric.reporters", ""),
+        ("auto.leader.rebalance.enable", "False"),
+    ],
+)
+def test_values_kafka_accepts_are_accepted(key: str, value: str) -> None:
+    assert broker_config_problems({key: value}) == ()
+
+
+def test_every_problem_is_reported_at_once_in_key_order() -> None:
+    problems = broker_config_problems({"zzz.unknown": "1", "num.io.threads": "x", "broker.id": "3"})
+    assert [p.key for p in problems] == ["broker.id", "num.io.threads", "zzz.unknown"]
+
+
+@pytest.mark.parametrize(
+    ("change", "key"),
+    [
+        ({"zookeeper_connect": "10.0.0.1:2181"}, "zookeeper.connect"),
+        ({"port": 0}, "listeners"),
+        ({"broker_id": -1}, "broker.id"),
+        ({"log_dirs": ()}, "log.dirs"),
+        ({"rack": " "}, "broker.rack"),
+        ({"advertised_address": "a,b"}, "advertised.listeners"),
+        ({"host_sizing": {"num.io.threads": "many"}}, "num.io.threads"),
+    ],
+)
+def test_bad_facts_are_refused_naming_the_key(change: dict[str, Any], key: str) -> None:
+    facts = replace(FACTS, **change)
+    with pytest.raises(BrokerConfigError) as refused:
+        render_server_properties(spec(), facts)
+    assert [p.key for p in refused.value.problems] == [key]
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "plain",
+        "C:\\kafka\\data",
+        " leading space",
+        "a=b:c #not a comment",
+        "RULE:^CN=(.*?),OU=.*$/$1/,DEFAULT",
+        "zone-ä ☃",
+        "line\nbreak\ttab",
+        "",
+    ],
+)
+def test_properties_text_round_trips(value: str) -> None:
+    properties = {"sasl.kerberos.principal.to.local.rules": value, "num.io.threads": "4"}
+    text = server_properties_text(properties)
+    assert text.isascii() and text.count("\n") == 2
+    assert parse_server_properties(text) == properties
+
+
+def test_parse_reads_comments_separators_and_continuations() -> None:
+    text = "# comment\n! also\n\nbroker.id = 1\nlog.dirs:/a,\\\n    /b\nempty.value=\n"
+    assert parse_server_properties(text) == {
+        "broker.id": "1",
+        "log.dirs": "/a,/b",
+        "empty.value": "",
+    }
