@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, cast
 
 import pandas as pd
+import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -53,40 +54,29 @@ class BalanceResult:
     outputs: dict[str, str] = field(default_factory=dict)
 
 
-def _only_cluster(parsed: ParsedMetrics, wanted: str | None) -> tuple[ParsedMetrics, str, int]:
-    """The records of one cluster, its name and how many valid records it has."""
-    counts = {
+def _choose_cluster(broker_load: DataFrame, wanted: str | None) -> tuple[str, int]:
+    """The cluster to score and how many of its records were aggregated.
+
+    Decided on the (small) per-window broker load, so the metric tables are not scanned
+    once more only to learn which clusters they hold.
+    """
+    samples = {
         row["cluster"]: int(row["records"])
-        for row in parsed.broker_metrics.groupBy("cluster")
-        .agg(F.count(F.lit(1)).alias("records"))
-        .collect()
+        for row in broker_load.groupBy("cluster").agg(F.sum("samples").alias("records")).collect()
     }
     if wanted is None:
-        if not counts:
+        if not samples:
             raise BalanceInputError("no valid metric records to score (see the quarantine counts)")
-        if len(counts) > 1:
+        if len(samples) > 1:
             raise BalanceInputError(
-                f"records of several clusters ({', '.join(sorted(counts))}): pass --cluster"
+                f"records of several clusters ({', '.join(sorted(samples))}): pass --cluster"
             )
-        (only,) = counts
-        return parsed, only, counts[only]
-    if wanted not in counts:
-        known = ", ".join(sorted(counts)) or "none"
+        (only,) = samples
+        return only, samples[only]
+    if wanted not in samples:
+        known = ", ".join(sorted(samples)) or "none"
         raise BalanceInputError(f"no valid records of cluster {wanted} (clusters seen: {known})")
-
-    def keep(frame: DataFrame) -> DataFrame:
-        return frame.where(F.col("cluster") == wanted)
-
-    return (
-        ParsedMetrics(
-            broker_metrics=keep(parsed.broker_metrics),
-            topic_metrics=keep(parsed.topic_metrics),
-            partition_metrics=keep(parsed.partition_metrics),
-            quarantine=parsed.quarantine,
-        ),
-        wanted,
-        counts[wanted],
-    )
+    return wanted, samples[wanted]
 
 
 def _write(frame: DataFrame, path: Path, outputs: dict[str, str], name: str) -> None:
@@ -136,38 +126,55 @@ def run_balance(
         _write(frame, out_dir / name, outputs, name)
         return spark.read.parquet(outputs[name])
 
-    quarantine = stage(parsed.quarantine, "quarantine")
-    quarantined = quarantine.count()
-    reasons = {
-        row["reason"]: int(row["records"]) for row in quarantine_counts(quarantine).collect()
-    }
+    quarantined, reasons = 0, {}
     if options.write_normalised:
+        # Parsed here: quarantine and flat tables are written once, and read back.
+        quarantine = stage(parsed.quarantine, "quarantine")
+        quarantined = quarantine.count()
+        reasons = {
+            row["reason"]: int(row["records"]) for row in quarantine_counts(quarantine).collect()
+        }
         parsed = ParsedMetrics(
             broker_metrics=stage(parsed.broker_metrics, "broker_metrics"),
             topic_metrics=stage(parsed.topic_metrics, "topic_metrics"),
             partition_metrics=stage(parsed.partition_metrics, "partition_metrics"),
             quarantine=quarantine,
         )
-    parsed, cluster, valid_records = _only_cluster(parsed, options.cluster)
-    broker_load = stage(
+    # Each large table is scanned once, into a small per-window table; all the rest
+    # works from those.
+    valid_records = parsed.broker_metrics.count()
+    all_broker_load = stage(
         balance.broker_window_load(parsed.broker_metrics, options.window), "broker_load"
     )
+    replicas = stage(
+        balance.replica_window_state(parsed.partition_metrics, options.window), "replica_window"
+    )
+    topic_rates = stage(
+        balance.topic_window_rates(parsed.topic_metrics, options.window), "topic_window"
+    )
+    cluster, scored_records = _choose_cluster(all_broker_load, options.cluster)
+
+    def of_cluster(frame: DataFrame) -> DataFrame:
+        return frame.where(F.col("cluster") == cluster)
+
+    broker_load = of_cluster(all_broker_load)
     zone_load = stage(balance.zone_window_load(broker_load), "zone_load")
-    broker_balance = stage(
-        balance.resource_balance(broker_load, "broker_id", options.hot_threshold), "broker_balance"
-    )
-    zone_balance = stage(
-        balance.resource_balance(zone_load, "zone", options.hot_threshold), "zone_balance"
-    )
-    partition_load = stage(
-        balance.partition_window_load(
-            parsed.partition_metrics, parsed.topic_metrics, options.window
+    for name, stats in (
+        (
+            "broker_balance",
+            balance.resource_balance(broker_load, "broker_id", options.hot_threshold),
         ),
+        ("zone_balance", balance.resource_balance(zone_load, "zone", options.hot_threshold)),
+    ):
+        _write(stats, out_dir / name, outputs, name)
+    partition_load = stage(
+        balance.partition_load_from(of_cluster(replicas), of_cluster(topic_rates)),
         "partition_load",
     )
-    broker_load_pd = _to_pandas(broker_load)
-    broker_balance_pd = _to_pandas(broker_balance)
-    zone_balance_pd = _to_pandas(zone_balance)
+    # The small tables are read straight from their Parquet files: no Spark job needed.
+    broker_load_pd = _read_parquet(outputs["broker_load"], cluster)
+    broker_balance_pd = _read_parquet(outputs["broker_balance"], cluster)
+    zone_balance_pd = _read_parquet(outputs["zone_balance"], cluster)
 
     scores, score_detail = _scores_per_window(broker_load_pd)
     spark.createDataFrame(
@@ -187,6 +194,7 @@ def run_balance(
         "hot_threshold": options.hot_threshold,
         "records": {
             "valid": valid_records,
+            "scored": scored_records,
             "quarantined": quarantined,
             "quarantine_reasons": reasons,
         },
@@ -243,6 +251,11 @@ def run_balance(
 
 def _to_pandas(frame: DataFrame) -> pd.DataFrame:
     return cast(pd.DataFrame, frame.toPandas())
+
+
+def _read_parquet(path: str, cluster: str) -> pd.DataFrame:
+    table = pq.read_table(path, filters=[("cluster", "=", cluster)])
+    return cast(pd.DataFrame, table.to_pandas())
 
 
 def _iso(value: Any) -> str | None:

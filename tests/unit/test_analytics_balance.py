@@ -212,6 +212,42 @@ def test_partition_load_splits_topic_rates_by_log_growth(spark: SparkSession) ->
     )
 
 
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [
+        ("5 minutes", 300),
+        ("1 minute", 60),
+        ("30 seconds", 30),
+        ("2 hours", 7200),
+        ("90s", 90),
+        ("1 day", 86400),
+    ],
+)
+def test_window_lengths_are_read_from_text(text: str, seconds: int) -> None:
+    assert balance.window_seconds(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["five minutes", "0 minutes", "5 fortnights", "", "-5 minutes"])
+def test_bad_window_length_is_refused_with_its_text(text: str) -> None:
+    with pytest.raises(ValueError, match="is not a length such as"):
+        balance.window_seconds(text)
+
+
+def test_broker_that_changed_rack_in_a_window_counts_once_with_its_latest_rack(
+    spark: SparkSession,
+) -> None:
+    rows = [
+        ("c", 7, "zone-a", at(0), 100.0, 0.0, 0.0, 0.0, 1, None, 1, 1, 1.0),
+        ("c", 7, "zone-b", at(2), 300.0, 0.0, 0.0, 0.0, 1, None, 1, 1, 1.0),
+    ]
+    load = balance.broker_window_load(
+        spark.createDataFrame(rows, BROKER_METRICS_SCHEMA), "5 minutes"
+    )
+    assertDataFrameEqual(
+        load.select("broker_id", "rack", "samples", "bytes_in_per_s"), [(7, "zone-b", 1, 300.0)]
+    )
+
+
 def test_latest_window_and_before_after_split(broker_load: DataFrame) -> None:
     assertDataFrameEqual(balance.latest_window(broker_load).select("broker_id"), [(3,)])
 

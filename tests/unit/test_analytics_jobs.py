@@ -158,6 +158,7 @@ def test_balance_job_reads_back_its_own_parquet_tables(
     ).summary
     assert again["records"] == {
         "valid": first["records"]["valid"],
+        "scored": first["records"]["valid"],
         "quarantined": 0,
         "quarantine_reasons": {},
     }

@@ -1,0 +1,376 @@
+"""Benchmark of the balance job: records per second from Parquet and from Kafka on local[2],
+against a plain pandas version of the same aggregation over the same Parquet.
+
+    .venv/bin/python benchmarks/analytics_bench.py [--records 1000000,10000000]
+        [--brokers 1000] [--bootstrap-servers HOST:PORT] [--work-dir DIR]
+
+It generates metric records (one record = one broker's sample, `--brokers` brokers
+sampled every 10 s, two partitions per record), writes them as the job's flat Parquet
+tables and, with --bootstrap-servers, as schema-v1 JSON to a Kafka topic; then times the
+whole balance job from each source (every output table, the score per window, the
+charts) and the pandas baseline. Peak memory is the highest resident set size sampled
+during each phase: the Spark driver JVM plus this process for Spark, this process for
+pandas. Target: at least 1M records/s from Parquet on local[2].
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+
+import numpy as np
+import psutil
+import pyarrow.parquet as pq
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from analytics import balance, metrics
+from analytics.balance_run import BalanceOptions, run_balance
+from analytics.metrics import ParsedMetrics, parse_metric_records
+from analytics.session import SparkSettings, build_spark_session
+from analytics.sources import read_kafka_topics, read_normalised_parquet
+
+T0_MS = 1_767_225_600_000
+INTERVAL_S = 10
+TOPICS = 20
+PARTITIONS_PER_RECORD = 2
+TARGET_RECORDS_PER_S = 1_000_000
+WINDOW = "5 minutes"
+WINDOW_MS = 300_000
+
+
+@dataclass
+class Measurement:
+    seconds: float
+    peak_rss_bytes: int
+
+
+class PeakMemory:
+    """Samples the resident memory of this process and its children (the JVM) every 50 ms."""
+
+    def __init__(self, include_children: bool) -> None:
+        self.include_children = include_children
+        self.peak = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _sample(self) -> int:
+        process = psutil.Process()
+        total = process.memory_info().rss
+        if self.include_children:
+            for child in process.children(recursive=True):
+                with suppress(psutil.NoSuchProcess):
+                    total += child.memory_info().rss
+        return total
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.peak = max(self.peak, self._sample())
+            self._stop.wait(0.05)
+
+    def __enter__(self) -> PeakMemory:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.peak = max(self.peak, self._sample())
+
+
+@contextmanager
+def measured(include_children: bool) -> Iterator[Measurement]:
+    measurement = Measurement(0.0, 0)
+    with PeakMemory(include_children) as memory:
+        started = time.perf_counter()
+        yield measurement
+        measurement.seconds = time.perf_counter() - started
+    measurement.peak_rss_bytes = memory.peak
+
+
+def generate_tables(spark: SparkSession, records: int, brokers: int, folder: Path) -> None:
+    """The job's flat tables for `records` samples: one broker in ten carries three times
+    the load, so the job has hot brokers to find."""
+    ids = spark.range(records)
+    broker = (F.col("id") % brokers).cast("int")
+    step = F.col("id") / brokers
+    weight = F.when(broker % 10 == 0, 3.0).otherwise(1.0)
+    noise = 0.9 + 0.2 * F.rand(seed=7)
+    values = {
+        "bytes_in_per_s": 1e6 * weight * noise,
+        "bytes_out_per_s": 2e6 * weight * noise,
+        "replication_bytes_in_per_s": 2e6 * noise,
+        "replication_bytes_out_per_s": 2e6 * noise,
+        "leader_count": (100 * weight).cast("bigint"),
+        "partition_count": F.lit(300).cast("bigint"),
+        "log_size_bytes": (F.floor(step) * 1000 * weight + 1e9).cast("bigint"),
+        "host_cpu_percent": 20.0 * weight * noise,
+    }
+    samples = ids.select(
+        F.lit("bench").alias("cluster"),
+        broker.alias("broker_id"),
+        F.concat(F.lit("zone-"), (broker % 3).cast("string")).alias("rack"),
+        F.timestamp_millis(F.lit(T0_MS) + F.floor(step).cast("bigint") * INTERVAL_S * 1000).alias(
+            "timestamp"
+        ),
+        F.lit(float(INTERVAL_S)).alias("interval_s"),
+        *[
+            values.get(name, F.lit(0))
+            .cast("double" if kind == metrics.NUMBER else "bigint")
+            .alias(name)
+            for name, kind in metrics.BROKER_FIELDS
+        ],
+        *[
+            values.get(f"host_{name}", F.lit(0))
+            .cast("double" if kind == metrics.NUMBER else "bigint")
+            .alias(f"host_{name}")
+            for name, kind in metrics.HOST_FIELDS
+        ],
+        F.lit(0).alias("read_errors"),
+    )
+    samples.write.mode("overwrite").parquet(str(folder / "broker_metrics"))
+    identity = ["cluster", "broker_id", "rack", "timestamp"]
+    written = spark.read.parquet(str(folder / "broker_metrics"))
+    topic = F.concat(F.lit("t"), (F.col("broker_id") % TOPICS).cast("string"))
+    written.select(
+        *identity,
+        topic.alias("topic"),
+        F.col("bytes_in_per_s"),
+        F.col("bytes_out_per_s"),
+        (F.col("bytes_in_per_s") / 100).alias("messages_in_per_s"),
+    ).write.mode("overwrite").parquet(str(folder / "topic_metrics"))
+    written.select(
+        *identity, F.explode(F.sequence(F.lit(0), F.lit(PARTITIONS_PER_RECORD - 1))).alias("j")
+    ).select(
+        *identity,
+        topic.alias("topic"),
+        (F.col("broker_id") * PARTITIONS_PER_RECORD + F.col("j")).cast("int").alias("partition"),
+        (F.col("j") == 0).alias("leader"),
+        (F.unix_millis("timestamp") - T0_MS + F.col("j")).cast("bigint").alias("size_bytes"),
+        F.lit(None).cast("bigint").alias("log_end_offset"),
+    ).write.mode("overwrite").parquet(str(folder / "partition_metrics"))
+
+
+def pandas_balance(folder: Path, hot_threshold: float = balance.DEFAULT_HOT_THRESHOLD) -> int:
+    """The same aggregation as the Spark job, in plain pandas: broker and zone load per
+    window, per-resource spread, per-partition load. Returns the broker-window rows."""
+    frame = pq.read_table(
+        folder / "broker_metrics",
+        columns=[
+            "broker_id", "rack", "timestamp", "bytes_in_per_s", "bytes_out_per_s",
+            "replication_bytes_in_per_s", "replication_bytes_out_per_s", "log_size_bytes",
+            "host_log_dir_used_bytes", "partition_count", "leader_count", "host_cpu_percent",
+        ],
+    ).to_pandas()  # fmt: skip
+    frame["window_start"] = frame["timestamp"].dt.floor("5min")
+    frame["total_in"] = frame["bytes_in_per_s"] + frame["replication_bytes_in_per_s"].fillna(0.0)
+    frame["total_out"] = frame["bytes_out_per_s"] + frame["replication_bytes_out_per_s"].fillna(0.0)
+    frame["disk"] = frame["log_size_bytes"].fillna(frame["host_log_dir_used_bytes"])
+    frame = frame.sort_values("timestamp", kind="stable")
+    grouped = frame.groupby(["window_start", "broker_id"], sort=False)
+    load = grouped.agg(
+        rack=("rack", "last"),
+        bytes_in_per_s=("total_in", "mean"),
+        bytes_out_per_s=("total_out", "mean"),
+        leader_bytes_in_per_s=("bytes_in_per_s", "mean"),
+        disk_bytes=("disk", "last"),
+        partitions=("partition_count", "last"),
+        leaders=("leader_count", "last"),
+        cpu_percent=("host_cpu_percent", "mean"),
+    ).reset_index()
+    del frame, grouped
+    zones = load.groupby(["window_start", "rack"]).agg(
+        **{r: (r, "mean" if r == balance.CPU else "sum") for r in balance.RESOURCES}
+    )
+    for table, entity in (
+        (load.set_index(["window_start", "broker_id"]), "broker"),
+        (zones, "zone"),
+    ):
+        long = table[list(balance.RESOURCES)].stack().rename("value").reset_index()
+        long.columns = ["window_start", entity, "resource", "value"]
+        stats = long.groupby(["window_start", "resource"])["value"].agg(
+            ["mean", "std", "max", "sum", "count"]
+        )
+        stats["std"] = long.groupby(["window_start", "resource"])["value"].std(ddof=0)
+        stats["cv"] = np.where(stats["mean"] > 0, stats["std"] / stats["mean"], 0.0)
+        stats["max_over_mean"] = np.where(stats["mean"] > 0, stats["max"] / stats["mean"], 1.0)
+        mean = long.groupby(["window_start", "resource"])["value"].transform("mean")
+        stats["hot_count"] = (
+            (long["value"] > hot_threshold * mean)
+            .groupby([long["window_start"], long["resource"]])
+            .sum()
+        )
+
+    partitions = pq.read_table(folder / "partition_metrics").to_pandas()
+    topics = pq.read_table(folder / "topic_metrics").to_pandas()
+    for table in (partitions, topics):
+        table["window_start"] = table["timestamp"].dt.floor("5min")
+    partitions = partitions.sort_values("timestamp", kind="stable")
+    replica = (
+        partitions.groupby(["window_start", "broker_id", "topic", "partition"], sort=False)
+        .agg(leader=("leader", "last"), first=("size_bytes", "first"), last=("size_bytes", "last"))
+        .reset_index()
+    )
+    replica["growth"] = (replica["last"] - replica["first"]).clip(lower=0).astype(float)
+    rates = topics.groupby(["window_start", "broker_id", "topic"]).agg(
+        topic_in=("bytes_in_per_s", "mean"), topic_out=("bytes_out_per_s", "mean")
+    )
+    led = replica[replica["leader"]].join(rates, on=["window_start", "broker_id", "topic"])
+    keys = [led["window_start"], led["broker_id"], led["topic"]]
+    total_growth = led.groupby(keys)["growth"].transform("sum")
+    count = led.groupby(keys)["growth"].transform("count")
+    share = np.where(
+        total_growth > 0, led["growth"] / total_growth.where(total_growth > 0, 1), 1.0 / count
+    )
+    led["bytes_in_per_s"] = led["topic_in"].fillna(0.0) * share
+    led["bytes_out_per_s"] = led["topic_out"].fillna(0.0) * share
+    led.groupby(["window_start", "topic", "partition"]).agg(
+        bytes_in_per_s=("bytes_in_per_s", "sum"), bytes_out_per_s=("bytes_out_per_s", "sum")
+    )
+    return len(load)
+
+
+def produce_json_records(bootstrap_servers: str, topic: str, records: int, brokers: int) -> None:
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from analytics.testing import metric_record
+
+    admin = AdminClient({"bootstrap.servers": bootstrap_servers})
+    admin.create_topics([NewTopic(topic, num_partitions=6, replication_factor=1)])[topic].result(
+        timeout=60
+    )
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap_servers,
+            "linger.ms": 50,
+            "compression.type": "lz4",
+            "batch.size": 1 << 20,
+        }
+    )
+    for index in range(records):
+        broker, step = index % brokers, index // brokers
+        record = metric_record(
+            broker,
+            T0_MS + step * INTERVAL_S * 1000,
+            cluster="bench",
+            rack=f"zone-{broker % 3}",
+            bytes_in_per_s=1e6 * (3.0 if broker % 10 == 0 else 1.0),
+            partitions=[
+                {
+                    "topic": f"t{broker % TOPICS}",
+                    "partition": broker * 2 + j,
+                    "leader": j == 0,
+                    "size_bytes": step,
+                }
+                for j in range(PARTITIONS_PER_RECORD)
+            ],
+        )
+        while True:
+            try:
+                producer.produce(topic, key=str(broker).encode(), value=json.dumps(record).encode())
+                break
+            except BufferError:
+                producer.poll(0.1)
+        if index % 10_000 == 0:
+            producer.poll(0)
+    producer.flush(600)
+
+
+def parsed_from_kafka(spark: SparkSession, bootstrap_servers: str, topic: str) -> ParsedMetrics:
+    return parse_metric_records(read_kafka_topics(spark, bootstrap_servers, [topic]))
+
+
+def timed_spark_job(
+    spark: SparkSession, read: Callable[[], ParsedMetrics], out: Path
+) -> Measurement:
+    """The whole balance job from a source: every table, score per window, charts."""
+    with measured(include_children=True) as measurement:
+        run_balance(spark, read(), BalanceOptions(window=WINDOW, write_normalised=False), out)
+    return measurement
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    parser.add_argument(
+        "--records", default="1000000,10000000", help="comma-separated record counts"
+    )
+    parser.add_argument("--brokers", type=int, default=1000)
+    parser.add_argument("--bootstrap-servers", help="a Kafka cluster for the Kafka-source part")
+    parser.add_argument(
+        "--work-dir", type=Path, help="where generated data goes (default: a temporary folder)"
+    )
+    args = parser.parse_args(argv)
+    counts = [int(text) for text in args.records.split(",") if text.strip()]
+    work = args.work_dir or Path(tempfile.mkdtemp(prefix="kaas-analytics-bench-"))
+    work.mkdir(parents=True, exist_ok=True)
+
+    spark = build_spark_session(SparkSettings(app_name="kaas-analytics-bench"))
+    print(
+        f"machine: {psutil.cpu_count()} cores, {psutil.virtual_memory().total / 2**30:.0f} GiB; Spark local[2], driver 2g"
+    )
+    rows = []
+    try:
+        for records in counts:
+            folder = work / f"records-{records}"
+            started = time.perf_counter()
+            generate_tables(spark, records, args.brokers, folder)
+            print(f"\n{records:,} records ({args.brokers} brokers, {records // args.brokers} samples each): "
+                  f"generated in {time.perf_counter() - started:.1f} s")  # fmt: skip
+
+            spark_run = timed_spark_job(
+                spark,
+                partial(read_normalised_parquet, spark, folder),
+                work / "out-parquet",
+            )
+            with measured(include_children=False) as pandas_run:
+                pandas_balance(folder)
+            spark_rate = records / spark_run.seconds
+            pandas_rate = records / pandas_run.seconds
+            print(f"  Spark from Parquet: {spark_run.seconds:7.1f} s  {spark_rate:12,.0f} records/s  "
+                  f"peak {spark_run.peak_rss_bytes / 2**20:,.0f} MiB (JVM + Python)")  # fmt: skip
+            print(f"  pandas baseline:    {pandas_run.seconds:7.1f} s  {pandas_rate:12,.0f} records/s  "
+                  f"peak {pandas_run.peak_rss_bytes / 2**20:,.0f} MiB")  # fmt: skip
+            print(f"  Spark / pandas:     {spark_rate / pandas_rate:.2f}x")
+            verdict = "met" if spark_rate >= TARGET_RECORDS_PER_S else "NOT met"
+            print(f"  target >= {TARGET_RECORDS_PER_S:,} records/s from Parquet: {verdict}")
+            rows.append((records, spark_rate, pandas_rate))
+
+            if args.bootstrap_servers:
+                topic = f"_kaas_metrics_bench_{records}_{int(time.time())}"
+                started = time.perf_counter()
+                produce_json_records(args.bootstrap_servers, topic, records, args.brokers)
+                print(f"  produced to {topic} in {time.perf_counter() - started:.1f} s")
+                kafka_run = timed_spark_job(
+                    spark,
+                    partial(parsed_from_kafka, spark, args.bootstrap_servers, topic),
+                    work / "out-kafka",
+                )
+                print(f"  Spark from Kafka:   {kafka_run.seconds:7.1f} s  {records / kafka_run.seconds:12,.0f} records/s  "
+                      f"peak {kafka_run.peak_rss_bytes / 2**20:,.0f} MiB")  # fmt: skip
+            else:
+                print(
+                    "  Spark from Kafka:   skipped: no --bootstrap-servers given (needs a running cluster)"
+                )
+            shutil.rmtree(folder, ignore_errors=True)
+    finally:
+        spark.stop()
+        if args.work_dir is None:
+            shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
