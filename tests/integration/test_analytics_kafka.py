@@ -154,8 +154,9 @@ def test_audit_finds_every_acknowledged_message_and_the_group_lag(
     producer = Producer({"bootstrap.servers": kafka_cluster.bootstrap_servers, "acks": "all"})
 
     def delivered(error: KafkaError | None, message: Message) -> None:
-        if error is None:
-            ledger.record(message.topic(), message.partition(), message.timestamp()[1])
+        topic, partition = message.topic(), message.partition()
+        if error is None and topic is not None and partition is not None:
+            ledger.record(topic, partition, message.timestamp()[1])
 
     for index in range(200):
         producer.produce(topic, key=f"k{index % 7}".encode(), value=b"x", on_delivery=delivered)

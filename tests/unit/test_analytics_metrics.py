@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -21,7 +22,7 @@ T0_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 
-def raw_frame(spark: SparkSession, rows: list[tuple[str | None, str | None]]) -> DataFrame:
+def raw_frame(spark: SparkSession, rows: Sequence[tuple[str | None, str | None]]) -> DataFrame:
     return spark.createDataFrame(rows, "key string, value string")
 
 
