@@ -40,6 +40,24 @@ def ensure_kafka_connector(jars_dir: Path, launched_by_spark_submit: bool) -> No
         )
 
 
+def require_topics(bootstrap_servers: str, topics: Sequence[str], timeout_s: float = 30.0) -> None:
+    """Fail with a clear message when a topic is missing (Spark's own error is a stack
+    trace about an unknown partition set)."""
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AdminClient
+
+    try:
+        metadata = AdminClient({"bootstrap.servers": bootstrap_servers}).list_topics(
+            timeout=timeout_s
+        )
+    except KafkaException as error:
+        raise SourceError(f"cannot reach Kafka at {bootstrap_servers}: {error.args[0]}") from error
+    missing = [topic for topic in topics if topic not in metadata.topics]
+    if missing:
+        hint = " (no agent has produced metrics yet?)" if METRICS_TOPIC in missing else ""
+        raise SourceError(f"topic {', '.join(missing)} does not exist on {bootstrap_servers}{hint}")
+
+
 def read_kafka_topics(
     spark: SparkSession,
     bootstrap_servers: str,
@@ -52,6 +70,7 @@ def read_kafka_topics(
         raise SourceError("bootstrap servers are empty; give HOST:PORT[,HOST:PORT...]")
     if not topics:
         raise SourceError("no topic to read")
+    require_topics(bootstrap_servers, topics)
     return (
         spark.read.format("kafka")
         .option("kafka.bootstrap.servers", bootstrap_servers)
