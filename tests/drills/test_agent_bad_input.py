@@ -1,0 +1,86 @@
+"""Bad input in ZooKeeper: the agents refuse it with a clear sentence, keep the last good
+spec, and restart nothing because of it."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+
+import pytest
+from kazoo.client import KazooClient
+
+from planner.zkpaths import ClusterPaths
+from tests.harness import ClusterHandle
+
+pytestmark = pytest.mark.drill
+
+
+def _wait(check: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(1)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+BAD_SPECS = [
+    (b"{not json", "spec is not valid JSON"),
+    (
+        b'{"schema_version": 1, "cluster": "agents", "kafka_version": "3.9.2", "broker_count": "three",'
+        b' "zones": ["zone-a"]}',
+        "spec.broker_count must be an integer, got str",
+    ),
+    (b'{"schema_version": 9}', "spec.schema_version is 9"),
+]
+
+
+def test_malformed_spec_is_refused_and_nothing_restarts(
+    fresh_cluster_with_agents: ClusterHandle,
+) -> None:
+    cluster = fresh_cluster_with_agents
+    paths = ClusterPaths(cluster.layout.name)
+    zk = KazooClient(hosts=cluster.zookeeper_hosts)
+    zk.start(timeout=15)
+    try:
+
+        def sentences() -> list[str]:
+            return [
+                json.loads(zk.get(f"{paths.members}/{c}")[0])["sentence"]
+                for c in zk.get_children(paths.members)
+            ]
+
+        _wait(
+            lambda: len(sentences()) == 3 and all("healthy" in s for s in sentences()),
+            120,
+            "healthy agents",
+        )
+        good, _ = zk.get(paths.spec)
+        pids = [(vm.directory / "kafka.pid").read_text() for vm in cluster.layout.vms]
+        journal_before = len(zk.get_children(paths.journal))
+        for bad_value, reason in BAD_SPECS:
+            zk.set(paths.spec, bad_value)
+            expected = f"refused the new spec: {reason}"
+            _wait(
+                lambda expected=expected: all(expected in s for s in sentences()),  # type: ignore[misc]
+                30,
+                f"every agent to refuse the spec ({reason})",
+            )
+            assert all("keeping the last good one" in s and "healthy" in s for s in sentences())
+            time.sleep(4)  # a few more cycles
+            zk.set(paths.spec, good)  # the operator repairs it: the refusal disappears
+            _wait(
+                lambda: not any("refused" in s for s in sentences()),
+                30,
+                "the agents to accept the repaired spec",
+            )
+        assert [(vm.directory / "kafka.pid").read_text() for vm in cluster.layout.vms] == pids
+        new_entries = [
+            json.loads(zk.get(f"{paths.journal}/{c}")[0])
+            for c in sorted(zk.get_children(paths.journal))[journal_before:]
+        ]
+        assert [e for e in new_entries if e["action"] in ("start", "restart")] == []
+    finally:
+        zk.stop()
+        zk.close()
