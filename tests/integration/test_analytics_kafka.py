@@ -19,7 +19,7 @@ from analytics.jobs.audit import AuditOptions, run_audit
 from analytics.ledger import ProducedLedger
 from analytics.metrics import parse_metric_records
 from analytics.session import default_jars_dir
-from analytics.sources import ensure_kafka_connector, read_kafka_topics
+from analytics.sources import SourceError, ensure_kafka_connector, read_kafka_topics
 from analytics.testing import metric_record, spark_session_fixture  # noqa: F401
 from analytics.writeback import ZooKeeperScoreWriter, score_document, score_znode_path
 
@@ -123,6 +123,12 @@ def test_balance_reads_the_metrics_topic_and_quarantines_malformed_records(
     assert summary["latest_window"]["brokers"] == BROKERS
     # Broker 2 produces 3000/s against a mean of 2000/s: hot above 1.2 x mean.
     assert summary["brokers"]["leader_bytes_in_per_s"]["hot"] == ["2"]
+
+
+def test_a_missing_metrics_topic_is_named(kafka_cluster: Any, spark: SparkSession) -> None:
+    missing = kafka_cluster.unique_topic("never-produced")
+    with pytest.raises(SourceError, match=f"topic {missing} does not exist on"):
+        read_kafka_topics(spark, kafka_cluster.bootstrap_servers, [missing])
 
 
 def test_score_is_written_next_to_the_plan_in_zookeeper(zk_hosts: str) -> None:
