@@ -2,13 +2,14 @@
 
 Nothing is created at import or construction: the statsd socket, the Kafka producer and
 the topic check happen on the first publish(). publish() is bounded in time (the flush
-waits at most `flush_timeout_s`; the one-time topic check at most `topic_timeout_s`) and
-never raises for a network problem: it reports what did not go out in its result.
+waits at most `flush_timeout_s`; the topic check, made until it succeeds but at most once
+per `topic_retry_s`, at most `topic_timeout_s`) and never raises for a network problem: it reports what did not go out in its result.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -67,6 +68,7 @@ class MetricsPublisher:
         topic_replication_factor: int = 3,
         topic_retention_ms: int = DEFAULT_RETENTION_MS,
         topic_timeout_s: float = 5.0,
+        topic_retry_s: float = 300.0,
         producer_config: Mapping[str, object] | None = None,
     ) -> None:
         """`statsd_host` None: no statsd. `bootstrap_servers` None: no Kafka record.
@@ -82,6 +84,8 @@ class MetricsPublisher:
         self.topic_replication_factor = topic_replication_factor
         self.topic_retention_ms = topic_retention_ms
         self.topic_timeout_s = topic_timeout_s
+        self.topic_retry_s = topic_retry_s
+        self._topic_checked_at: float | None = None
         self.producer_config = dict(producer_config or {})
         self._statsd: StatsClient | None = None
         self._producer: Producer | None = None
@@ -138,7 +142,13 @@ class MetricsPublisher:
     # -- Kafka ------------------------------------------------------------------------------
 
     def _produce(self, bootstrap: str, key: bytes, value: bytes, problems: list[str]) -> bool:
-        if not self._topic_ready:
+        if not self._topic_ready and (
+            self._topic_checked_at is None
+            or time.monotonic() - self._topic_checked_at >= self.topic_retry_s
+        ):
+            # While the cluster is unreachable, every publish would otherwise wait for the
+            # topic check as well as for the flush.
+            self._topic_checked_at = time.monotonic()
             self._ensure_topic(bootstrap, problems)
         if self._producer is None:
             self._producer = Producer(
