@@ -1,5 +1,5 @@
 """The pure core of agent/metrics: Jolokia bulk answers parsed, records built (schema v1),
-rates from counters, statsd gauge names. Jolokia answers are shaped as Jolokia 2.6.0
+rates from counters. Jolokia answers are shaped as Jolokia 2.6.0
 answered a real Kafka 3.9 broker."""
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ from typing import Any
 import jsonschema
 import pytest
 
-from agent.metrics.gauges import segment, statsd_gauges
 from agent.metrics.jmx import (
     JMX_READS,
     JmxResult,
@@ -583,36 +582,3 @@ def test_cpu_percent(
 def test_value_checks(value: object, count: int | None, rate: float | None) -> None:
     assert as_count(value) == count
     assert as_rate(value) == rate
-
-
-# -- statsd gauges ------------------------------------------------------------------------------
-
-
-def test_statsd_gauges_name_broker_host_and_topic_values_and_skip_nulls() -> None:
-    body = answer(healthy_values(), leader_count={"status": 500, "error": "x"})
-    record = build(body).record
-    gauges = dict(statsd_gauges(record))
-    assert gauges["prod.brokers.2.bytes_in_per_s"] == 100.0
-    assert gauges["prod.brokers.2.host.cpu_percent"] == 25.0
-    assert gauges["prod.brokers.2.topics.audit_log.bytes_in_per_s"] == 40.0
-    assert gauges["prod.brokers.2.read_errors"] == 1.0
-    assert "prod.brokers.2.leader_count" not in gauges  # null: nothing sent
-    # per-partition values go to Kafka only
-    base = "prod.brokers.2"
-    topic_fields = ("bytes_in_per_s", "bytes_out_per_s", "messages_in_per_s")
-    assert set(gauges) == (
-        {f"{base}.{name}" for name in record["broker"] if name != "leader_count"}
-        | {f"{base}.host.{name}" for name in record["host"]}
-        | {f"{base}.topics.{t}.{name}" for t in ("orders", "audit_log") for name in topic_fields}
-        | {f"{base}.read_errors"}
-    )
-
-
-@pytest.mark.parametrize(
-    ("text", "expected"),
-    [("orders", "orders"), ("audit.log", "audit_log"), ("a:b|c@d", "a_b_c_d"), ("", "_")],
-)
-def test_a_gauge_name_segment_has_no_separator_of_graphite_or_statsd(
-    text: str, expected: str
-) -> None:
-    assert segment(text) == expected
