@@ -31,12 +31,18 @@ from agent.broker_config.classify import ConfigChange, ConfigDiff, ConfigLayer, 
 from agent.broker_config.render import server_properties_text
 from agent.broker_config.validation import BROKER_CONFIGS, broker_config_problems
 
+# Keyed by the numbers: describe_configs hands ConfigEntry.source over as a plain int.
 _LAYERS = {
-    KafkaConfigSource.DYNAMIC_BROKER_CONFIG: ConfigLayer.PER_BROKER,
-    KafkaConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG: ConfigLayer.CLUSTER_DEFAULT,
-    KafkaConfigSource.STATIC_BROKER_CONFIG: ConfigLayer.STATIC,
-    KafkaConfigSource.DEFAULT_CONFIG: ConfigLayer.DEFAULT,
+    KafkaConfigSource.DYNAMIC_BROKER_CONFIG.value: ConfigLayer.PER_BROKER,
+    KafkaConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value: ConfigLayer.CLUSTER_DEFAULT,
+    KafkaConfigSource.STATIC_BROKER_CONFIG.value: ConfigLayer.STATIC,
+    KafkaConfigSource.DEFAULT_CONFIG.value: ConfigLayer.DEFAULT,
 }
+
+
+def _layer(source: object) -> ConfigLayer:
+    number = source.value if isinstance(source, KafkaConfigSource) else source
+    return _LAYERS.get(number, ConfigLayer.OTHER) if isinstance(number, int) else ConfigLayer.OTHER
 
 
 class ConfigApplyError(RuntimeError):
@@ -55,8 +61,7 @@ def describe_running_config(
     except KafkaException as exc:
         raise ConfigApplyError(f"describe_configs of broker {broker_id} failed: {exc}") from None
     return {
-        name: RunningValue(entry.value, _LAYERS.get(entry.source, ConfigLayer.OTHER))
-        for name, entry in entries.items()
+        name: RunningValue(entry.value, _layer(entry.source)) for name, entry in entries.items()
     }
 
 
@@ -199,34 +204,89 @@ def _restore_per_broker(
     applied: Sequence[ConfigChange],
     before: dict[str, RunningValue],
     timeout: float,
+    read_back_s: float,
 ) -> str | None:
-    """Undo per-broker changes: put back each key's earlier override, or remove the new one."""
+    """Undo per-broker changes: put back each key's earlier override, or remove the new one,
+    and read back the earlier state; None when done, else what went wrong."""
     undo = [
         ConfigChange(c.key, c.desired, before[c.key].value)
         if c.key in before and before[c.key].layer is ConfigLayer.PER_BROKER
         else ConfigChange(c.key, c.desired, None)
         for c in applied
     ]
-    return _alter_broker(admin, broker_id, undo, False, timeout)
+    message = _alter_broker(admin, broker_id, undo, False, timeout)
+    if message is not None:
+        return message
+    earlier = [
+        _Expectation(c, ConfigLayer.PER_BROKER, exact=before[c.key])
+        for c in undo
+        if c.key in before
+    ]
+    unseen = _wait_until_seen(admin, broker_id, earlier, timeout, read_back_s)
+    return None if unseen is None else f"the broker does not show the earlier values: {unseen}"
 
 
-def _unseen(
-    changes: Sequence[ConfigChange], layer: ConfigLayer, running: dict[str, RunningValue]
-) -> list[str]:
-    """The changes this broker does not show yet, each as 'key (broker reports ...)'."""
-    unseen = []
-    for change in changes:
-        entry = running.get(change.key)
+# A broker switches a key's source before its value when a dynamic value is removed (seen:
+# "5 from server.properties" for a moment before "4 from server.properties"), so a removal
+# still showing the old value counts as done only once it has not moved for this long.
+REMOVAL_SETTLE_S = 1.0
+
+
+@dataclass
+class _Expectation:
+    """What one change looks like on the broker once it has taken effect."""
+
+    change: ConfigChange
+    layer: ConfigLayer  # where the change was made
+    exact: RunningValue | None = None  # for an undo: exactly the earlier state
+    unchanged_since: float | None = None
+
+    def seen(self, entry: RunningValue | None, now: float) -> bool:
         if entry is None:
-            unseen.append(f"{change.key} (not reported)")
-            continue
-        if change.desired is None:
-            seen = entry.layer is not layer
+            return False
+        if self.exact is not None:
+            return entry == self.exact
+        if self.change.desired is not None:
+            return BROKER_CONFIGS[self.change.key].same_value(entry.value, self.change.desired)
+        if entry.layer is self.layer:
+            return False
+        if entry.value != self.change.current:
+            return True
+        if self.unchanged_since is None:
+            self.unchanged_since = now
+        return now - self.unchanged_since >= REMOVAL_SETTLE_S
+
+
+def _wait_until_seen(
+    admin: AdminClient,
+    broker_id: int,
+    expectations: Sequence[_Expectation],
+    timeout: float,
+    read_back_s: float,
+) -> str | None:
+    """Describe the broker until it shows every expectation; what it does not show, if not."""
+    deadline = time.monotonic() + read_back_s
+    while True:
+        now = time.monotonic()
+        try:
+            running = describe_running_config(admin, broker_id, timeout)
+        except ConfigApplyError as exc:
+            unseen = [str(exc)]
         else:
-            seen = BROKER_CONFIGS[change.key].same_value(entry.value, change.desired)
-        if not seen:
-            unseen.append(f"{change.key} (broker reports {entry.value!r} from {entry.layer})")
-    return unseen
+            unseen = [
+                f"{e.change.key} (broker reports {_shown(running.get(e.change.key))})"
+                for e in expectations
+                if not e.seen(running.get(e.change.key), now)
+            ]
+        if not unseen:
+            return None
+        if now >= deadline:
+            return "; ".join(unseen)
+        time.sleep(0.25)
+
+
+def _shown(entry: RunningValue | None) -> str:
+    return "nothing" if entry is None else f"{entry.value!r} from {entry.layer}"
 
 
 def apply_config_diff(
@@ -274,7 +334,9 @@ def apply_config_diff(
     try:
         cluster_defaults.alter(diff.cluster_wide)
     except ConfigApplyError as exc:
-        undone = _restore_per_broker(admin, broker_id, diff.per_broker, before, timeout)
+        undone = _restore_per_broker(
+            admin, broker_id, diff.per_broker, before, timeout, read_back_s
+        )
         if not diff.per_broker:
             outcome = "nothing applied"
         elif undone is None:
@@ -289,20 +351,13 @@ def apply_config_diff(
 def _read_back(
     admin: AdminClient, broker_id: int, diff: ConfigDiff, timeout: float, read_back_s: float
 ) -> ApplyResult:
-    deadline = time.monotonic() + read_back_s
-    while True:
-        try:
-            running = describe_running_config(admin, broker_id, timeout)
-            unseen = _unseen(diff.per_broker, ConfigLayer.PER_BROKER, running) + _unseen(
-                diff.cluster_wide, ConfigLayer.CLUSTER_DEFAULT, running
-            )
-        except ConfigApplyError as exc:
-            unseen = [str(exc)]
-        if not unseen:
-            return ApplyResult(verified=diff.dynamic)
-        if time.monotonic() >= deadline:
-            return ApplyResult(
-                error=f"applied, but broker {broker_id} does not show it after "
-                f"{read_back_s:.0f}s: {'; '.join(unseen)}"
-            )
-        time.sleep(0.25)
+    expectations = [_Expectation(c, ConfigLayer.PER_BROKER) for c in diff.per_broker] + [
+        _Expectation(c, ConfigLayer.CLUSTER_DEFAULT) for c in diff.cluster_wide
+    ]
+    unseen = _wait_until_seen(admin, broker_id, expectations, timeout, read_back_s)
+    if unseen is not None:
+        return ApplyResult(
+            error=f"applied, but broker {broker_id} does not show it after {read_back_s:.0f}s: "
+            f"{unseen}"
+        )
+    return ApplyResult(verified=diff.dynamic)

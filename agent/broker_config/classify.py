@@ -27,6 +27,7 @@ from typing import Final
 from agent.broker_config.definitions import ConfigDefinition, UpdateMode
 from agent.broker_config.validation import (
     AGENT_OWNED_KEYS,
+    AGENT_OWNED_SYNONYMS,
     BROKER_CONFIGS,
     REPLICATION_THROTTLE_KEYS,
     BrokerConfigError,
@@ -90,6 +91,7 @@ def _change_kind(known: ConfigDefinition) -> ChangeKind:
     if (
         known.update_mode is UpdateMode.READ_ONLY
         or known.name in AGENT_OWNED_KEYS
+        or known.name in AGENT_OWNED_SYNONYMS
         or known.name in LISTENER_PREFIX_ONLY_KEYS
     ):
         return ChangeKind.READ_ONLY
@@ -173,9 +175,11 @@ def diff_broker_config(
         for key, entry in running.items()
         if entry.layer in (ConfigLayer.PER_BROKER, ConfigLayer.CLUSTER_DEFAULT, ConfigLayer.STATIC)
     }
+    # A ZooKeeper-mode broker reports node.id, copied from broker.id, as if from its file.
+    implied = {"node.id": desired["broker.id"]} if "broker.id" in desired else {}
     changes: dict[ChangeKind, list[ConfigChange]] = {kind: [] for kind in ChangeKind}
     for key in sorted((set(desired) | set_elsewhere) - REPLICATION_THROTTLE_KEYS):
-        found = _change_for(key, desired.get(key), running[key])
+        found = _change_for(key, desired.get(key, implied.get(key)), running[key])
         if found is not None:
             changes[found[0]].append(found[1])
     return ConfigDiff(

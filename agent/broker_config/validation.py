@@ -25,8 +25,7 @@ BROKER_CONFIGS: Final[Mapping[str, ConfigDefinition]] = {
     for name, (kind, mode, valid) in BROKER_CONFIG_TABLE.items()
 }
 
-# Set by the agent from this VM's facts (BrokerFacts), never by the spec. log.dir is the
-# one-directory synonym of log.dirs: a spec setting it would fight the agent's log.dirs.
+# Set by the agent from this VM's facts (BrokerFacts), never by the spec.
 AGENT_OWNED_KEYS: Final = (
     "broker.id",
     "broker.rack",
@@ -35,7 +34,9 @@ AGENT_OWNED_KEYS: Final = (
     "log.dirs",
     "zookeeper.connect",
 )
-LOG_DIRS_SYNONYM: Final = "log.dir"
+# Synonyms of agent-owned keys, refused in the spec too: log.dir is the one-directory form of
+# log.dirs; node.id is KRaft's broker.id, which a ZooKeeper-mode broker copies from broker.id.
+AGENT_OWNED_SYNONYMS: Final = {"log.dir": "log.dirs", "node.id": "broker.id"}
 
 # Replication quotas of DynamicConfig.Broker (not KafkaConfig): the agent's plan execution
 # sets them per broker while replicas move, so the spec may not, and a config diff never
@@ -92,12 +93,13 @@ def broker_config_problems(
     problems = []
     for key in sorted(config):
         value = config[key]
-        if key in AGENT_OWNED_KEYS or key == LOG_DIRS_SYNONYM:
+        if key in AGENT_OWNED_KEYS or key in AGENT_OWNED_SYNONYMS:
+            owned = ", ".join((*AGENT_OWNED_KEYS, *AGENT_OWNED_SYNONYMS))
             problems.append(
                 ConfigProblem(
                     key,
                     f"{where}: {key!r} is set by the agent from this VM's facts "
-                    f"(agent-owned keys: {', '.join(AGENT_OWNED_KEYS)}, {LOG_DIRS_SYNONYM})",
+                    f"(agent-owned keys: {owned})",
                 )
             )
             continue

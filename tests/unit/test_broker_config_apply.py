@@ -5,6 +5,7 @@ exercised in tests/integration/test_broker_config.py."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from concurrent.futures import Future
 from typing import Any
@@ -14,7 +15,7 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource
 
 from agent.broker_config import ConfigChange, ConfigDiff
-from agent.broker_config.apply import ConfigApplyError, apply_config_diff
+from agent.broker_config.apply import REMOVAL_SETTLE_S, ConfigApplyError, apply_config_diff
 
 pytestmark = pytest.mark.unit
 
@@ -30,13 +31,14 @@ class FakeAdmin:
 
     def describe_configs(self, resources: list[ConfigResource], **_: Any) -> dict[Any, Future]:
         self.calls.append(("describe", False, []))
+        # confluent-kafka hands the source over as a plain int, as here.
         entries = {
             key: ConfigEntry(
                 key,
                 self.overrides.get(key, value),
-                source=ConfigSource.DYNAMIC_BROKER_CONFIG
+                source=ConfigSource.DYNAMIC_BROKER_CONFIG.value  # type: ignore[arg-type]
                 if key in self.overrides
-                else ConfigSource.STATIC_BROKER_CONFIG,
+                else ConfigSource.STATIC_BROKER_CONFIG.value,
             )
             for key, value in self.static.items()
         }
@@ -177,3 +179,21 @@ def test_read_only_changes_are_not_applied_here() -> None:
     result = apply_config_diff(admin, 0, diff, RecordingDefaults())  # type: ignore[arg-type]
     assert result.ok and result.verified == ()
     assert admin.calls == []
+
+
+def test_a_removal_showing_the_old_value_counts_only_once_it_has_settled() -> None:
+    # Brokers switch the source before the value: "5 from server.properties" may be a moment
+    # of the removal, or the file's own value. Only a value that stays is taken as final.
+    admin = FakeAdmin({"num.io.threads": "5", "log.cleaner.threads": "1"})
+    admin.overrides = {"num.io.threads": "5", "log.cleaner.threads": "2"}
+    diff = ConfigDiff(
+        per_broker=(
+            ConfigChange("log.cleaner.threads", "2", None),
+            ConfigChange("num.io.threads", "5", None),
+        )
+    )
+    started = time.monotonic()
+    result = apply_config_diff(admin, 0, diff, RecordingDefaults())  # type: ignore[arg-type]
+    assert result.ok and result.verified == diff.per_broker
+    assert time.monotonic() - started >= REMOVAL_SETTLE_S
+    assert admin.overrides == {}

@@ -215,6 +215,20 @@ def change(key: str, current: str | None, desired: str | None) -> ConfigChange:
             id="dynamic override of an agent-owned key removed",
         ),
         pytest.param(
+            {"broker.id": "2"},
+            running(broker_id=("2", STATIC), node_id=("2", STATIC)),
+            ConfigDiff(),
+            id="node.id copied from broker.id by a ZooKeeper-mode broker",
+        ),
+        pytest.param(
+            {"broker.id": "3"},
+            running(broker_id=("2", STATIC), node_id=("2", STATIC)),
+            ConfigDiff(
+                read_only=(change("broker.id", "2", "3"), change("node.id", "2", "3")),
+            ),
+            id="a new broker id restarts",
+        ),
+        pytest.param(
             {"ssl.keystore.type": "PKCS12"},
             {},
             ConfigDiff(read_only=(change("ssl.keystore.type", "JKS", "PKCS12"),)),

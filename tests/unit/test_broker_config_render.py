@@ -114,7 +114,7 @@ def test_host_sizing_replaces_the_local_sizing() -> None:
     assert "num.network.threads" not in rendered
 
 
-@pytest.mark.parametrize("key", [*AGENT_OWNED_KEYS, "log.dir"])
+@pytest.mark.parametrize("key", [*AGENT_OWNED_KEYS, "log.dir", "node.id"])
 def test_the_spec_may_not_set_agent_owned_keys(key: str) -> None:
     with pytest.raises(BrokerConfigError) as refused:
         render_server_properties(spec({key: "x"}), FACTS)
