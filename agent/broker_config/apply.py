@@ -190,7 +190,12 @@ def _kafka_refusal(
     for change in changes:  # find the culprit(s): Kafka's message may not name the key
         message = _alter_broker(admin, broker_id, [change], True, timeout)
         if message is not None:
-            refusals.append(f"Kafka refused {change.key}={change.desired}: {message}")
+            asked = (
+                f"removing {change.key}"
+                if change.desired is None
+                else f"{change.key}={change.desired}"
+            )
+            refusals.append(f"Kafka refused {asked}: {message}")
     if not refusals:  # each alone is fine, together they are not
         message = _alter_broker(admin, broker_id, changes, True, timeout)
         keys = ", ".join(change.key for change in changes)
