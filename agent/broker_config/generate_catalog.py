@@ -55,7 +55,7 @@ def parse_dynamic_broker_names(help_text: str) -> set[str]:
     section = help_text.split("For entity-type 'brokers':", 1)[1].split("For entity-type", 1)[0]
     names: list[str] = []
     for line in section.splitlines():
-        if line.strip().startswith("\t") or "\t" in line:
+        if "\t" in line:  # a name starts with a tab; a wrapped rest of one does not
             names.append(line.strip())
         elif line.strip() and names:
             names[-1] += line.strip()
