@@ -22,6 +22,7 @@ from kazoo.recipe.lock import Lock
 from agent import brokerview
 from agent.decide import RUNNING, STOPPED, Action, BrokerView, ConfigChanges, Snapshot, decide
 from agent.identity import claim_broker_id, volume_broker_id, volume_id
+from agent.metrics import MetricsCollector, MetricsPublisher
 from agent.safety import restart_blockers
 from agent.settings import AgentSettings
 from agent.supervisor import BrokerSupervisor, make_supervisor
@@ -86,6 +87,8 @@ class Agent:
         self.admin = brokerview.admin_client(settings.bootstrap)
         self.server_properties = settings.config_dir / "server.properties"
         self.zookeeper_down_since: dict[int, float] = {}
+        self.metrics_problem: str | None = None
+        self.jmx_answered = True
         self.admin_secret: str | None = None
         if settings.zookeeper_admin_secret_file is not None:
             self.admin_secret = settings.zookeeper_admin_secret_file.read_text().strip()
@@ -479,6 +482,8 @@ class Agent:
             self.journal(action.kind, action.reason, "started")
         self.execute(action, snap)
         sentence = action.reason
+        if self.metrics_problem:
+            sentence += f"; {self.metrics_problem}"
         if self.zk_connected:
             try:
                 self._write_member(sentence, pending_restart=bool(snap.config.read_only))
@@ -492,6 +497,7 @@ class Agent:
     def run_forever(
         self, stop: threading.Event, on_cycle: Callable[[str], None] = lambda s: None
     ) -> None:
+        self.start_metrics(stop)
         while not stop.is_set():
             try:
                 sentence = self.run_cycle()
@@ -501,6 +507,52 @@ class Agent:
             on_cycle(sentence)
             self.wake.wait(self.settings.loop_interval_s)
             self.wake.clear()
+
+    # -- metrics --------------------------------------------------------------------------
+
+    def start_metrics(self, stop: threading.Event) -> threading.Thread:
+        """Collect and publish metrics every `metrics_interval_s`, off the cycle's thread: a
+        slow Jolokia or Kafka never delays a decision. A failed read is a metric and a note
+        in the cycle sentence, never a crash."""
+        s = self.settings
+        replication = min(3, self.last_good_spec.broker_count) if self.last_good_spec else 3
+        collector = MetricsCollector(
+            s.cluster,
+            self.broker_id,
+            s.zone,
+            s.jolokia_url,
+            [str(s.data_dir)],
+            s.metrics_interval_s,
+            agent_version=AGENT_VERSION,
+        )
+        publisher = MetricsPublisher(
+            s.statsd_host,
+            s.statsd_port,
+            "kaas",
+            s.bootstrap,
+            topic=s.metrics_topic,
+            topic_replication_factor=replication,
+            # Brokers start one at a time under the restart lock: a topic of RF 3 cannot be
+            # made until the third is up, so try again soon rather than every 5 minutes.
+            topic_retry_s=30.0,
+        )
+
+        def run() -> None:
+            try:
+                while not stop.wait(s.metrics_interval_s):
+                    try:
+                        sample = collector.collect()
+                        self.jmx_answered = sample.jmx_answered
+                        result = publisher.publish(sample)
+                        self.metrics_problem = sample.sentence() or result.sentence()
+                    except Exception as exc:  # never let metrics take the agent down
+                        self.metrics_problem = f"metrics failed: {exc}"
+            finally:
+                publisher.close()
+
+        thread = threading.Thread(target=run, name="agent-metrics", daemon=True)
+        thread.start()
+        return thread
 
     def close(self) -> None:
         try:

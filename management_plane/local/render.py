@@ -183,4 +183,5 @@ def agent_settings(
         "zookeeper_admin_secret_file": admin_secret_file,
         # Local VMs are cheap to restart and tests should not wait a minute: shorter than the default.
         "zookeeper_gone_s": 20,
+        "metrics_interval_s": 10,
     }

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from confluent_kafka import Consumer
 
 from management_plane.local.state import require_state
 from tests.harness import ClusterHandle
@@ -48,6 +49,28 @@ def test_agents_claim_ids_start_heal_and_keep_ids(fresh_cluster_with_agents: Clu
     text = cluster.kaas("status").stdout
     assert "restart lock: free" in text
     assert "vm1 agent running" in text
+
+    # Every agent streams its broker's metrics to the metrics topic, keyed by broker id.
+    consumer = Consumer(
+        {
+            "bootstrap.servers": cluster.bootstrap_servers,
+            "group.id": "metrics-check",
+            "auto.offset.reset": "earliest",
+        }
+    )
+    consumer.subscribe(["_kaas_metrics"])
+    seen: dict[int, dict[str, Any]] = {}
+    deadline = time.monotonic() + 90
+    while len(seen) < 3 and time.monotonic() < deadline:
+        message = consumer.poll(1.0)
+        if message is not None and message.error() is None:
+            record = json.loads(message.value() or b"{}")
+            assert message.key() == str(record["broker_id"]).encode()
+            seen[record["broker_id"]] = record
+    consumer.close()
+    assert sorted(seen) == [0, 1, 2]
+    assert all(r["schema_version"] == 1 and r["cluster"] == "agents" for r in seen.values())
+    assert all(r["broker"]["under_replicated_partitions"] is not None for r in seen.values())
 
     # Healing: the broker's process goes away; its agent starts it again through the lock.
     state = require_state(cluster.home)
