@@ -112,11 +112,17 @@ def broker_window_load(
             F.avg("host_cpu_percent").alias(CPU),
         )
     )
-    # A broker whose rack changed inside a window (a replaced VM) keeps its latest rack.
+    # A broker whose rack changed inside a window (a replaced VM) is shown with its latest
+    # rack and the values of that rack's samples.
     latest_rack_first = Window.partitionBy(*_WINDOW_KEYS, "broker_id").orderBy(F.desc("_last_seen"))
-    latest_rack = per_rack.withColumn("_rank", F.row_number().over(latest_rack_first)).where(
-        F.col("_rank") == 1
-    )
+    per_broker = Window.partitionBy(*_WINDOW_KEYS, "broker_id")
+    latest_rack = per_rack.withColumns(
+        {
+            "_rank": F.row_number().over(latest_rack_first),
+            # Every sample counts, whichever rack it reported.
+            "samples": F.sum("samples").over(per_broker),
+        }
+    ).where(F.col("_rank") == 1)
     return _with_window_bounds(latest_rack, window_duration).select(
         *WINDOW_COLUMNS, "broker_id", "rack", "samples", *RESOURCES
     )
@@ -164,20 +170,28 @@ def resource_balance(
             f"hot_threshold must be above 1.0 (a multiple of the mean); got {hot_threshold}"
         )
     keys = [*WINDOW_COLUMNS, "resource"]
-    per_resource = Window.partitionBy(*keys)
-    with_mean = load_long(load, entity).withColumn("_mean", F.avg("value").over(per_resource))
-    is_hot = (F.col("_mean") > 0) & (F.col("value") > F.lit(hot_threshold) * F.col("_mean"))
+    long = load_long(load, entity)
+    stats = long.groupBy(*keys).agg(
+        F.count("value").alias("entities"),
+        F.sum("value").alias("total"),
+        F.avg("value").alias("mean"),
+        F.stddev_pop("value").alias("stddev"),
+        F.min("value").alias("min"),
+        F.max("value").alias("max"),
+    )
+    # Hot entities: the values against their window's mean. The statistics are one row
+    # per window and resource, small enough to broadcast: no sort of the long table.
+    threshold = F.lit(hot_threshold) * F.col("mean")
+    hot = (
+        long.join(F.broadcast(stats.select(*keys, "mean")), keys)
+        .where((F.col("mean") > 0) & (F.col("value") > threshold))
+        .groupBy(*keys)
+        # Sorted as ids (2 before 10), then shown as text, so brokers and zones share a type.
+        .agg(F.sort_array(F.collect_list(entity)).cast("array<string>").alias("hot"))
+    )
     return (
-        with_mean.groupBy(*keys)
-        .agg(
-            F.count("value").alias("entities"),
-            F.sum("value").alias("total"),
-            F.avg("value").alias("mean"),
-            F.stddev_pop("value").alias("stddev"),
-            F.min("value").alias("min"),
-            F.max("value").alias("max"),
-            F.sort_array(F.collect_list(F.when(is_hot, F.col(entity).cast("string")))).alias("hot"),
-        )
+        stats.join(hot, keys, "left")
+        .withColumn("hot", F.coalesce(F.col("hot"), F.array().cast("array<string>")))
         .withColumns(
             {
                 "cv": F.when(F.col("mean") > 0, F.col("stddev") / F.col("mean")).otherwise(0.0),

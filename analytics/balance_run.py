@@ -54,8 +54,9 @@ class BalanceResult:
     outputs: dict[str, str] = field(default_factory=dict)
 
 
-def _choose_cluster(broker_load: DataFrame, wanted: str | None) -> tuple[str, int]:
-    """The cluster to score and how many of its records were aggregated.
+def _choose_cluster(broker_load: DataFrame, wanted: str | None) -> tuple[str, int, int]:
+    """The cluster to score, how many of its records were aggregated, and how many valid
+    records there were in all.
 
     Decided on the (small) per-window broker load, so the metric tables are not scanned
     once more only to learn which clusters they hold.
@@ -72,11 +73,11 @@ def _choose_cluster(broker_load: DataFrame, wanted: str | None) -> tuple[str, in
                 f"records of several clusters ({', '.join(sorted(samples))}): pass --cluster"
             )
         (only,) = samples
-        return only, samples[only]
+        return only, samples[only], samples[only]
     if wanted not in samples:
         known = ", ".join(sorted(samples)) or "none"
         raise BalanceInputError(f"no valid records of cluster {wanted} (clusters seen: {known})")
-    return wanted, samples[wanted]
+    return wanted, samples[wanted], sum(samples.values())
 
 
 def _write(frame: DataFrame, path: Path, outputs: dict[str, str], name: str) -> None:
@@ -105,7 +106,7 @@ def _scores_per_window(broker_load: pd.DataFrame) -> tuple[pd.DataFrame, dict[st
     for (window_start, window_end), brokers in broker_load.groupby(
         ["window_start", "window_end"], sort=True
     ):
-        outcome = score_measured_load(brokers.to_dict("records"))
+        outcome = score_measured_load(brokers)
         rows.append(
             {"window_start": window_start, "window_end": window_end, "score": outcome.score}
         )
@@ -142,7 +143,6 @@ def run_balance(
         )
     # Each large table is scanned once, into a small per-window table; all the rest
     # works from those.
-    valid_records = parsed.broker_metrics.count()
     all_broker_load = stage(
         balance.broker_window_load(parsed.broker_metrics, options.window), "broker_load"
     )
@@ -152,12 +152,13 @@ def run_balance(
     topic_rates = stage(
         balance.topic_window_rates(parsed.topic_metrics, options.window), "topic_window"
     )
-    cluster, scored_records = _choose_cluster(all_broker_load, options.cluster)
+    cluster, scored_records, valid_records = _choose_cluster(all_broker_load, options.cluster)
 
     def of_cluster(frame: DataFrame) -> DataFrame:
         return frame.where(F.col("cluster") == cluster)
 
-    broker_load = of_cluster(all_broker_load)
+    # Small (brokers x windows) and used by every later step: kept in memory.
+    broker_load = of_cluster(all_broker_load).cache()
     zone_load = stage(balance.zone_window_load(broker_load), "zone_load")
     for name, stats in (
         (

@@ -7,9 +7,10 @@ planner's definition takes.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+import pandas as pd
 
 
 @dataclass(frozen=True)
@@ -21,9 +22,9 @@ class MeasuredScore:
     unavailable_reason: str | None = None
 
 
-def score_measured_load(broker_loads: Sequence[Mapping[str, Any]]) -> MeasuredScore:
-    """Score one window: `broker_loads` has one mapping per broker (broker_id, rack and
-    the resources of analytics.balance.RESOURCES)."""
+def score_measured_load(broker_loads: pd.DataFrame) -> MeasuredScore:
+    """Score one window: `broker_loads` has one row per broker (broker_id, rack and the
+    resources of analytics.balance.RESOURCES)."""
     try:
         from planner import score as planner_score  # type: ignore[attr-defined]  # noqa: F401
     except ImportError as error:

@@ -244,7 +244,7 @@ def test_broker_that_changed_rack_in_a_window_counts_once_with_its_latest_rack(
         spark.createDataFrame(rows, BROKER_METRICS_SCHEMA), "5 minutes"
     )
     assertDataFrameEqual(
-        load.select("broker_id", "rack", "samples", "bytes_in_per_s"), [(7, "zone-b", 1, 300.0)]
+        load.select("broker_id", "rack", "samples", "bytes_in_per_s"), [(7, "zone-b", 2, 300.0)]
     )
 
 
