@@ -20,12 +20,27 @@ from kazoo.exceptions import KazooException, LockTimeout, NodeExistsError, NoNod
 from kazoo.recipe.lock import Lock
 
 from agent import brokerview
+from agent.broker_config import (
+    BrokerConfigError,
+    BrokerFacts,
+    ConfigDiff,
+    diff_broker_config,
+    parse_server_properties,
+    render_server_properties,
+    server_properties_text,
+)
+from agent.broker_config.apply import (
+    ConfigApplyError,
+    ConfigCommandClusterDefaults,
+    apply_config_diff,
+    describe_running_config,
+)
 from agent.decide import RUNNING, STOPPED, Action, BrokerView, ConfigChanges, Snapshot, decide
 from agent.identity import claim_broker_id, volume_broker_id, volume_id
 from agent.metrics import MetricsCollector, MetricsPublisher
 from agent.safety import restart_blockers
 from agent.settings import AgentSettings
-from agent.supervisor import BrokerSupervisor, make_supervisor
+from agent.supervisor import BrokerSupervisor, kafka_libs, make_supervisor
 from agent.zk_membership import (
     PARTICIPANT,
     ConfigParseError,
@@ -47,18 +62,14 @@ log = structlog.get_logger("kaas.agent")
 
 def read_properties(path: Path) -> dict[str, str]:
     try:
-        lines = path.read_text().splitlines()
+        return parse_server_properties(path.read_text())
     except OSError:
         return {}
-    pairs = (
-        line.split("=", 1) for line in lines if "=" in line and not line.lstrip().startswith("#")
-    )
-    return {key.strip(): value.strip() for key, value in pairs}
 
 
 def write_properties(path: Path, properties: dict[str, str]) -> None:
     tmp = path.with_suffix(".tmp")
-    tmp.write_text("".join(f"{key}={value}\n" for key, value in properties.items()))
+    tmp.write_text(server_properties_text(properties))
     tmp.rename(path)
 
 
@@ -88,6 +99,7 @@ class Agent:
         self.server_properties = settings.config_dir / "server.properties"
         self.zookeeper_down_since: dict[int, float] = {}
         self.metrics_problem: str | None = None
+        self.pending_diff: ConfigDiff | None = None
         self.jmx_answered = True
         self.admin_secret: str | None = None
         if settings.zookeeper_admin_secret_file is not None:
@@ -269,21 +281,57 @@ class Agent:
 
     # -- snapshot -------------------------------------------------------------------------
 
-    def _owned_properties(self) -> dict[str, str]:
-        """The keys this agent owns: identity and listeners come from the VM, never the spec."""
+    def _facts(self) -> BrokerFacts:
         s = self.settings
-        listener = f"PLAINTEXT://{s.address}:{s.kafka_port}"
-        return {
-            "broker.id": str(self.broker_id),
-            "broker.rack": s.zone,
-            "listeners": listener,
-            "advertised.listeners": listener,
-            "log.dirs": str(s.data_dir),
-        }
+        return BrokerFacts(
+            broker_id=self.broker_id,
+            rack=s.zone,
+            listener_address=s.address,
+            port=s.kafka_port,
+            advertised_address=s.address,
+            log_dirs=(str(s.data_dir),),
+            zookeeper_connect=s.zookeeper_hosts + self.paths.kafka_chroot,
+        )
 
     def _desired_properties(self, spec: ClusterSpec) -> dict[str, str]:
-        current = read_properties(self.server_properties)
-        return {**current, **spec.broker_config, **self._owned_properties()}
+        """server.properties as the spec and this VM's facts say; BrokerConfigError names a bad key."""
+        return render_server_properties(spec, self._facts())
+
+    def _config_changes(self, spec: ClusterSpec, responsive: bool) -> ConfigChanges:
+        """What differs between the rendered config and what the running broker uses."""
+        self.pending_diff = None
+        try:
+            desired = self._desired_properties(spec)
+        except BrokerConfigError as exc:
+            return ConfigChanges(error=str(exc))
+        if not responsive:
+            return ConfigChanges()
+        try:
+            running = describe_running_config(self.admin, self.broker_id, timeout=5.0)
+        except ConfigApplyError as exc:
+            log.warning("running_config_unreadable", error=str(exc))
+            return ConfigChanges()
+        diff = diff_broker_config(desired, running)
+        self.pending_diff = diff
+        return ConfigChanges(dynamic=diff.dynamic_keys, read_only=diff.read_only_keys)
+
+    def _apply_dynamic(self, action: Action) -> None:
+        diff, spec = self.pending_diff, self.last_good_spec
+        if diff is None or spec is None:
+            return
+        s = self.settings
+        cluster_defaults = ConfigCommandClusterDefaults(
+            s.java, kafka_libs(s.image_root, spec.kafka_version), s.bootstrap
+        )
+        result = apply_config_diff(self.admin, self.broker_id, diff, cluster_defaults)
+        if result.ok:
+            # The file too, so that a later restart keeps what was applied dynamically.
+            write_properties(self.server_properties, self._desired_properties(spec))
+        self.journal(
+            action.kind,
+            action.reason,
+            "done, read back" if result.ok else f"failed: {result.error}",
+        )
 
     def snapshot(self) -> Snapshot:
         now = time.monotonic()
@@ -310,12 +358,7 @@ class Agent:
             pass
         changes = ConfigChanges()
         if self.last_good_spec is not None:
-            running = read_properties(self.server_properties)
-            desired = self._desired_properties(self.last_good_spec)
-            changed = tuple(sorted(k for k in desired if running.get(k) != desired[k]))
-            # Without a finer classification every change is applied by a controlled restart,
-            # which is always correct, if slower than a dynamic update.
-            changes = ConfigChanges(read_only=changed)
+            changes = self._config_changes(self.last_good_spec, responsive)
         # Brokers that need a restart, or have not yet looked at the current spec: the
         # controller waits for both before restarting itself.
         generation = self.last_good_spec.generation if self.last_good_spec else -1
@@ -361,6 +404,8 @@ class Agent:
             self._run_long(action)
         elif action.kind == "zk_reconfig" and snap.zookeeper_change is not None:
             self._reconfig(snap.zookeeper_change)
+        elif action.kind == "apply_dynamic":
+            self._apply_dynamic(action)
 
     def _run_long(self, action: Action) -> None:
         long_action = LongAction(

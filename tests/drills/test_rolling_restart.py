@@ -11,6 +11,7 @@ from collections import Counter
 from collections.abc import Callable
 
 import pytest
+from confluent_kafka.admin import AdminClient, ConfigResource
 from kazoo.client import KazooClient
 
 from management_plane.workload import (
@@ -139,6 +140,76 @@ def test_read_only_change_rolls_brokers_one_at_a_time_controller_last(
         assert sorted(restarts) == [0, 1, 2]
         assert restarts[-1] == controller, (
             f"controller {controller} did not restart last: {restarts}"
+        )
+    finally:
+        zk.stop()
+        zk.close()
+
+
+def test_dynamic_change_reaches_every_broker_without_a_restart(
+    fresh_cluster_with_agents: ClusterHandle,
+) -> None:
+    cluster = fresh_cluster_with_agents
+    paths = ClusterPaths(cluster.layout.name)
+    zk = KazooClient(hosts=cluster.zookeeper_hosts)
+    zk.start(timeout=15)
+    try:
+
+        def sentences() -> list[str]:
+            return [
+                json.loads(zk.get(f"{paths.members}/{c}")[0])["sentence"]
+                for c in zk.get_children(paths.members)
+            ]
+
+        _wait(
+            lambda: len(sentences()) == 3 and all("healthy" in s for s in sentences()),
+            120,
+            "healthy agents",
+        )
+        pids = [(vm.directory / "kafka.pid").read_text() for vm in cluster.layout.vms]
+        journal_before = len(zk.get_children(paths.journal))
+        raw, stat = zk.get(paths.spec)
+        spec = parse_spec(raw)
+        changed = ClusterSpec(
+            **{
+                **spec.__dict__,
+                "broker_config": {"log.cleaner.threads": "2"},
+                "generation": spec.generation + 1,
+            }
+        )
+        zk.set(paths.spec, changed.encode(), version=stat.version)
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+
+        def applied_everywhere() -> bool:
+            # librdkafka takes one broker resource per describe_configs call.
+            values = []
+            for broker_id in range(3):
+                resource = ConfigResource("broker", str(broker_id))
+                values.append(
+                    admin.describe_configs([resource])[resource]
+                    .result(10)["log.cleaner.threads"]
+                    .value
+                )
+            return values == ["2", "2", "2"] and all("healthy" in s for s in sentences())
+
+        _wait(applied_everywhere, 120, "log.cleaner.threads=2 on every broker")
+        assert [(vm.directory / "kafka.pid").read_text() for vm in cluster.layout.vms] == pids, (
+            "a broker restarted"
+        )
+        entries = [
+            json.loads(zk.get(f"{paths.journal}/{c}")[0])
+            for c in sorted(zk.get_children(paths.journal))[journal_before:]
+        ]
+        assert not [e for e in entries if e["action"] == "restart"]
+        assert {
+            e["broker_id"]
+            for e in entries
+            if e["action"] == "apply_dynamic" and e["result"] == "done, read back"
+        } == {0, 1, 2}
+        # The file follows, so that a later restart keeps the value.
+        assert all(
+            "log.cleaner.threads=2" in (vm.config_dir / "server.properties").read_text()
+            for vm in cluster.layout.vms
         )
     finally:
         zk.stop()
