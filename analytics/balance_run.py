@@ -1,9 +1,9 @@
 """The balance job's body: transforms wired together, outputs written, summary built.
 
 The transforms live in analytics.balance; `run_balance` chains them and does the I/O:
-it writes each Parquet table and goes on from the written copy, scores each window with the planner's definition, draws the
-charts, writes LAYOUT.json with the measured per-partition load, and returns the
-summary that the job prints and writes as JSON.
+it writes each Parquet table and goes on from the written copy, scores each window with
+the planner's definition, draws the charts, writes LAYOUT.json with the measured
+per-partition load, and returns the summary that the job prints and writes as JSON.
 """
 
 from __future__ import annotations
