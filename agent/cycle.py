@@ -37,25 +37,15 @@ from agent.broker_config.apply import (
 )
 from agent.decide import RUNNING, STOPPED, Action, BrokerView, ConfigChanges, Snapshot, decide
 from agent.identity import claim_broker_id, volume_broker_id, volume_id
-from agent.metrics import MetricsCollector, MetricsPublisher
+from agent.metrics_loop import start_metrics_loop
 from agent.safety import restart_blockers
 from agent.settings import AgentSettings
 from agent.supervisor import BrokerSupervisor, kafka_libs, make_supervisor
-from agent.zk_membership import (
-    PARTICIPANT,
-    ConfigParseError,
-    MembershipView,
-    ReconfigChange,
-    ZkServer,
-    decide_membership,
-    parse_ensemble_config,
-    server_mode,
-)
+from agent.zk_ensemble import EnsembleKeeper
 from planner.spec import ClusterSpec, SpecError, parse_spec
 from planner.zkpaths import ClusterPaths
 
 AGENT_VERSION = "0.1.0"
-SERVING_MODES = ("leader", "follower", "observer")
 MEMBER_SCHEMA_VERSION = 1
 log = structlog.get_logger("kaas.agent")
 
@@ -97,13 +87,15 @@ class Agent:
         self.last_sentence = ""
         self.admin = brokerview.admin_client(settings.bootstrap)
         self.server_properties = settings.config_dir / "server.properties"
-        self.zookeeper_down_since: dict[int, float] = {}
         self.metrics_problem: str | None = None
         self.pending_diff: ConfigDiff | None = None
         self.jmx_answered = True
         self.admin_secret: str | None = None
         if settings.zookeeper_admin_secret_file is not None:
             self.admin_secret = settings.zookeeper_admin_secret_file.read_text().strip()
+        self.ensemble = EnsembleKeeper(
+            self.zk, settings, self.admin_secret is not None, self.journal
+        )
 
     # -- ZooKeeper ------------------------------------------------------------------------
 
@@ -214,71 +206,6 @@ class Agent:
                 continue
         return result
 
-    # -- ZooKeeper membership -------------------------------------------------------------
-
-    def _my_zookeeper_server(self) -> ZkServer | None:
-        s = self.settings
-        if s.zookeeper_server_id is None:
-            return None
-        return ZkServer(
-            s.zookeeper_server_id,
-            s.address,
-            s.zookeeper_peer_port,
-            s.zookeeper_election_port,
-            PARTICIPANT,
-            s.zookeeper_client_port,
-        )
-
-    def _membership_change(self, spec: ClusterSpec | None, now: float) -> ReconfigChange | None:
-        if self.admin_secret is None or spec is None:
-            return None  # without the super user's password the agent never reconfigures
-        raw, _ = self.zk.get("/zookeeper/config")
-        config = parse_ensemble_config(raw.decode())
-        me = self._my_zookeeper_server()
-        servers = dict(config.servers)
-        if me is not None:
-            servers.setdefault(me.server_id, me)
-        serving = {}
-        for server_id, server in servers.items():
-            serving[server_id] = server_mode(server.address, server.client_port) in SERVING_MODES
-            if serving[server_id]:
-                self.zookeeper_down_since.pop(server_id, None)
-            else:
-                self.zookeeper_down_since.setdefault(server_id, now)
-        view = MembershipView(
-            config=config,
-            serving=serving,
-            down_for_s={i: now - since for i, since in self.zookeeper_down_since.items()},
-            me=me,
-            desired_participants=spec.zookeeper_participants,
-            gone_threshold_s=self.settings.zookeeper_gone_s,
-        )
-        return decide_membership(view)
-
-    def _reconfig(self, change: ReconfigChange) -> None:
-        """One reconfig, conditional on the config version it was decided from; a lost race
-        or a lost connection leaves the decision to the next cycle, on a fresh read."""
-        _, stat = self.zk.get("/zookeeper/config")
-        try:
-            if change.kind == "add":
-                self.zk.reconfig(joining=change.server.line(), leaving=None, new_members=None)
-            else:
-                self.zk.reconfig(
-                    joining=None, leaving=str(change.server.server_id), new_members=None
-                )
-            result = "done"
-            self.zookeeper_down_since.pop(change.server.server_id, None)
-        except KazooException as exc:
-            result = f"not applied ({type(exc).__name__}: {exc}), re-reading next cycle"
-        self.journal("zk_reconfig", change.reason, result)
-        log.info(
-            "zookeeper_reconfig",
-            change=change.kind,
-            server=change.server.server_id,
-            result=result,
-            config_version=stat.version,
-        )
-
     # -- snapshot -------------------------------------------------------------------------
 
     def _facts(self) -> BrokerFacts:
@@ -367,11 +294,7 @@ class Agent:
             for b, m in self.members().items()
             if m.get("pending_restart") or int(m.get("spec_generation", -1)) < generation
         )
-        try:
-            zookeeper_change = self._membership_change(self.last_good_spec, now)
-        except (KazooException, ConfigParseError) as exc:
-            log.warning("zookeeper_membership_unreadable", error=str(exc))
-            zookeeper_change = None
+        zookeeper_change = self.ensemble.change(self.last_good_spec, now)
         long_action = None
         if self.long_action is not None:
             if self.long_action.thread.is_alive():
@@ -403,7 +326,7 @@ class Agent:
         if action.kind in ("start", "restart"):
             self._run_long(action)
         elif action.kind == "zk_reconfig" and snap.zookeeper_change is not None:
-            self._reconfig(snap.zookeeper_change)
+            self.ensemble.apply(snap.zookeeper_change)
         elif action.kind == "apply_dynamic":
             self._apply_dynamic(action)
 
@@ -553,51 +476,16 @@ class Agent:
             self.wake.wait(self.settings.loop_interval_s)
             self.wake.clear()
 
-    # -- metrics --------------------------------------------------------------------------
-
     def start_metrics(self, stop: threading.Event) -> threading.Thread:
-        """Collect and publish metrics every `metrics_interval_s`, off the cycle's thread: a
-        slow Jolokia or Kafka never delays a decision. A failed read is a metric and a note
-        in the cycle sentence, never a crash."""
-        s = self.settings
         replication = min(3, self.last_good_spec.broker_count) if self.last_good_spec else 3
-        collector = MetricsCollector(
-            s.cluster,
-            self.broker_id,
-            s.zone,
-            s.jolokia_url,
-            [str(s.data_dir)],
-            s.metrics_interval_s,
-            agent_version=AGENT_VERSION,
-        )
-        publisher = MetricsPublisher(
-            s.statsd_host,
-            s.statsd_port,
-            "kaas",
-            s.bootstrap,
-            topic=s.metrics_topic,
-            topic_replication_factor=replication,
-            # Brokers start one at a time under the restart lock: a topic of RF 3 cannot be
-            # made until the third is up, so try again soon rather than every 5 minutes.
-            topic_retry_s=30.0,
-        )
 
-        def run() -> None:
-            try:
-                while not stop.wait(s.metrics_interval_s):
-                    try:
-                        sample = collector.collect()
-                        self.jmx_answered = sample.jmx_answered
-                        result = publisher.publish(sample)
-                        self.metrics_problem = sample.sentence() or result.sentence()
-                    except Exception as exc:  # never let metrics take the agent down
-                        self.metrics_problem = f"metrics failed: {exc}"
-            finally:
-                publisher.close()
+        def on_sample(jmx_answered: bool, problem: str | None) -> None:
+            self.jmx_answered = jmx_answered
+            self.metrics_problem = problem
 
-        thread = threading.Thread(target=run, name="agent-metrics", daemon=True)
-        thread.start()
-        return thread
+        return start_metrics_loop(
+            self.settings, self.broker_id, replication, AGENT_VERSION, stop, on_sample
+        )
 
     def close(self) -> None:
         try:

@@ -1,0 +1,59 @@
+"""The agent's metrics loop: collect and publish every `metrics_interval_s`, off the
+cycle's thread, so that a slow Jolokia or Kafka never delays a decision. A failed read is a
+metric and a note for the cycle sentence, never a crash."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+from agent.metrics import MetricsCollector, MetricsPublisher
+from agent.settings import AgentSettings
+
+
+def start_metrics_loop(
+    settings: AgentSettings,
+    broker_id: int,
+    topic_replication: int,
+    agent_version: str,
+    stop: threading.Event,
+    on_sample: Callable[[bool, str | None], None],
+) -> threading.Thread:
+    """`on_sample(jmx_answered, problem)` after every interval; `problem` is None when all went out."""
+    s = settings
+    collector = MetricsCollector(
+        s.cluster,
+        broker_id,
+        s.zone,
+        s.jolokia_url,
+        [str(s.data_dir)],
+        s.metrics_interval_s,
+        agent_version=agent_version,
+    )
+    publisher = MetricsPublisher(
+        s.statsd_host,
+        s.statsd_port,
+        "kaas",
+        s.bootstrap,
+        topic=s.metrics_topic,
+        topic_replication_factor=topic_replication,
+        # Brokers start one at a time under the restart lock: a topic of RF 3 cannot be
+        # made until the third is up, so try again soon rather than every 5 minutes.
+        topic_retry_s=30.0,
+    )
+
+    def run() -> None:
+        try:
+            while not stop.wait(s.metrics_interval_s):
+                try:
+                    sample = collector.collect()
+                    result = publisher.publish(sample)
+                    on_sample(sample.jmx_answered, sample.sentence() or result.sentence())
+                except Exception as exc:  # never let metrics take the agent down
+                    on_sample(True, f"metrics failed: {exc}")
+        finally:
+            publisher.close()
+
+    thread = threading.Thread(target=run, name="agent-metrics", daemon=True)
+    thread.start()
+    return thread
