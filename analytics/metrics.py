@@ -278,68 +278,125 @@ def _source_columns(raw: DataFrame) -> list[Column]:
     ]
 
 
-def _struct_of(record: Column, path: str, fields: tuple[tuple[str, str], ...]) -> Column:
-    return F.struct(
-        *[
-            F.try_variant_get(record, f"{path}.{name}", spark_type).alias(name)
-            for name, spark_type in fields
+def _struct_type(fields: tuple[tuple[str, str], ...]) -> str:
+    return "struct<" + ", ".join(f"`{name}`: {spark_type}" for name, spark_type in fields) + ">"
+
+
+_CORRUPT = "_corrupt_record"
+# The whole record as Spark's JSON reader should type it. A value that does not fit
+# (a string where a number belongs, 1.5 partitions) marks the record corrupt.
+RECORD_SCHEMA = (
+    "schema_version bigint, cluster string, broker_id bigint, rack string, timestamp_ms bigint, "
+    "interval_s double, agent_version string, "
+    f"broker {_struct_type(BROKER_FIELDS)}, host {_struct_type(HOST_FIELDS)}, "
+    f"topics array<{_struct_type(TOPIC_FIELDS)}>, partitions array<{_struct_type(PARTITION_FIELDS)}>, "
+    f"errors array<string>, {_CORRUPT} string"
+)
+
+
+def _numeric(fields: tuple[tuple[str, str], ...]) -> list[str]:
+    return [name for name, logical_type in fields if logical_type in (INTEGER, NUMBER)]
+
+
+def _entries_look_wrong(
+    entries: Column, fields: tuple[tuple[str, str], ...], required: tuple[str, ...]
+) -> Column:
+    def wrong(entry: Column) -> Column:
+        checks = [entry[name].isNull() for name in required] + [
+            entry[name] < 0 for name in _numeric(fields)
         ]
-    )
+        condition = checks[0]
+        for check in checks[1:]:
+            condition = condition | F.coalesce(check, F.lit(False))
+        return condition
+
+    return F.coalesce(F.exists(entries, wrong), F.lit(False))
 
 
-def _entries_of(record: Column, name: str, fields: tuple[tuple[str, str], ...]) -> Column:
-    entries = F.try_variant_get(record, f"$.{name}", "array<variant>")
-    as_structs = F.transform(
-        entries,
-        lambda entry: F.struct(
-            *[
-                F.try_variant_get(entry, f"$.{field}", spark_type).alias(field)
-                for field, spark_type in fields
-            ]
-        ),
-    )
-    return F.coalesce(as_structs, F.array())
+def _looks_wrong(record: Column, key_text: Column) -> Column:
+    """True when a record may break the schema: it then gets the detailed (slower) check.
+
+    Cheap checks on the typed record; most records pass them and are never looked at
+    again. The detailed check (`_record_problems`) names what is wrong.
+    """
+    broker_negative = [record["broker"][name] < 0 for name in _numeric(BROKER_FIELDS)]
+    host_negative = [record["host"][name] < 0 for name in _numeric(HOST_FIELDS)]
+    checks = [
+        record.isNull(),
+        record[_CORRUPT].isNotNull(),
+        F.coalesce(record["schema_version"] != SCHEMA_VERSION, F.lit(True)),
+        F.coalesce(record["cluster"] == "", F.lit(True)),
+        F.coalesce(record["broker_id"] < 0, F.lit(True)),
+        F.coalesce(record["timestamp_ms"] < 0, F.lit(True)),
+        record["broker"].isNull(),
+        record["host"].isNull(),
+        key_text.isNotNull() & (key_text != record["broker_id"].cast("string")),
+        *[F.coalesce(check, F.lit(False)) for check in (*broker_negative, *host_negative)],
+        F.coalesce(record["interval_s"] <= 0, F.lit(False)),
+        _entries_look_wrong(record["topics"], TOPIC_FIELDS, TOPIC_REQUIRED),
+        _entries_look_wrong(record["partitions"], PARTITION_FIELDS, PARTITION_REQUIRED),
+    ]
+    condition = checks[0]
+    for check in checks[1:]:
+        condition = condition | check
+    return F.coalesce(condition, F.lit(True))
 
 
 def parse_metric_records(raw: DataFrame) -> ParsedMetrics:
-    """Split raw records into normalised valid tables and a quarantine with reasons."""
+    """Split raw records into normalised valid tables and a quarantine with reasons.
+
+    Two passes of different cost: every record is read once with Spark's JSON reader
+    into the typed schema and checked cheaply; only records that fail that check are
+    examined field by field (as a variant) to say what is wrong with them.
+    """
     if "value" not in raw.columns:
         raise ValueError(f"raw metrics need a 'value' column; got columns {raw.columns}")
+    typed = F.from_json(
+        F.col("_value_text"),
+        RECORD_SCHEMA,
+        {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": _CORRUPT},
+    )
     checked = (
         raw.select(
             *_source_columns(raw),
             _as_text("key", raw).alias("_key_text"),
             _as_text("value", raw).alias("_value_text"),
         )
-        .withColumn("_record", F.try_parse_json(F.col("_value_text")))
-        .withColumn(
-            "_problems",
-            _record_problems(F.col("_record"), F.col("_key_text"), F.col("_value_text")),
+        .withColumn("_record", typed)
+        .withColumn("_suspect", _looks_wrong(F.col("_record"), F.col("_key_text")))
+    )
+    detailed = _record_problems(
+        F.try_parse_json(F.col("_value_text")), F.col("_key_text"), F.col("_value_text")
+    )
+    quarantine = (
+        checked.where(F.col("_suspect"))
+        .withColumn("_problems", detailed)
+        .select(
+            "source_topic",
+            "source_partition",
+            "source_offset",
+            "source_timestamp",
+            F.col("_key_text").alias("key"),
+            F.col("_value_text").alias("value"),
+            # A record the reader refused but the field check cannot fault (a number too
+            # large for 64 bits, say) still needs a reason.
+            F.when(F.size("_problems") > 0, F.col("_problems"))
+            .otherwise(F.array(F.lit(f"value does not fit schema v{SCHEMA_VERSION}")))
+            .alias("reasons"),
         )
     )
-    quarantine = checked.where(F.size("_problems") > 0).select(
-        "source_topic",
-        "source_partition",
-        "source_offset",
-        "source_timestamp",
-        F.col("_key_text").alias("key"),
-        F.col("_value_text").alias("value"),
-        F.col("_problems").alias("reasons"),
-    )
     record = F.col("_record")
-    valid = checked.where(F.size("_problems") == 0).select(
-        F.try_variant_get(record, "$.cluster", STRING).alias("cluster"),
-        F.try_variant_get(record, "$.broker_id", INTEGER).cast("int").alias("broker_id"),
-        F.try_variant_get(record, "$.rack", STRING).alias("rack"),
-        F.timestamp_millis(F.try_variant_get(record, "$.timestamp_ms", INTEGER)).alias("timestamp"),
-        F.try_variant_get(record, "$.interval_s", NUMBER).alias("interval_s"),
-        _struct_of(record, "$.broker", BROKER_FIELDS).alias("broker"),
-        _struct_of(record, "$.host", HOST_FIELDS).alias("host"),
-        _entries_of(record, "topics", TOPIC_FIELDS).alias("topics"),
-        _entries_of(record, "partitions", PARTITION_FIELDS).alias("partitions"),
-        F.coalesce(F.size(F.try_variant_get(record, "$.errors", "array<variant>")), F.lit(0)).alias(
-            "read_errors"
-        ),
+    valid = checked.where(~F.col("_suspect")).select(
+        record["cluster"].alias("cluster"),
+        record["broker_id"].cast("int").alias("broker_id"),
+        record["rack"].alias("rack"),
+        F.timestamp_millis(record["timestamp_ms"]).alias("timestamp"),
+        record["interval_s"].alias("interval_s"),
+        record["broker"].alias("broker"),
+        record["host"].alias("host"),
+        F.coalesce(record["topics"], F.array()).alias("topics"),
+        F.coalesce(record["partitions"], F.array()).alias("partitions"),
+        F.coalesce(F.size(record["errors"]), F.lit(0)).alias("read_errors"),
     )
     return ParsedMetrics(
         broker_metrics=broker_metrics_of(valid),
