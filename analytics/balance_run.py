@@ -20,7 +20,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from analytics import balance, charts, layout, plan_compare
-from analytics.metrics import ParsedMetrics, quarantine_counts
+from analytics.metrics import ParsedMetrics, flattened, quarantine_counts
 from analytics.planner_score import score_measured_load
 
 SUMMARY_SCHEMA_VERSION = 1
@@ -135,6 +135,9 @@ def run_balance(
         reasons = {
             row["reason"]: int(row["records"]) for row in quarantine_counts(quarantine).collect()
         }
+        if parsed.valid_records is not None:
+            # The JSON is parsed once more only here; the flat tables come from this copy.
+            parsed = flattened(stage(parsed.valid_records, "valid_records"), quarantine)
         parsed = ParsedMetrics(
             broker_metrics=stage(parsed.broker_metrics, "broker_metrics"),
             topic_metrics=stage(parsed.topic_metrics, "topic_metrics"),

@@ -101,6 +101,9 @@ class ParsedMetrics:
     """One row per (record, partition entry): one replica on one broker at one time."""
     quarantine: DataFrame
     """One row per refused record, with the raw value and the reasons."""
+    valid_records: DataFrame | None = None
+    """The valid records as parsed (nested), when these tables came from raw records:
+    a job that writes it once can flatten it again without parsing the JSON again."""
 
 
 def published_schema() -> dict[str, Any]:
@@ -398,11 +401,17 @@ def parse_metric_records(raw: DataFrame) -> ParsedMetrics:
         F.coalesce(record["partitions"], F.array()).alias("partitions"),
         F.coalesce(F.size(record["errors"]), F.lit(0)).alias("read_errors"),
     )
+    return flattened(valid, quarantine)
+
+
+def flattened(valid_records: DataFrame, quarantine: DataFrame) -> ParsedMetrics:
+    """The flat tables of parsed valid records (as `ParsedMetrics.valid_records` holds them)."""
     return ParsedMetrics(
-        broker_metrics=broker_metrics_of(valid),
-        topic_metrics=_exploded(valid, "topics", TOPIC_FIELDS),
-        partition_metrics=_exploded(valid, "partitions", PARTITION_FIELDS),
+        broker_metrics=broker_metrics_of(valid_records),
+        topic_metrics=_exploded(valid_records, "topics", TOPIC_FIELDS),
+        partition_metrics=_exploded(valid_records, "partitions", PARTITION_FIELDS),
         quarantine=quarantine,
+        valid_records=valid_records,
     )
 
 
