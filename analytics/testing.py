@@ -23,11 +23,13 @@ os.environ.setdefault("PYARROW_IGNORE_TIMEZONE", "1")
 
 _SESSION: SparkSession | None = None
 
+# Test frames have a handful of rows: one shuffle partition, since every extra task costs
+# more than its work (the analytics unit tests: about 100 s with 2, 60 s with 1).
 TEST_SETTINGS = SparkSettings(
     app_name="kaas-analytics-tests",
     master="local[2]",
     driver_memory="1g",
-    shuffle_partitions=2,
+    shuffle_partitions=1,
 )
 
 
