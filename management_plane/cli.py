@@ -101,7 +101,15 @@ def _print_status(status: dict[str, Any]) -> None:
             f"{kafka_text:<18}{'yes' if vm['broker_registered'] else 'no':<12}{'-' if urp is None else urp}"
         )
     if status["agents"]:
-        print(f"restart lock: {status['restart_lock_holder'] or 'free'}")
+        unreachable = any(
+            p.startswith("ZooKeeper ensemble unreachable") for p in status["problems"]
+        )
+        lock = (
+            "unknown (ZooKeeper unreachable)"
+            if unreachable
+            else status["restart_lock_holder"] or "free"
+        )
+        print(f"restart lock: {lock}")
         for vm in status["vms"]:
             agent = vm["processes"]["agent"]
             state = f"{agent['state']} ({agent['pid']})" if agent["pid"] else agent["state"]
