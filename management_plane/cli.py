@@ -163,9 +163,39 @@ def _run(args: argparse.Namespace) -> int:
     raise KaasError(f"unknown command {args.command}")
 
 
+def _plan_export(argv: list[str]) -> int:
+    from planner.live_layout import LiveLayoutError, read_live_layout
+
+    parser = argparse.ArgumentParser(
+        prog="kaas plan export", description="write the LAYOUT.json of a live cluster"
+    )
+    parser.add_argument("--bootstrap-server", required=True, help="HOST:PORT of any broker")
+    parser.add_argument("--jolokia-port", type=int, default=8778, help="the brokers' Jolokia port")
+    parser.add_argument("--output", type=Path, help="file to write (default: standard output)")
+    args = parser.parse_args(argv)
+    try:
+        layout = read_live_layout(args.bootstrap_server, args.jolokia_port)
+    except LiveLayoutError as exc:
+        print(f"kaas: error: {exc}", file=sys.stderr)
+        return 1
+    text = json.dumps(layout, indent=1) + "\n"
+    if args.output:
+        args.output.write_text(text)
+    else:
+        sys.stdout.write(text)
+    print(
+        f"{len(layout['brokers'])} brokers, {len(layout['partitions'])} partitions",
+        file=sys.stderr,
+    )
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    # `plan` and `analytics` belong to their packages' own command lines.
+    # `plan` and `analytics` belong to their packages' own command lines, but for `plan
+    # export`, which reads a live cluster.
+    if argv[:2] == ["plan", "export"]:
+        return _plan_export(argv[2:])
     if argv and argv[0] == "plan":
         from planner.cli import main as plan_main
 

@@ -1,0 +1,87 @@
+"""LAYOUT.json of a live cluster (an adapter, like the store): brokers and racks from the
+Kafka metadata, replica lists in order, and each partition's size on disk read through the
+brokers' Jolokia agents (librdkafka has no DescribeLogDirs).
+
+Used by `kaas plan export` and by the agent that plans; both may import planner.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import urllib.request
+from typing import Any
+
+from confluent_kafka.admin import AdminClient
+
+LOG_SIZE_PATTERN = "kafka.log:type=Log,name=Size,topic=*,partition=*"
+_MBEAN_TOPIC = re.compile(r"(?:^|,)topic=([^,]+)")
+_MBEAN_PARTITION = re.compile(r"(?:^|,)partition=(\d+)")
+
+
+class LiveLayoutError(RuntimeError):
+    pass
+
+
+def partition_sizes(jolokia_url: str, timeout_s: float = 10.0) -> dict[tuple[str, int], int]:
+    """Bytes on disk of every replica one broker hosts, by (topic, partition)."""
+    request = urllib.request.Request(
+        jolokia_url,
+        data=json.dumps({"type": "read", "mbean": LOG_SIZE_PATTERN, "attribute": "Value"}).encode(),
+        headers={"Content-Type": "application/json"},
+        method="POST",
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=timeout_s) as response:
+            body = json.load(response)
+    except (OSError, ValueError) as exc:
+        raise LiveLayoutError(f"Jolokia at {jolokia_url} unreadable: {exc}") from None
+    if body.get("status") == 404:  # no partition on this broker yet: the pattern matched nothing
+        return {}
+    if body.get("status") != 200:
+        raise LiveLayoutError(f"Jolokia at {jolokia_url} refused the read: {body.get('error')}")
+    sizes = {}
+    for mbean, value in (body.get("value") or {}).items():
+        topic, partition = _MBEAN_TOPIC.search(mbean), _MBEAN_PARTITION.search(mbean)
+        if topic and partition:
+            size = value.get("Value") if isinstance(value, dict) else value
+            sizes[(topic.group(1), int(partition.group(1)))] = int(size or 0)
+    return sizes
+
+
+def read_live_layout(
+    bootstrap: str, jolokia_port: int = 8778, timeout_s: float = 10.0
+) -> dict[str, Any]:
+    """The cluster as LAYOUT.json (planner/schemas/layout.schema.json): a partition's size is
+    the largest of its replicas' sizes (a lagging follower holds less)."""
+    admin = AdminClient(
+        {"bootstrap.servers": bootstrap, "socket.timeout.ms": int(timeout_s * 1000)}
+    )
+    try:
+        cluster = admin.describe_cluster(request_timeout=timeout_s).result(timeout=timeout_s)
+        metadata = admin.list_topics(timeout=timeout_s)
+    except Exception as exc:
+        raise LiveLayoutError(f"cluster at {bootstrap} unreadable: {exc}") from None
+    brokers = []
+    sizes: dict[tuple[str, int], int] = {}
+    for node in sorted(cluster.nodes, key=lambda n: n.id):
+        brokers.append({"id": node.id, "rack": node.rack or "default", "state": "active"})
+        for key, size in partition_sizes(
+            f"http://{node.host}:{jolokia_port}/jolokia/", timeout_s
+        ).items():
+            sizes[key] = max(size, sizes.get(key, 0))
+    partitions = []
+    for topic in sorted(metadata.topics.values(), key=lambda t: str(t.topic)):
+        name = str(topic.topic)
+        if name.startswith("__"):
+            continue  # Kafka's internal topics are placed by Kafka
+        for partition in sorted(topic.partitions.values(), key=lambda p: p.id):
+            partitions.append(
+                {
+                    "topic": name,
+                    "partition": partition.id,
+                    "replicas": list(partition.replicas),
+                    "size_bytes": sizes.get((name, partition.id), 0),
+                }
+            )
+    return {"brokers": brokers, "partitions": partitions}
