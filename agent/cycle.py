@@ -38,6 +38,7 @@ from agent.broker_config.apply import (
 from agent.decide import RUNNING, STOPPED, Action, BrokerView, ConfigChanges, Snapshot, decide
 from agent.identity import claim_broker_id, volume_broker_id, volume_id
 from agent.metrics_loop import start_metrics_loop
+from agent.planner_role import PlannerRole
 from agent.safety import restart_blockers
 from agent.settings import AgentSettings
 from agent.supervisor import BrokerSupervisor, kafka_libs, make_supervisor
@@ -93,6 +94,7 @@ class Agent:
         self.admin_secret: str | None = None
         if settings.zookeeper_admin_secret_file is not None:
             self.admin_secret = settings.zookeeper_admin_secret_file.read_text().strip()
+        self.planner_role = PlannerRole(self.zk, self.paths, f"broker-{settings.vm_id}")
         self.ensemble = EnsembleKeeper(
             self.zk, settings, self.admin_secret is not None, self.journal
         )
@@ -183,6 +185,7 @@ class Agent:
                 "agent_version": AGENT_VERSION,
                 "sentence": sentence,
                 "pending_restart": pending_restart,
+                "role": "planner" if self.planner_role.is_planner else "member",
                 "spec_generation": generation,
                 "updated_at_ms": int(time.time() * 1000),
             }
@@ -466,6 +469,7 @@ class Agent:
         self, stop: threading.Event, on_cycle: Callable[[str], None] = lambda s: None
     ) -> None:
         self.start_metrics(stop)
+        self.planner_role.start(stop)
         while not stop.is_set():
             try:
                 sentence = self.run_cycle()

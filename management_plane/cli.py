@@ -113,7 +113,10 @@ def _print_status(status: dict[str, Any]) -> None:
         for vm in status["vms"]:
             agent = vm["processes"]["agent"]
             state = f"{agent['state']} ({agent['pid']})" if agent["pid"] else agent["state"]
-            print(f"{vm['name']} agent {state}: {vm['agent_sentence'] or '(no sentence yet)'}")
+            role = " (planner)" if vm["agent_role"] == "planner" else ""
+            print(
+                f"{vm['name']} agent{role} {state}: {vm['agent_sentence'] or '(no sentence yet)'}"
+            )
     for problem in status["problems"]:
         print(f"problem: {problem}")
 

@@ -411,6 +411,7 @@ class LocalCluster:
                     if broker_id is not None
                     else None,
                     "agent_sentence": member.get("sentence") if member else None,
+                    "agent_role": member.get("role") if member else None,
                 }
             )
         return {
