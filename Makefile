@@ -31,10 +31,14 @@ $(IMAGE)/opt/kaas/image.json: $(ARTIFACT_SUMS) packer/scripts/provision.sh $(wil
 
 $(ARTIFACT_SUMS): | artifacts
 
-## demo: a 3-VM local cluster doing real work; leaves it running
+## demo: a 3-VM local cluster doing real work, then the balance job over its metrics; leaves it running
 demo: setup
 	$(BIN)/kaas up --nodes 3
 	$(BIN)/kaas demo
+	@mkdir -p build/demo
+	@bootstrap=$$($(BIN)/kaas status --json | $(BIN)/python -c 'import json, sys; print(json.load(sys.stdin)["bootstrap_servers"])'); \
+	  $(BIN)/kaas plan export --bootstrap-server $${bootstrap%%,*} --output build/demo/LAYOUT.json && \
+	  $(BIN)/kaas analytics balance --bootstrap-servers $$bootstrap --out build/demo/analytics --layout build/demo/LAYOUT.json
 
 ## test: lint and types, then unit, integration and drill tests against real local clusters
 test: setup lint typecheck

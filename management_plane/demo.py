@@ -59,5 +59,5 @@ def run_demo(home: Path, messages: int, partitions: int, consumers: int) -> int:
     print(
         f"OK: all {messages} messages arrived exactly once and in order per key ({total:.1f}s in all)"
     )
-    print(f"the cluster is still running; stop it with `kaas down --home {home}` (or `make down`)")
+    print(f"the cluster is still running: stop it with `kaas down --home {home}` (or `make down`)")
     return 0

@@ -42,6 +42,7 @@ from management_plane.local.state import (
     require_state,
     write_state,
 )
+from management_plane.workload import create_topic
 from planner.spec import ClusterSpec
 from planner.zkpaths import ClusterPaths
 
@@ -52,6 +53,7 @@ BROKERS_READY_TIMEOUT = 240.0
 KAFKA_STOP_TIMEOUT = 120.0
 ZOOKEEPER_STOP_TIMEOUT = 30.0
 AGENT_STOP_TIMEOUT = 30.0
+METRICS_TOPIC = "_kaas_metrics"  # the agents' default metrics_topic
 SERVING_MODES = ("leader", "follower", "observer", "standalone")
 
 
@@ -340,6 +342,12 @@ class LocalCluster:
                         self._start_kafka(state, vm, java)
                 write_state(state)
                 self._wait_brokers(state, layout.vms)
+                if agents:
+                    # Made here, once every broker is up, rather than by the first agent to
+                    # publish (which may find fewer brokers than the replication factor).
+                    create_topic(
+                        layout.bootstrap_servers, METRICS_TOPIC, 6, min(3, len(layout.vms))
+                    )
             except BaseException:
                 # Leave nothing half-started behind.
                 self._stop_all(state)
