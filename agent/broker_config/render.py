@@ -20,7 +20,7 @@ from agent.broker_config.validation import (
     ConfigProblem,
     broker_config_problems,
 )
-from planner.spec import ClusterSpec
+from planner.spec import ClusterSpec, durable_defaults
 
 ZOOKEEPER_SESSION: Final[Mapping[str, str]] = MappingProxyType(
     {
@@ -44,23 +44,6 @@ LOCAL_HOST_SIZING: Final[Mapping[str, str]] = MappingProxyType(
         "log.retention.hours": "24",
     }
 )
-
-
-def durable_defaults(broker_count: int) -> dict[str, str]:
-    """What a production cluster wants whatever its size: replication 3 where there are three
-    brokers, min ISR 2, no unclean election, no automatic topic creation."""
-    replication = min(3, broker_count)
-    return {
-        "default.replication.factor": str(replication),
-        "min.insync.replicas": str(2 if broker_count >= 3 else 1),
-        "offsets.topic.replication.factor": str(replication),
-        "transaction.state.log.replication.factor": str(replication),
-        "transaction.state.log.min.isr": str(2 if broker_count >= 3 else 1),
-        "unclean.leader.election.enable": "false",
-        "auto.create.topics.enable": "false",
-        "controlled.shutdown.enable": "true",
-        "delete.topic.enable": "true",
-    }
 
 
 @dataclass(frozen=True)

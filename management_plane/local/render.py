@@ -12,6 +12,7 @@ import base64
 import hashlib
 
 from management_plane.local.layout import ClusterLayout, VmLayout
+from planner.spec import durable_defaults
 
 KAFKA_HEAP = ("-Xms512m", "-Xmx512m")
 ZOOKEEPER_HEAP = ("-Xms128m", "-Xmx256m")
@@ -59,21 +60,6 @@ def render_zookeeper_logback() -> str:
   <root level="INFO"><appender-ref ref="CONSOLE"/></root>
 </configuration>
 """
-
-
-def durable_defaults(broker_count: int) -> dict[str, str]:
-    replication = min(3, broker_count)
-    return {
-        "default.replication.factor": str(replication),
-        "min.insync.replicas": str(2 if broker_count >= 3 else 1),
-        "offsets.topic.replication.factor": str(replication),
-        "transaction.state.log.replication.factor": str(replication),
-        "transaction.state.log.min.isr": str(2 if broker_count >= 3 else 1),
-        "unclean.leader.election.enable": "false",
-        "auto.create.topics.enable": "false",
-        "controlled.shutdown.enable": "true",
-        "delete.topic.enable": "true",
-    }
 
 
 def render_server_properties(cluster: ClusterLayout, vm: VmLayout) -> str:
