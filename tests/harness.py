@@ -7,20 +7,26 @@ session can prove at its end that nothing was left running.
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import re
 import subprocess
 import sys
 import tempfile
+import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
+
+from kazoo.client import KazooClient
 
 from management_plane.local.cluster import LocalCluster
 from management_plane.local.layout import ClusterLayout
 from management_plane.local.processes import ProcessRecord, is_alive, kill_process
 from management_plane.local.state import require_state
+from planner.zkpaths import ClusterPaths
 
 
 def _claim_test_network() -> int:
@@ -134,6 +140,38 @@ class ClusterHandle:
                     text = path.read_text(errors="replace").splitlines()[-lines:]
                     tails.append((f"{vm.name} {kind}.log (last {lines} lines)", "\n".join(text)))
         return tails
+
+
+def wait_until(check: Callable[[], bool], timeout: float, what: str, interval: float = 1.0) -> None:
+    """Poll `check` until it holds; fail the test naming `what` after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+def agent_sentences(zk: KazooClient, cluster: str) -> list[str]:
+    """The last sentence of every agent, from the member znodes."""
+    members = ClusterPaths(cluster).members
+    return [
+        json.loads(zk.get(f"{members}/{child}")[0])["sentence"]
+        for child in zk.get_children(members)
+    ]
+
+
+def wait_for_healthy_agents(
+    zk: KazooClient, cluster: str, count: int = 3, timeout: float = 120
+) -> None:
+    wait_until(
+        lambda: (
+            len(sentences := agent_sentences(zk, cluster)) == count
+            and all("healthy" in s for s in sentences)
+        ),
+        timeout,
+        f"{count} agents reporting a healthy broker",
+    )
 
 
 def start_cluster(

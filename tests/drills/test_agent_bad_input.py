@@ -5,24 +5,14 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
 
 import pytest
 from kazoo.client import KazooClient
 
 from planner.zkpaths import ClusterPaths
-from tests.harness import ClusterHandle
+from tests.harness import ClusterHandle, agent_sentences, wait_for_healthy_agents, wait_until
 
 pytestmark = pytest.mark.drill
-
-
-def _wait(check: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return
-        time.sleep(1)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
 BAD_SPECS = [
@@ -46,23 +36,16 @@ def test_malformed_spec_is_refused_and_nothing_restarts(
     try:
 
         def sentences() -> list[str]:
-            return [
-                json.loads(zk.get(f"{paths.members}/{c}")[0])["sentence"]
-                for c in zk.get_children(paths.members)
-            ]
+            return agent_sentences(zk, cluster.layout.name)
 
-        _wait(
-            lambda: len(sentences()) == 3 and all("healthy" in s for s in sentences()),
-            120,
-            "healthy agents",
-        )
+        wait_for_healthy_agents(zk, cluster.layout.name)
         good, _ = zk.get(paths.spec)
         pids = [(vm.directory / "kafka.pid").read_text() for vm in cluster.layout.vms]
         journal_before = len(zk.get_children(paths.journal))
         for bad_value, reason in BAD_SPECS:
             zk.set(paths.spec, bad_value)
             expected = reason
-            _wait(
+            wait_until(
                 lambda expected=expected: all(expected in s for s in sentences()),  # type: ignore[misc]
                 30,
                 f"every agent to refuse the spec ({reason})",
@@ -72,7 +55,7 @@ def test_malformed_spec_is_refused_and_nothing_restarts(
             )
             time.sleep(4)  # a few more cycles
             zk.set(paths.spec, good)  # the operator repairs it: the refusal disappears
-            _wait(
+            wait_until(
                 lambda: not any("refused" in s for s in sentences()),
                 30,
                 "the agents to accept the repaired spec",

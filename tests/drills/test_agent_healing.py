@@ -8,7 +8,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -17,18 +16,9 @@ from kazoo.client import KazooClient
 from management_plane.local.image import image_dir_from_env
 from planner.spec import ClusterSpec
 from planner.zkpaths import ClusterPaths
-from tests.harness import ClusterHandle
+from tests.harness import ClusterHandle, wait_until
 
 pytestmark = pytest.mark.drill
-
-
-def _wait(check: object, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():  # type: ignore[operator]
-            return
-        time.sleep(0.5)
-    raise AssertionError(f"timed out after {timeout}s: {what}")
 
 
 def _pid(vm_dir: Path) -> int | None:
@@ -83,7 +73,7 @@ def test_agent_starts_a_stopped_broker_and_restarts_a_paused_one(
             return str(json.loads(zk.get(member)[0])["sentence"])
 
         # The volume's meta.properties says broker 1: the agent claims that id and starts the broker.
-        _wait(
+        wait_until(
             lambda: "healthy" in sentence(),
             180,
             "the agent to start the stopped broker and report healthy",
@@ -94,12 +84,12 @@ def test_agent_starts_a_stopped_broker_and_restarts_a_paused_one(
         assert claim["vm_id"] == "vm2"
 
         os.kill(first_pid, signal.SIGSTOP)
-        _wait(
+        wait_until(
             lambda: _pid(vm.directory) not in (None, first_pid),
             120,
             "the agent to restart the paused broker",
         )
-        _wait(lambda: "healthy" in sentence(), 180, "the restarted broker to be healthy")
+        wait_until(lambda: "healthy" in sentence(), 180, "the restarted broker to be healthy")
 
         entries = [
             json.loads(zk.get(f"{paths.journal}/{c}")[0])

@@ -6,14 +6,13 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Callable
 from typing import Any
 
 import pytest
 from confluent_kafka import Consumer
 
 from management_plane.local.state import require_state
-from tests.harness import ClusterHandle
+from tests.harness import ClusterHandle, wait_until
 
 pytestmark = pytest.mark.drill
 
@@ -25,15 +24,6 @@ def _status(cluster: ClusterHandle) -> dict[str, Any]:
     return value
 
 
-def _wait(check: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return
-        time.sleep(1)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-
-
 def _all_healthy(cluster: ClusterHandle) -> bool:
     status = _status(cluster)
     return all("healthy" in (vm["agent_sentence"] or "") for vm in status["vms"])
@@ -41,7 +31,7 @@ def _all_healthy(cluster: ClusterHandle) -> bool:
 
 def test_agents_claim_ids_start_heal_and_keep_ids(fresh_cluster_with_agents: ClusterHandle) -> None:
     cluster = fresh_cluster_with_agents
-    _wait(lambda: _all_healthy(cluster), 120, "every agent to report a healthy broker")
+    wait_until(lambda: _all_healthy(cluster), 120, "every agent to report a healthy broker")
     status = _status(cluster)
     ids = {vm["name"]: vm["broker_id"] for vm in status["vms"]}
     assert sorted(ids.values()) == [0, 1, 2]
@@ -79,17 +69,17 @@ def test_agents_claim_ids_start_heal_and_keep_ids(fresh_cluster_with_agents: Clu
     def planners() -> list[str]:
         return [vm["name"] for vm in _status(cluster)["vms"] if vm["agent_role"] == "planner"]
 
-    _wait(lambda: len(planners()) == 1, 30, "one planner to be elected")
+    wait_until(lambda: len(planners()) == 1, 30, "one planner to be elected")
     first_planner = planners()[0]
     assert f"{first_planner} agent (planner) running" in cluster.kaas("status").stdout
     cluster.vm("stop", first_planner, "--only", "agent")
-    _wait(
+    wait_until(
         lambda: len(planners()) == 1 and planners()[0] != first_planner,
         60,
         "another agent to take over planning",
     )
     cluster.vm("start", first_planner, "--only", "agent")
-    _wait(lambda: _all_healthy(cluster), 120, f"{first_planner}'s agent to be back")
+    wait_until(lambda: _all_healthy(cluster), 120, f"{first_planner}'s agent to be back")
     assert len(planners()) == 1
 
     # Healing: the broker's process goes away; its agent starts it again through the lock.
@@ -102,10 +92,10 @@ def test_agents_claim_ids_start_heal_and_keep_ids(fresh_cluster_with_agents: Clu
         record = require_state(cluster.home).record("vm2", "kafka")
         return record is not None and record.pid != old.pid and _all_healthy(cluster)
 
-    _wait(restarted, 120, "vm2's agent to start its broker again")
+    wait_until(restarted, 120, "vm2's agent to start its broker again")
 
     # A VM restarted with its data volume keeps its broker id.
     assert cluster.vm("stop", "vm3") == "vm3: stopped kafka, agent, zookeeper"
     assert cluster.vm("start", "vm3").startswith("vm3: started zookeeper, agent")
-    _wait(lambda: _all_healthy(cluster), 120, "vm3 to come back healthy")
+    wait_until(lambda: _all_healthy(cluster), 120, "vm3 to come back healthy")
     assert _status(cluster)["vms"][2]["broker_id"] == ids["vm3"]

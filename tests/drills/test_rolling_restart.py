@@ -8,7 +8,6 @@ import json
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
 
 import pytest
 from confluent_kafka.admin import AdminClient, ConfigResource
@@ -23,20 +22,11 @@ from management_plane.workload import (
 )
 from planner.spec import ClusterSpec, parse_spec
 from planner.zkpaths import ClusterPaths
-from tests.harness import ClusterHandle
+from tests.harness import ClusterHandle, agent_sentences, wait_for_healthy_agents, wait_until
 
 pytestmark = pytest.mark.drill
 
 READ_ONLY_KEY = "offsets.retention.minutes"  # not dynamic in Kafka 3.9 (KIP-226): needs a restart
-
-
-def _wait(check: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return
-        time.sleep(1)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
 def test_read_only_change_rolls_brokers_one_at_a_time_controller_last(
@@ -49,16 +39,9 @@ def test_read_only_change_rolls_brokers_one_at_a_time_controller_last(
     try:
 
         def sentences() -> list[str]:
-            return [
-                json.loads(zk.get(f"{paths.members}/{c}")[0])["sentence"]
-                for c in zk.get_children(paths.members)
-            ]
+            return agent_sentences(zk, cluster.layout.name)
 
-        _wait(
-            lambda: len(sentences()) == 3 and all("healthy" in s for s in sentences()),
-            120,
-            "healthy agents",
-        )
+        wait_for_healthy_agents(zk, cluster.layout.name)
         controller = int(json.loads(zk.get(paths.kafka_controller)[0])["brokerid"])
         topic = cluster.unique_topic("roll")
         create_topic(cluster.bootstrap_servers, topic, partitions=6)
@@ -108,7 +91,7 @@ def test_read_only_change_rolls_brokers_one_at_a_time_controller_last(
             ]
             return len(done) == 3 and all("healthy" in s for s in sentences())
 
-        _wait(rolled_everywhere, 420, "every broker to restart with the new config")
+        wait_until(rolled_everywhere, 420, "every broker to restart with the new config")
         producing.set()
         producer_thread.join(120)
         watching.set()
@@ -156,16 +139,9 @@ def test_dynamic_change_reaches_every_broker_without_a_restart(
     try:
 
         def sentences() -> list[str]:
-            return [
-                json.loads(zk.get(f"{paths.members}/{c}")[0])["sentence"]
-                for c in zk.get_children(paths.members)
-            ]
+            return agent_sentences(zk, cluster.layout.name)
 
-        _wait(
-            lambda: len(sentences()) == 3 and all("healthy" in s for s in sentences()),
-            120,
-            "healthy agents",
-        )
+        wait_for_healthy_agents(zk, cluster.layout.name)
         pids = [(vm.directory / "kafka.pid").read_text() for vm in cluster.layout.vms]
         journal_before = len(zk.get_children(paths.journal))
         raw, stat = zk.get(paths.spec)
@@ -192,7 +168,7 @@ def test_dynamic_change_reaches_every_broker_without_a_restart(
                 )
             return values == ["2", "2", "2"] and all("healthy" in s for s in sentences())
 
-        _wait(applied_everywhere, 120, "log.cleaner.threads=2 on every broker")
+        wait_until(applied_everywhere, 120, "log.cleaner.threads=2 on every broker")
         assert [(vm.directory / "kafka.pid").read_text() for vm in cluster.layout.vms] == pids, (
             "a broker restarted"
         )

@@ -4,26 +4,15 @@ it back once it runs again (seed 002: failure and recovery through the same two 
 from __future__ import annotations
 
 import json
-import time
-from collections.abc import Callable
 
 import pytest
 from kazoo.client import KazooClient
 
 from agent.zk_membership import parse_ensemble_config
 from planner.zkpaths import ClusterPaths
-from tests.harness import ClusterHandle
+from tests.harness import ClusterHandle, wait_until
 
 pytestmark = pytest.mark.drill
-
-
-def _wait(check: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return
-        time.sleep(1)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
 def test_gone_server_is_removed_and_rejoins(fresh_cluster_with_agents: ClusterHandle) -> None:
@@ -39,10 +28,12 @@ def test_gone_server_is_removed_and_rejoins(fresh_cluster_with_agents: ClusterHa
 
         assert participants() == [1, 2, 3]
         cluster.vm("stop", "vm3", "--only", "zookeeper")
-        _wait(lambda: participants() == [1, 2], 120, "server 3 to be removed from the ensemble")
+        wait_until(
+            lambda: participants() == [1, 2], 120, "server 3 to be removed from the ensemble"
+        )
 
         cluster.vm("start", "vm3", "--only", "zookeeper")
-        _wait(lambda: participants() == [1, 2, 3], 120, "vm3's agent to add its server back")
+        wait_until(lambda: participants() == [1, 2, 3], 120, "vm3's agent to add its server back")
 
         paths = ClusterPaths(cluster.layout.name)
         entries = [
