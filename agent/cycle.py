@@ -90,7 +90,6 @@ class Agent:
         self.server_properties = settings.config_dir / "server.properties"
         self.metrics_problem: str | None = None
         self.pending_diff: ConfigDiff | None = None
-        self.jmx_answered = True
         self.admin_secret: str | None = None
         if settings.zookeeper_admin_secret_file is not None:
             self.admin_secret = settings.zookeeper_admin_secret_file.read_text().strip()
@@ -270,7 +269,7 @@ class Agent:
         spec, error = self._read_spec()
         if spec is not None:
             self.last_good_spec = spec
-        self.spec_error = error if self.last_good_spec is not None or spec is None else None
+        self.spec_error = error  # None whenever the spec read is valid
         process = self.supervisor.state()
         responsive = process == RUNNING and brokerview.metadata_answers(
             self.admin, self.broker_id, timeout=3.0
@@ -483,8 +482,7 @@ class Agent:
     def start_metrics(self, stop: threading.Event) -> threading.Thread:
         replication = min(3, self.last_good_spec.broker_count) if self.last_good_spec else 3
 
-        def on_sample(jmx_answered: bool, problem: str | None) -> None:
-            self.jmx_answered = jmx_answered
+        def on_sample(problem: str | None) -> None:
             self.metrics_problem = problem
 
         return start_metrics_loop(

@@ -17,9 +17,9 @@ def start_metrics_loop(
     topic_replication: int,
     agent_version: str,
     stop: threading.Event,
-    on_sample: Callable[[bool, str | None], None],
+    on_sample: Callable[[str | None], None],
 ) -> threading.Thread:
-    """`on_sample(jmx_answered, problem)` after every interval; `problem` is None when all went out."""
+    """`on_sample(problem)` after every interval; `problem` is None when all went out."""
     s = settings
     collector = MetricsCollector(
         s.cluster,
@@ -48,9 +48,9 @@ def start_metrics_loop(
                 try:
                     sample = collector.collect()
                     result = publisher.publish(sample)
-                    on_sample(sample.jmx_answered, sample.sentence() or result.sentence())
+                    on_sample(sample.sentence() or result.sentence())
                 except Exception as exc:  # never let metrics take the agent down
-                    on_sample(True, f"metrics failed: {exc}")
+                    on_sample(f"metrics failed: {exc}")
         finally:
             publisher.close()
 
