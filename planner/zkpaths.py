@@ -63,6 +63,11 @@ class ClusterPaths:
         return f"{self.plan_topics}/{topic}"
 
     @property
+    def plan_progress(self) -> str:
+        """How far the elected planner's agent has executed the stored plan."""
+        return f"{self.plan}/progress"
+
+    @property
     def plan_score(self) -> str:
         return f"{self.plan}/score"
 

@@ -1,0 +1,129 @@
+"""Can the hard goals be met at all? Checked before optimizing, so that an impossible layout
+fails at once with the reason and what to add ("add 1 broker in zone-c") instead of after
+a search.
+
+The checks are necessary conditions computed from counts (brokers per rack, bytes per
+rack); the optimizer raises the same error, naming the partition, if placement still
+fails on a case these counts do not catch.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+from planner.model import UNLIMITED, Cluster, PlannerSettings
+
+
+class InfeasibleError(Exception):
+    """No plan can keep every hard goal; `recommendation` says what would make one."""
+
+    def __init__(self, reason: str, recommendation: str) -> None:
+        super().__init__(f"{reason}; recommendation: {recommendation}")
+        self.reason = reason
+        self.recommendation = recommendation
+
+
+def check_feasible(cluster: Cluster, settings: PlannerSettings) -> None:
+    racks = cluster.racks()
+    active = [b for b in cluster.brokers if b.is_active]
+    active_per_rack = {rack: 0 for rack in racks}
+    for broker in active:
+        active_per_rack[broker.rack] += 1
+    if not cluster.partitions:
+        return
+    replication_factors = sorted({p.replication_factor for p in cluster.partitions})
+    needed: dict[str, int] = {}
+    reasons: list[str] = []
+    for k in replication_factors:
+        for rack, count in _brokers_needed(k, active_per_rack).items():
+            if count > active_per_rack[rack]:
+                needed[rack] = max(needed.get(rack, 0), count - active_per_rack[rack])
+                reasons.append(
+                    f"partitions of replication factor {k} need {count} active broker(s) in "
+                    f"{rack}, which has {active_per_rack[rack]}"
+                )
+    if needed:
+        raise InfeasibleError(_dedupe(reasons), _add_brokers(needed, racks))
+    _check_disk(cluster, settings, racks, active_per_rack)
+
+
+def _brokers_needed(k: int, active_per_rack: Mapping[str, int]) -> dict[str, int]:
+    """Active brokers each rack needs for partitions of replication factor k to keep the
+    spread goal: k distinct racks when k <= R, otherwise k//R or ceil(k/R) replicas in
+    every rack (the racks with the most brokers take the ceilings)."""
+    racks = sorted(active_per_rack, key=lambda r: (-active_per_rack[r], r))
+    if k <= len(racks):
+        usable = [r for r in racks if active_per_rack[r] > 0]
+        if len(usable) >= k:
+            return {}
+        empty = [r for r in sorted(active_per_rack) if active_per_rack[r] == 0]
+        return {rack: 1 for rack in empty[: k - len(usable)]}
+    low, extra = divmod(k, len(racks))
+    return {rack: low + (1 if i < extra else 0) for i, rack in enumerate(racks)}
+
+
+def _check_disk(
+    cluster: Cluster,
+    settings: PlannerSettings,
+    racks: list[str],
+    active_per_rack: Mapping[str, int],
+) -> None:
+    limit_per_rack = {rack: 0.0 for rack in racks}
+    biggest_limit = 0.0
+    for broker in cluster.brokers:
+        if broker.is_active:
+            limit = broker.capacity.disk_bytes * settings.max_disk_share
+            limit_per_rack[broker.rack] += limit
+            biggest_limit = max(biggest_limit, limit)
+    if biggest_limit == UNLIMITED:
+        return
+    share = f"{settings.max_disk_share:.0%}"
+    largest = max(cluster.partitions, key=lambda p: p.size_bytes)
+    if largest.size_bytes > biggest_limit:
+        raise InfeasibleError(
+            f"partition {largest.name} holds {largest.size_bytes} bytes, more than {share} "
+            f"of any active broker's disk ({biggest_limit:.0f} bytes)",
+            f"add a broker with at least "
+            f"{math.ceil(largest.size_bytes / settings.max_disk_share)} bytes of disk",
+        )
+    # Bytes that must live in each rack: k//R replicas of every partition.
+    rack_count = len(racks)
+    must_hold = sum(p.size_bytes * (p.replication_factor // rack_count) for p in cluster.partitions)
+    needed: dict[str, int] = {}
+    reasons = []
+    for rack in racks:
+        limit = limit_per_rack[rack]
+        if must_hold > limit:
+            per_broker = limit / active_per_rack[rack] if active_per_rack[rack] else biggest_limit
+            needed[rack] = math.ceil((must_hold - limit) / per_broker)
+            reasons.append(
+                f"{rack} must hold {must_hold} bytes but its brokers may use {limit:.0f} "
+                f"({share} of their disks)"
+            )
+    if needed:
+        raise InfeasibleError(_dedupe(reasons), _add_brokers(needed, racks))
+    total = sum(p.size_bytes * p.replication_factor for p in cluster.partitions)
+    total_limit = sum(limit_per_rack.values())
+    if total > total_limit:
+        smallest = min(racks, key=lambda r: (limit_per_rack[r], r))
+        active_count = sum(active_per_rack.values())
+        per_broker = total_limit / active_count
+        raise InfeasibleError(
+            f"the replicas hold {total} bytes but the active brokers may use "
+            f"{total_limit:.0f} ({share} of their disks)",
+            _add_brokers({smallest: math.ceil((total - total_limit) / per_broker)}, racks),
+        )
+
+
+def _add_brokers(needed: Mapping[str, int], racks: list[str]) -> str:
+    parts = [
+        f"add {count} broker{'s' if count != 1 else ''} in {rack}"
+        for rack, count in sorted(needed.items(), key=lambda item: racks.index(item[0]))
+        if count > 0
+    ]
+    return ", ".join(parts) if parts else "add brokers"
+
+
+def _dedupe(reasons: list[str]) -> str:
+    return "; ".join(dict.fromkeys(reasons))

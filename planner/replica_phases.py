@@ -1,0 +1,591 @@
+"""The phases that move data: hard-goal repair, replicas per broker, topic spread, disk.
+
+Each phase acts only on a goal out of tolerance and never breaks a goal of higher priority,
+so on a balanced cluster none of them moves anything. Which replica to move is chosen among
+a seeded sample of the source's replicas (a full scan when the sample has no feasible
+one), so a run costs O(moves x sample), not O(moves x replicas); whether a move exists at
+all is always decided by the full scan, so a planned cluster is a fixed point.
+"""
+
+from __future__ import annotations
+
+import bisect
+import heapq
+import math
+import random
+
+from planner.feasibility import InfeasibleError
+from planner.state import PlacementState
+
+_NO_SCORE = math.inf
+
+
+class ReplicaPhases:
+    def __init__(self, state: PlacementState, rng: random.Random) -> None:
+        self.s = state
+        self.rng = rng
+        self.tiebreak = [rng.random() for _ in state.broker_ids]
+        self.topic_total = state.topic_totals()
+        sizes = state.size
+        self.mean_size = (sum(sizes) / len(sizes)) if sizes else 1.0
+        self.active_brokers = [b for b, a in enumerate(state.active) if a]
+        # Soft goal 3's bounds per topic and rack (a broker's share depends on its rack's
+        # replica level only): the even share rounded up, and the tolerated most.
+        some_broker = [brokers[0] if brokers else None for brokers in state.rack_brokers]
+        self.even_of = [
+            [state.topic_even(t, b, self.topic_total) if b is not None else 0 for b in some_broker]
+            for t in range(len(state.topic_names))
+        ]
+        self.upper_of = [
+            [state.topic_upper(t, b, self.topic_total) if b is not None else 0 for b in some_broker]
+            for t in range(len(state.topic_names))
+        ]
+        # Per broker, the topics it holds more than its even share of: their replicas are
+        # the first candidates when the broker has to give one away.
+        self.crowded: list[set[int]] = [set() for _ in state.broker_ids]
+        for b in self.active_brokers:
+            even = [row[state.rack_of[b]] for row in self.even_of]
+            self.crowded[b] = {t for t, c in state.topic_count[b].items() if c > even[t]}
+        # Per rack, a min-heap of (count, tiebreak, broker) whose entries are checked
+        # against the live count when popped ("lazy" heaps: a change pushes a new entry).
+        self.light: list[list[tuple[int, float, int]]] = [[] for _ in state.rack_names]
+        for b in self.active_brokers:
+            self._push_light(b)
+
+    # ----- helpers -----------------------------------------------------------------
+
+    def _push_light(self, b: int) -> None:
+        if self.s.active[b]:
+            heapq.heappush(self.light[self.s.rack_of[b]], (self.s.count[b], self.tiebreak[b], b))
+
+    def _even(self, t: int, b: int) -> int:
+        return self.even_of[t][self.s.rack_of[b]]
+
+    def _upper(self, t: int, b: int) -> int:
+        return self.upper_of[t][self.s.rack_of[b]]
+
+    def _moved(self, p: int, src: int, dst: int) -> None:
+        s = self.s
+        s.move(p, src, dst)
+        self._push_light(src)
+        self._push_light(dst)
+        t = s.topic_of[p]
+        for b in (src, dst):
+            if s.active[b] and s.topic_count[b].get(t, 0) > self._even(t, b):
+                self.crowded[b].add(t)
+            else:
+                self.crowded[b].discard(t)
+
+    def _rack_tops(self, rack: int, how_many: int) -> list[int]:
+        """The `how_many` least-loaded active brokers of a rack (heap left intact)."""
+        heap = self.light[rack]
+        found: list[int] = []
+        kept: list[tuple[int, float, int]] = []
+        while heap and len(found) < how_many:
+            entry = heapq.heappop(heap)
+            count, _, b = entry
+            if count != self.s.count[b] or b in found:
+                continue  # stale, or a duplicate of a live entry
+            found.append(b)
+            kept.append(entry)
+        for entry in kept:
+            heapq.heappush(heap, entry)
+        return found
+
+    def _room(self, b: int) -> int:
+        return self.s.count_range[b].high - self.s.count[b]
+
+    def _deficit(self, b: int) -> int:
+        return self.s.count_range[b].low - self.s.count[b]
+
+    def _cross_rack_allowed(self, src: int, dst: int) -> bool:
+        s = self.s
+        if not s.any_flexible_partition:
+            return False
+        if not s.active[src]:
+            return True
+        src_rack, dst_rack = s.rack_of[src], s.rack_of[dst]
+        return (
+            s.rack_total[src_rack] > s.rack_total_range[src_rack].high
+            or s.rack_total[dst_rack] < s.rack_total_range[dst_rack].low
+        )
+
+    def _fits(self, p: int, src: int, dst: int) -> bool:
+        """Hard goals for moving p's replica from src to dst."""
+        s = self.s
+        return (
+            s.active[dst]
+            and dst not in s.replicas[p]
+            and s.disk[dst] + s.size[p] <= s.disk_limit[dst]
+            and s.rack_allows(p, src, dst)
+        )
+
+    def _topic_penalty(self, p: int, src: int, dst: int) -> float:
+        s, t = self.s, self.s.topic_of[p]
+        after = s.topic_count[dst].get(t, 0) + 1
+        penalty = 0.0
+        if after > self._upper(t, dst):
+            penalty += 4.0
+        elif after > self._even(t, dst):
+            penalty += 2.0
+        held = s.topic_count[src].get(t, 0)
+        if held > self._upper(t, src):
+            penalty -= 4.0  # fixes a soft goal 3 violation for free
+        elif held > self._even(t, src):
+            penalty -= 0.5
+        return penalty
+
+    def _ideal_size(self, src: int, dst: int) -> float:
+        """The replica size that takes both brokers' disks toward their targets, spread
+        over the replicas each still has to give or take."""
+        s = self.s
+        wanted = []
+        if s.active[src]:
+            give = max(1, s.count[src] - s.count_range[src].high)
+            wanted.append((s.disk[src] - s.disk_target[src]) / give)
+        take = max(1, self._deficit(dst))
+        wanted.append((s.disk_target[dst] - s.disk[dst]) / take)
+        return max(0.0, sum(wanted) / len(wanted))
+
+    # ----- choosing a replica to move -------------------------------------------------
+
+    def choose_replica(self, src: int, dst: int, exhaustive: bool = False) -> int | None:
+        s = self.s
+        hosted = s.hosted[src]
+        sample = s.settings.candidate_sample
+        if exhaustive or len(hosted) <= sample:
+            candidates = list(hosted)
+        else:
+            rand = self.rng.randrange
+            candidates = [hosted[rand(len(hosted))] for _ in range(sample)]
+            by_topic = s.hosted_by_topic[src]
+            for t in self.crowded[src]:
+                candidates += by_topic[t]
+                if len(candidates) >= 2 * sample:
+                    break
+        ideal = self._ideal_size(src, dst)
+        scale = ideal + self.mean_size
+        leader_high = s.leader_range.high
+        best, best_score = None, _NO_SCORE
+        for p in candidates:
+            if not self._fits(p, src, dst):
+                continue
+            score = min(abs(s.size[p] - ideal) / scale, 2.0) + self._topic_penalty(p, src, dst)
+            if s.replicas[p][0] == src:
+                # The leadership travels with the replica.
+                score += -0.2 if s.leaders[src] > leader_high else 0.0
+                score += 0.2 if s.leaders[dst] >= leader_high else 0.0
+            if score < best_score:
+                best, best_score = p, score
+        if best is None and not exhaustive and len(hosted) > sample:
+            return self.choose_replica(src, dst, exhaustive=True)
+        return best
+
+    def _destinations(self, src: int) -> list[int]:
+        """Where src's replicas may go, best first: brokers under their range before those
+        merely with room, then the same rack first, then the least loaded."""
+        s = self.s
+        src_rack = s.rack_of[src]
+        candidates = []
+        for rack in range(len(s.rack_names)):
+            for dst in self._rack_tops(rack, 2):
+                if dst == src or self._room(dst) <= 0:
+                    continue
+                if rack != src_rack and not self._cross_rack_allowed(src, dst):
+                    continue
+                candidates.append(dst)
+        return sorted(
+            candidates,
+            key=lambda d: (
+                self._deficit(d) <= 0,
+                s.rack_of[d] != src_rack,
+                -self._deficit(d),
+                self.tiebreak[d],
+            ),
+        )
+
+    def _all_destinations(self, src: int) -> list[int]:
+        s = self.s
+        src_rack = s.rack_of[src]
+        return sorted(
+            (
+                d
+                for d in self.active_brokers
+                if d != src
+                and (self._room(d) > 0 or not s.active[src])
+                and (s.rack_of[d] == src_rack or self._cross_rack_allowed(src, d))
+            ),
+            key=lambda d: (s.rack_of[d] != src_rack, s.count[d], self.tiebreak[d]),
+        )
+
+    def _move_one_from(self, src: int) -> bool:
+        for dst in self._destinations(src):
+            p = self.choose_replica(src, dst)
+            if p is not None:
+                self._moved(p, src, dst)
+                return True
+        # The least-loaded brokers took none: every broker with room, in order.
+        for dst in self._all_destinations(src):
+            p = self.choose_replica(src, dst, exhaustive=True)
+            if p is not None:
+                self._moved(p, src, dst)
+                return True
+        return False
+
+    # ----- phase 1: hard goals ----------------------------------------------------------
+
+    def repair_hard_goals(self) -> int:
+        """Replicas off draining and dead brokers, racks spread, disks under their limit."""
+        s = self.s
+        moves = 0
+        for src in range(len(s.broker_ids)):
+            while not s.active[src] and s.count[src]:
+                if not self._move_one_from(src):
+                    self._cannot_place(s.hosted[src][0], src, "off its broker")
+                moves += 1
+        for p in range(len(s.replicas)):
+            while not s.rack_valid(p):
+                self._repair_spread(p)
+                moves += 1
+        for b in self.active_brokers:
+            while s.disk[b] > s.disk_limit[b]:
+                self._repair_disk(b)
+                moves += 1
+        return moves
+
+    def _repair_spread(self, p: int) -> None:
+        s = self.s
+        k = len(s.replicas[p])
+        counts = s.rack_counts(p)
+        high, low = s.rack_high[k], s.rack_low[k]
+        crowded = [b for b in s.replicas[p] if counts[s.rack_of[b]] > high]
+        if not crowded:  # k > R and some rack below its share: take from the fullest
+            fullest = max(counts, key=lambda r: (counts[r], -r))
+            crowded = [b for b in s.replicas[p] if s.rack_of[b] == fullest]
+        limit = 1 if low == 0 else high  # k <= R: racks it is not in; else below ceil(k/R)
+        wanting = [r for r in range(len(s.rack_names)) if counts.get(r, 0) < limit]
+        wanting.sort(key=lambda r: (counts.get(r, 0), r))
+        src = crowded[-1]
+        for rack in wanting:
+            for dst in sorted(s.rack_brokers[rack], key=lambda d: (s.count[d], d)):
+                if dst not in s.replicas[p] and s.disk[dst] + s.size[p] <= s.disk_limit[dst]:
+                    self._moved(p, src, dst)
+                    return
+        self._cannot_place(p, src, "to another rack")
+
+    def _repair_disk(self, b: int) -> None:
+        s = self.s
+        over = s.disk[b] - s.disk_limit[b]
+        # The smallest replica that clears the excess, else the largest: fewest moves.
+        by_size = sorted(s.hosted[b], key=lambda p: (s.size[p], p))
+        sizes = [s.size[p] for p in by_size]
+        start = bisect.bisect_left(sizes, over)
+        order = by_size[start:] + by_size[:start][::-1]
+        others = sorted(
+            (d for d in self.active_brokers if d != b),
+            key=lambda d: (s.rack_of[d] != s.rack_of[b], s.disk[d] / max(s.disk_limit[d], 1)),
+        )
+        for p in order:
+            for dst in others:
+                if self._fits(p, b, dst):
+                    self._moved(p, b, dst)
+                    return
+        raise InfeasibleError(
+            f"broker {s.broker_ids[b]} uses {s.disk[b]:.0f} bytes, over its limit of "
+            f"{s.disk_limit[b]:.0f}, and no other broker has room for any of its replicas",
+            f"add 1 broker in {s.rack_names[s.rack_of[b]]}",
+        )
+
+    def _cannot_place(self, p: int, src: int, where: str) -> None:
+        s = self.s
+        rack = s.rack_names[s.rack_of[src]]
+        name = f"{s.topic_names[s.topic_of[p]]}-{s.cluster.partitions[p].partition}"
+        raise InfeasibleError(
+            f"no active broker can take the replica of {name} on broker "
+            f"{s.broker_ids[src]} ({where}) without breaking a hard goal "
+            f"(rack spread, one replica per broker, or disk at most "
+            f"{s.settings.max_disk_share:.0%})",
+            f"add 1 broker in {rack}",
+        )
+
+    # ----- phase 2: replicas per broker ------------------------------------------------
+
+    def balance_counts(self) -> int:
+        s = self.s
+        moves = 0
+        stuck: set[int] = set()
+        # Brokers above their range give first: each such move is one the lower bound counts.
+        over = [
+            (-(s.count[b] - s.count_range[b].high), self.tiebreak[b], b)
+            for b in self.active_brokers
+        ]
+        heapq.heapify(over)
+        while over:
+            excess, _, src = heapq.heappop(over)
+            current = s.count[src] - s.count_range[src].high
+            if current <= 0 or src in stuck:
+                continue
+            if -excess != current:
+                heapq.heappush(over, (-current, self.tiebreak[src], src))
+                continue
+            if self._move_one_from(src):
+                moves += 1
+                heapq.heappush(over, (-(current - 1), self.tiebreak[src], src))
+            else:
+                stuck.add(src)
+        # Then brokers below their range take from the fullest broker that stays in range.
+        under = [
+            (s.count[b] - s.count_range[b].low, self.tiebreak[b], b) for b in self.active_brokers
+        ]
+        heapq.heapify(under)
+        while under:
+            deficit, _, dst = heapq.heappop(under)
+            current = s.count[dst] - s.count_range[dst].low
+            if current >= 0 or dst in stuck:
+                continue
+            if deficit != current:
+                heapq.heappush(under, (current, self.tiebreak[dst], dst))
+                continue
+            if self._pull_one_to(dst):
+                moves += 1
+                heapq.heappush(under, (current + 1, self.tiebreak[dst], dst))
+            else:
+                stuck.add(dst)
+        return moves
+
+    def _pull_one_to(self, dst: int) -> bool:
+        s = self.s
+        dst_rack = s.rack_of[dst]
+        sources = sorted(
+            (
+                b
+                for b in self.active_brokers
+                if b != dst
+                and s.count[b] > s.count_range[b].low
+                and (s.rack_of[b] == dst_rack or self._cross_rack_allowed(b, dst))
+            ),
+            key=lambda b: (s.rack_of[b] != dst_rack, -s.count[b], self.tiebreak[b]),
+        )
+        for src in sources:
+            p = self.choose_replica(src, dst)
+            if p is not None:
+                self._moved(p, src, dst)
+                return True
+        return False
+
+    # ----- phase 3: each topic spread over the brokers ---------------------------------
+
+    def balance_topics(self) -> int:
+        s = self.s
+        moves = 0
+        for b in self.active_brokers:
+            for t in sorted(s.topic_count[b]):
+                while s.topic_count[b].get(t, 0) > self._upper(t, b):
+                    done = self._spread_topic(b, t)
+                    if not done:
+                        break
+                    moves += done
+        return moves
+
+    def _spread_topic(self, src: int, t: int) -> int:
+        s = self.s
+        mine = sorted(s.hosted_by_topic[src][t])
+        src_rack = s.rack_of[src]
+        targets: list[int] = []
+        for rack in sorted(range(len(s.rack_names)), key=lambda r: r != src_rack):
+            brokers = s.rack_brokers[rack]
+            if not brokers or (rack != src_rack and not s.any_flexible_partition):
+                continue
+            even = self._even(t, brokers[0])  # alike within a rack
+            counts = s.topic_count
+            room = [d for d in brokers if d != src and counts[d].get(t, 0) < even]
+            targets += heapq.nsmallest(20, room, key=lambda d: (s.count[d], self.tiebreak[d]))
+        can_give = s.count[src] > s.count_range[src].low
+        for dst in targets:
+            if can_give and self._room(dst) > 0:
+                for p in mine:
+                    if self._fits(p, src, dst):
+                        self._moved(p, src, dst)
+                        return 1
+        for dst in targets:
+            swap = self._topic_swap(src, dst, mine)
+            if swap:
+                p, q = swap
+                self._moved(p, src, dst)
+                self._moved(q, dst, src)
+                return 2
+        return 0
+
+    def _topic_swap(self, src: int, dst: int, mine: list[int]) -> tuple[int, int] | None:
+        s = self.s
+        t = s.topic_of[mine[0]]
+        for p in mine:
+            if not self._fits(p, src, dst):
+                continue
+            best, best_gap = None, _NO_SCORE
+            for q in s.hosted[dst]:
+                tq = s.topic_of[q]
+                if tq == t or not self._fits(q, dst, src):
+                    continue
+                if s.topic_count[src].get(tq, 0) + 1 > self._even(tq, src):
+                    continue
+                gap = abs(s.size[p] - s.size[q])
+                if gap < best_gap:
+                    best, best_gap = q, gap
+            if best is not None:
+                return p, best
+        return None
+
+    # ----- phase 4: disk bytes -----------------------------------------------------------
+
+    def balance_disk(self) -> int:
+        s = self.s
+        tol = s.settings.disk_tolerance
+        moves = 0
+        for _ in range(6):
+            deviation = {
+                b: s.disk[b] / s.disk_target[b] - 1
+                for b in self.active_brokers
+                if s.disk_target[b] > 0
+            }
+            outside = sorted(
+                (b for b, d in deviation.items() if abs(d) > tol),
+                key=lambda b: (-abs(deviation[b]), self.tiebreak[b]),
+            )
+            if not outside:
+                break
+            progress = 0
+            for b in outside:
+                progress += self._fix_disk(b)
+            moves += progress
+            if not progress:
+                break
+        return moves
+
+    def _disk_partners(self, b: int, heavier: bool) -> list[int]:
+        s = self.s
+        rack = s.rack_of[b]
+        partners = [
+            d
+            for d in self.active_brokers
+            if d != b
+            and s.disk_target[d] > 0
+            and ((s.disk[d] > s.disk_target[d]) == heavier)
+            and (s.rack_of[d] == rack or s.any_flexible_partition)
+        ]
+        partners.sort(
+            key=lambda d: (
+                s.rack_of[d] != rack,
+                -abs(s.disk[d] / s.disk_target[d] - 1),
+                self.tiebreak[d],
+            )
+        )
+        return partners[:6]
+
+    def _fix_disk(self, b: int) -> int:
+        s = self.s
+        tol = s.settings.disk_tolerance
+        moves = 0
+        heavy = s.disk[b] > s.disk_target[b]
+        for partner in self._disk_partners(b, heavier=not heavy):
+            src, dst = (b, partner) if heavy else (partner, b)
+            done = self._disk_exchange(src, dst)
+            moves += done
+            if abs(s.disk[b] / s.disk_target[b] - 1) <= tol:
+                break
+        return moves
+
+    def _excess(self, b: int) -> float:
+        """Bytes by which b is outside its disk tolerance band (0 inside it)."""
+        s = self.s
+        tol = s.settings.disk_tolerance
+        target = s.disk_target[b]
+        return max(0.0, s.disk[b] - target * (1 + tol), target * (1 - tol) - s.disk[b])
+
+    def _disk_window(self, src: int, dst: int) -> tuple[float, float, float] | None:
+        """(least, best, most) bytes worth sending from src to dst: enough to buy a tenth of
+        the two brokers' excess, never pushing either outside the band on the other side."""
+        s = self.s
+        tol = s.settings.disk_tolerance
+        most = min(
+            s.disk[src] - s.disk_target[src] * (1 - tol),
+            s.disk_target[dst] * (1 + tol) - s.disk[dst],
+        )
+        excess = self._excess(src) + self._excess(dst)
+        if most <= 0 or excess <= 0:
+            return None
+        least = 0.1 * excess
+        best = min(max(self._excess(src), self._excess(dst)), most)
+        return (least, best, most) if least <= most else None
+
+    def _disk_exchange(self, src: int, dst: int) -> int:
+        """One move (or swap) of bytes from src to dst that keeps counts and topics in
+        range; returns the replicas moved."""
+        s = self.s
+        window = self._disk_window(src, dst)
+        if window is None:
+            return 0
+        least, best, most = window
+        chosen, chosen_gap = None, _NO_SCORE
+        if s.count[src] > s.count_range[src].low and self._room(dst) > 0:
+            for p in s.hosted[src]:
+                size = s.size[p]
+                if not least <= size <= most or abs(size - best) >= chosen_gap:
+                    continue
+                if self._fits(p, src, dst) and not self._topic_worse(p, dst):
+                    # Keeping topics at their even share leaves room for later changes.
+                    gap = abs(size - best) + (most - least) * self._above_even(p, dst)
+                    if gap < chosen_gap:
+                        chosen, chosen_gap = p, gap
+        if chosen is not None:
+            self._moved(chosen, src, dst)
+            return 1
+        swap = self._disk_swap(src, dst, least, best, most)
+        if swap is None:
+            return 0
+        p, q = swap
+        self._moved(p, src, dst)
+        self._moved(q, dst, src)
+        return 2
+
+    def _above_even(self, p: int, dst: int) -> bool:
+        t = self.s.topic_of[p]
+        return self.s.topic_count[dst].get(t, 0) + 1 > self._even(t, dst)
+
+    def _topic_worse(self, p: int, dst: int) -> bool:
+        s, t = self.s, self.s.topic_of[p]
+        return s.topic_count[dst].get(t, 0) + 1 > self._upper(t, dst)
+
+    def _disk_swap(
+        self, src: int, dst: int, least: float, best: float, most: float
+    ) -> tuple[int, int] | None:
+        s = self.s
+        back = sorted((s.size[q], q) for q in s.hosted[dst])
+        back_sizes = [size for size, _ in back]
+        chosen, chosen_gap = None, _NO_SCORE
+        checked: dict[int, bool] = {}
+        for p in s.hosted[src]:
+            size_p = s.size[p]
+            if size_p < least:
+                continue
+            # Partners whose size leaves a difference in the window, nearest to `best` first.
+            lo = bisect.bisect_left(back_sizes, size_p - most)
+            hi = bisect.bisect_right(back_sizes, size_p - least)
+            if lo >= hi:
+                continue
+            centre = min(max(bisect.bisect_left(back_sizes, size_p - best), lo), hi - 1)
+            for i in range(max(lo, centre - 2), min(hi, centre + 3)):
+                size_q, q = back[i]
+                gap = abs(size_p - size_q - best)
+                if gap >= chosen_gap:
+                    continue
+                gap += (most - least) * (self._above_even(p, dst) + self._above_even(q, src))
+                if gap >= chosen_gap:
+                    continue
+                if q not in checked:
+                    checked[q] = self._fits(q, dst, src) and not self._topic_worse(q, src)
+                if not checked[q]:
+                    continue
+                if self._fits(p, src, dst) and not self._topic_worse(p, dst):
+                    chosen, chosen_gap = (p, q), gap
+        return chosen
