@@ -1,16 +1,9 @@
 """The one place analytics meets the planner: the balance score of measured load.
 
-The score's definition lives in planner/score.py and is imported, never rewritten here.
-This module only turns one window's measured per-broker load into the input the
-planner's definition takes, and its answer into a `MeasuredScore`.
-
-INTEGRATION POINT. planner/score.py had not landed when this was written, so
-`score_measured_load` reports the score as unavailable (with the reason, which the
-balance job prints and writes to summary.json; the job does everything else). To wire
-it: call the planner's score function in `_score_with_planner` below with the window's
-brokers (ids, racks) and their measured resources (bytes in/out, leader bytes in, disk
-bytes, partitions, leaders: analytics.balance.RESOURCES), and return its 0..100 value
-and its per-goal terms. Nothing else in analytics changes.
+The score's definition lives in planner/score.py (`score_measured`: the same terms and
+weights as a plan's score, over the goals load can judge) and is imported, never rewritten
+here. This module only turns one window's measured per-broker load into its input, and
+its answer into a `MeasuredScore`.
 """
 
 from __future__ import annotations
@@ -43,10 +36,25 @@ def _planner_score_module() -> ModuleType | str:
 
 
 def _score_with_planner(module: ModuleType, broker_loads: pd.DataFrame) -> MeasuredScore:
-    """Call the planner's definition on one window (see the module docstring)."""
-    return MeasuredScore(
-        None, {}, f"{PLANNER_SCORE_MODULE} exists but analytics does not call it yet"
-    )
+    """Call the planner's definition on one window. A measurement missing on any broker
+    leaves its goal out (named in `parts`), rather than scoring a partial picture."""
+    needed = sorted({name for names in module.MEASURED_GOALS.values() for name in names})
+    loads: dict[str, list[float]] = {}
+    missing = []
+    for name in needed:
+        if name not in broker_loads or broker_loads[name].isna().any():
+            missing.append(name)
+            continue
+        loads[name] = [float(v) for v in broker_loads[name]]
+    if not loads or broker_loads.empty:
+        return MeasuredScore(None, {}, f"no complete measurement in the window ({missing})")
+    result = module.score_measured(loads)
+    if not result.goals:
+        return MeasuredScore(None, {}, f"no goal has all its measurements ({missing})")
+    parts: dict[str, Any] = {"goals": {k: round(v, 2) for k, v in result.goals.items()}}
+    if missing:
+        parts["missing_measurements"] = missing
+    return MeasuredScore(round(float(result.total), 2), parts, None)
 
 
 def score_measured_load(broker_loads: pd.DataFrame) -> MeasuredScore:

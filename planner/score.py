@@ -119,6 +119,36 @@ def score_distribution(
     )
 
 
+def leader_bytes_term(leader_bytes_in: Sequence[float], leader_bytes_out: Sequence[float]) -> float:
+    """Soft goal 5's term: the mean of leader bytes in and leader bytes out balancedness."""
+    return (balancedness(leader_bytes_in) + balancedness(leader_bytes_out)) / 2
+
+
+MEASURED_GOALS: dict[str, tuple[str, ...]] = {
+    "replicas_per_broker": ("partitions",),
+    "leaders_per_broker": ("leaders",),
+    "disk_bytes": ("disk_bytes",),
+    "leader_bytes": ("leader_bytes_in_per_s", "bytes_out_per_s"),
+}
+"""The goals measured load can judge, and the per-broker measurements each needs (a
+broker's bytes out are its leaders' bytes out: followers fetch through replication, which
+Kafka counts apart). Hard goals and topic spread need the placement, not load."""
+
+
+def score_measured(loads: Mapping[str, Sequence[float]]) -> BalanceScore:
+    """The score of measured per-broker load (analytics), with the same terms and weights
+    as a plan's score, over the goals whose measurements are all present in `loads`."""
+    terms: dict[str, float] = {}
+    for goal, needs in MEASURED_GOALS.items():
+        if not all(name in loads for name in needs):
+            continue
+        if goal == "leader_bytes":
+            terms[goal] = leader_bytes_term(loads[needs[0]], loads[needs[1]])
+        else:
+            terms[goal] = balancedness(loads[needs[0]], integral=goal in INTEGRAL_GOALS)
+    return BalanceScore(combine(terms), {n: 100.0 * t for n, t in terms.items()})
+
+
 def score_cluster(cluster: Cluster, settings: PlannerSettings | None = None) -> BalanceScore:
     settings = settings or PlannerSettings()
     return score_state(PlacementState(cluster, settings))
@@ -148,7 +178,7 @@ def score_state(state: PlacementState) -> BalanceScore:
     terms["leaders_per_broker"] = balancedness(pick(state.leaders), integral=True)
     terms["topic_spread"] = _topic_spread(state, active)
     terms["disk_bytes"] = balancedness(pick(state.disk), disk_targets)
-    terms["leader_bytes"] = (balancedness(leader_bytes_in) + balancedness(leader_bytes_out)) / 2
+    terms["leader_bytes"] = leader_bytes_term(leader_bytes_in, leader_bytes_out)
     resources = {
         "replicas": balancedness(pick(state.count), levels, integral=True),
         "leaders": balancedness(pick(state.leaders), integral=True),

@@ -225,16 +225,13 @@ def test_cli_lists_jobs_and_refuses_unknown_ones(capsys: pytest.CaptureFixture[s
     assert "unknown job 'nope'" in capsys.readouterr().err
 
 
-def test_score_is_either_in_range_or_unavailable_with_a_reason(
+def test_score_is_the_planners_and_in_range(
     balance_run: tuple[Path, dict[str, Any]],
 ) -> None:
     _, summary = balance_run
     score = summary["score"]
-    if score["unavailable_reason"] is None:
-        assert 0.0 <= score["latest"] <= 100.0
-    else:
-        assert score["latest"] is None
-        assert "planner.score" in score["unavailable_reason"]
+    assert score["unavailable_reason"] is None
+    assert 0.0 <= score["latest"] <= 100.0
 
 
 def test_report_lines_name_score_and_chart(balance_run: tuple[Path, dict[str, Any]]) -> None:
