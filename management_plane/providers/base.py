@@ -1,0 +1,73 @@
+"""The one interface every VM provider implements (local processes, AWS EC2).
+
+The management plane's controller decides which VMs a cluster needs; a provider only
+creates, describes and recycles them. A VM is immutable: it is never changed in place,
+only replaced (seed 002). The broker id is not the provider's to choose: the VM's agent
+claims it in ZooKeeper. Where a provider keeps per-broker resources (AWS: an ENI and an
+EBS volume tagged with the broker id, seed 003), `reuse_broker_id` asks for the resources
+of that id to be attached to the new VM, so a replacement keeps the broker's address and
+data.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+VM_STATES = ("pending", "running", "stopped", "terminated")
+
+
+class ProviderError(RuntimeError):
+    """A provider call that failed; the message names the VM or resource and the cause."""
+
+
+@dataclass(frozen=True)
+class VmRequest:
+    cluster: str
+    zone: str
+    instance_type: str
+    kafka_version: str
+    reuse_broker_id: int | None = None
+    """Attach this broker id's network address and data volume (None: fresh ones)."""
+    tags: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class VmInfo:
+    vm_id: str
+    """The provider's id (local: the VM name, e.g. vm4; aws: the instance id)."""
+    cluster: str
+    zone: str
+    address: str
+    state: str
+    """One of VM_STATES."""
+    instance_type: str
+    kafka_version: str
+    broker_id: int | None = None
+    """The broker id the provider's resources are tagged with, when it knows one."""
+
+
+class Provider(Protocol):
+    name: str
+
+    def create_vm(self, request: VmRequest) -> VmInfo:
+        """Start a new VM for the cluster; returns once the provider accepted it."""
+        ...
+
+    def describe_vm(self, vm_id: str) -> VmInfo:
+        """The VM as the provider sees it now; ProviderError if it is unknown."""
+        ...
+
+    def list_vms(self, cluster: str) -> list[VmInfo]:
+        """Every VM of the cluster that is not terminated."""
+        ...
+
+    def recycle_vm(self, vm_id: str) -> None:
+        """Stop and delete the VM. Per-broker resources (ENI, volume) are kept for reuse;
+        recycling a VM that is already gone is not an error."""
+        ...
+
+    def release_broker_resources(self, cluster: str, broker_id: int) -> None:
+        """Delete the per-broker resources of a broker id that will not come back
+        (scale-down, cluster deletion). A provider without such resources does nothing."""
+        ...
