@@ -38,6 +38,7 @@ from agent.broker_config.apply import (
 from agent.decide import RUNNING, STOPPED, Action, BrokerView, ConfigChanges, Snapshot, decide
 from agent.identity import claim_broker_id, volume_broker_id, volume_id
 from agent.metrics_loop import start_metrics_loop
+from agent.plan_executor import PlanExecutor, start_plan_executor
 from agent.planner_role import PlannerRole
 from agent.safety import restart_blockers
 from agent.settings import AgentSettings
@@ -94,6 +95,14 @@ class Agent:
         if settings.zookeeper_admin_secret_file is not None:
             self.admin_secret = settings.zookeeper_admin_secret_file.read_text().strip()
         self.planner_role = PlannerRole(self.zk, self.paths, f"broker-{settings.vm_id}")
+        self.plan_executor = PlanExecutor(
+            settings,
+            self.zk,
+            self._read_spec,
+            self.cluster_bootstrap,
+            lambda version: kafka_libs(settings.image_root, version),
+            self.journal,
+        )
         self.ensemble = EnsembleKeeper(
             self.zk, settings, self.admin_secret is not None, self.journal
         )
@@ -185,6 +194,7 @@ class Agent:
                 "sentence": sentence,
                 "pending_restart": pending_restart,
                 "role": "planner" if self.planner_role.is_planner else "member",
+                "plan": self.plan_executor.status if self.planner_role.is_planner else None,
                 "spec_generation": generation,
                 "updated_at_ms": int(time.time() * 1000),
             }
@@ -197,6 +207,17 @@ class Agent:
                 self.zk.create(path, value, ephemeral=True, makepath=True)
             except NodeExistsError:
                 self.zk.set(path, value)
+
+    def cluster_bootstrap(self) -> str:
+        """Every live member's broker, this one first: the planner reads the whole cluster
+        even while its own broker restarts."""
+        port = self.settings.kafka_port
+        others = sorted(
+            f"{m['address']}:{port}"
+            for b, m in self.members().items()
+            if b != self.broker_id and isinstance(m.get("address"), str)
+        )
+        return ",".join([self.settings.bootstrap, *others])
 
     def members(self) -> dict[int, dict[str, Any]]:
         result = {}
@@ -454,6 +475,8 @@ class Agent:
         sentence = action.reason
         if self.metrics_problem:
             sentence += f"; {self.metrics_problem}"
+        if self.planner_role.is_planner and self.plan_executor.sentence:
+            sentence += f"; {self.plan_executor.sentence}"
         if self.zk_connected:
             try:
                 self._write_member(sentence, pending_restart=bool(snap.config.read_only))
@@ -469,6 +492,7 @@ class Agent:
     ) -> None:
         self.start_metrics(stop)
         self.planner_role.start(stop)
+        start_plan_executor(self.plan_executor, lambda: self.planner_role.is_planner, stop)
         while not stop.is_set():
             try:
                 sentence = self.run_cycle()

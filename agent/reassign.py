@@ -108,7 +108,8 @@ class ReassignmentTool:
     def execute(self, moves: Sequence[PartitionMove], throttle_bytes_per_s: int) -> None:
         if not moves:
             return
-        self._run("--execute", "--throttle", str(throttle_bytes_per_s), moves=moves)
+        # --additional: an agent resuming a batch resubmits moves Kafka may already run.
+        self._run("--execute", "--additional", "--throttle", str(throttle_bytes_per_s), moves=moves)
 
     def verify(self, moves: Sequence[PartitionMove]) -> VerifyResult:
         """Progress of a batch; once it is complete this also removes its throttles."""

@@ -59,6 +59,10 @@ class AgentSettings:
     isr_check_interval_s: float = 2.0
     reassignment_stall_s: float = 600.0
     """A reassignment with no progress this long triggers a controller re-election."""
+    plan_interval_s: float = 10.0
+    """How often the elected planner's agent looks at the plan and the running batch."""
+    replan_interval_s: float = 300.0
+    """How often it plans again with nothing changed (a broker or spec change plans at once)."""
     zookeeper_server_id: int | None = None
     """This VM's ZooKeeper server id (myid); None: the VM runs no ZooKeeper server."""
     zookeeper_peer_port: int = 2888

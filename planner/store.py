@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from kazoo.client import KazooClient
@@ -58,8 +58,19 @@ class PlannedStep:
 class PlannedPartition:
     topic: str
     partition: int
+    source: tuple[int, ...]
+    """The replicas when planned: the executor refuses a step whose start differs."""
     target: tuple[int, ...]
     steps: tuple[PlannedStep, ...]
+
+    def replicas_before(self, batch: int) -> tuple[int, ...]:
+        """The list this partition has before `batch` runs, if the plan ran as written."""
+        before = self.source
+        for step in self.steps:
+            if step.batch >= batch:
+                break
+            before = step.replicas
+        return before
 
 
 @dataclass(frozen=True)
@@ -85,13 +96,16 @@ class StoredPlan:
     ) -> StoredPlan:
         batches = plan.batches if max_batches is None else plan.batches[:max_batches]
         steps: dict[tuple[str, int], list[PlannedStep]] = {}
+        sources: dict[tuple[str, int], tuple[int, ...]] = {}
         for index, batch in enumerate(batches):
             for step in batch.steps:
-                steps.setdefault((step.topic, step.partition), []).append(
-                    PlannedStep(index, step.replicas)
-                )
+                key = (step.topic, step.partition)
+                sources.setdefault(key, step.previous)
+                steps.setdefault(key, []).append(PlannedStep(index, step.replicas))
         partitions = tuple(
-            PlannedPartition(topic, number, planned[-1].replicas, tuple(planned))
+            PlannedPartition(
+                topic, number, sources[(topic, number)], planned[-1].replicas, tuple(planned)
+            )
             for (topic, number), planned in sorted(steps.items())
         )
         summary = plan.summary()
@@ -125,6 +139,11 @@ class Progress:
     detail: str = ""
     updated_at: float = 0.0
     version: int = -1
+    started_batch: int | None = None
+    """The batch handed to Kafka (None: none yet); equal to completed_batches while it runs."""
+    batch_started_at: float = 0.0
+    controller_moved: bool = False
+    """The stall remedy (a new controller) was used for the running batch."""
 
     def encode(self) -> bytes:
         return _dump(
@@ -136,6 +155,9 @@ class Progress:
                 "state": self.state,
                 "detail": self.detail,
                 "updated_at": self.updated_at or time.time(),
+                "started_batch": self.started_batch,
+                "batch_started_at": self.batch_started_at,
+                "controller_moved": self.controller_moved,
             }
         )
 
@@ -171,6 +193,7 @@ def encode_topic(plan: StoredPlan, topic: str, partitions: Iterable[PlannedParti
             "partitions": [
                 {
                     "partition": p.partition,
+                    "source": list(p.source),
                     "target": list(p.target),
                     "steps": [{"batch": s.batch, "replicas": list(s.replicas)} for s in p.steps],
                 }
@@ -268,14 +291,7 @@ class PlanStore:
             raise PlanConflictError(
                 f"progress of plan {progress.plan_id} changed under this writer"
             ) from None
-        return Progress(
-            progress.plan_id,
-            progress.completed_batches,
-            progress.state,
-            progress.detail,
-            progress.updated_at,
-            stat.version,
-        )
+        return replace(progress, version=stat.version)
 
     # ----- reading -----------------------------------------------------------------------
 
@@ -325,6 +341,9 @@ class PlanStore:
             )
         if not isinstance(completed, int) or not _is_count(completed):
             raise PlanStoreError(f"{where}: completed_batches {completed!r} is not a count")
+        started = value.get("started_batch")
+        if started is not None and not _is_count(started):
+            raise PlanStoreError(f"{where}: started_batch {started!r} is not a batch number")
         return Progress(
             _require_int(value, "plan_id", where),
             completed,
@@ -332,6 +351,9 @@ class PlanStore:
             str(value.get("detail", "")),
             float(value.get("updated_at", 0.0)),
             stat.version,
+            started,
+            float(value.get("batch_started_at", 0.0)),
+            bool(value.get("controller_moved", False)),
         )
 
     def _parse_meta(self, raw: bytes) -> dict[str, Any]:
@@ -380,6 +402,7 @@ class PlanStore:
             at = f"{where} partitions[{index}]"
             if not isinstance(entry, dict) or not _is_count(entry.get("partition")):
                 raise PlanStoreError(f"{at}: needs a non-negative integer 'partition'")
+            source = _replicas(entry.get("source"), f"{at} source")
             target = _replicas(entry.get("target"), f"{at} target")
             raw_steps = entry.get("steps")
             if not isinstance(raw_steps, list) or not raw_steps:
@@ -395,7 +418,9 @@ class PlanStore:
                 steps.append(PlannedStep(step["batch"], _replicas(step.get("replicas"), at)))
             if steps[-1].replicas != target:
                 raise PlanStoreError(f"{at}: the last step does not reach the target")
-            partitions.append(PlannedPartition(topic, entry["partition"], target, tuple(steps)))
+            partitions.append(
+                PlannedPartition(topic, entry["partition"], source, target, tuple(steps))
+            )
         return partitions
 
 

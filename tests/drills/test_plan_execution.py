@@ -1,0 +1,270 @@
+"""The elected planner's agent executes plans on a real cluster with agents: a fourth VM
+that joins gets its share, a draining broker is emptied under an acks=all producer with
+zero loss, the planner's agent killed mid-batch is resumed by the next one (same plan, not
+a new one), and a corrupt plan znode is refused, never executed."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka.admin import AdminClient
+from kazoo.client import KazooClient
+
+from management_plane.workload import (
+    ProduceResult,
+    consume_group,
+    create_topic,
+    durable_producer,
+    produce_keyed,
+    verify_per_key_order,
+)
+from planner.spec import ReassignmentBudget, parse_spec
+from planner.zkpaths import ClusterPaths
+from tests import harness
+from tests.harness import ClusterHandle, agent_sentences, wait_for_healthy_agents, wait_until
+
+pytestmark = pytest.mark.drill
+
+
+@pytest.fixture
+def four_vms_with_agents(tmp_path: Path) -> Iterator[ClusterHandle]:
+    """vm1..vm4 in zone-a, zone-b, zone-c, zone-a, each with its agent."""
+    handle = harness.start_cluster(
+        tmp_path / "cluster",
+        nodes=4,
+        name="grow",
+        address_base=harness.FRESH_CLUSTER_BASE,
+        agents=True,
+    )
+    try:
+        yield handle
+    finally:
+        harness.stop_cluster(handle)
+
+
+def members(zk: KazooClient, cluster: str) -> dict[int, dict[str, Any]]:
+    path = ClusterPaths(cluster).members
+    return {int(c): json.loads(zk.get(f"{path}/{c}")[0]) for c in zk.get_children(path)}
+
+
+def planner_member(zk: KazooClient, cluster: str) -> dict[str, Any] | None:
+    found = [m for m in members(zk, cluster).values() if m.get("role") == "planner"]
+    return found[0] if found else None
+
+
+def progress(zk: KazooClient, cluster: str) -> dict[str, Any] | None:
+    path = ClusterPaths(cluster).plan_progress
+    if not zk.exists(path):
+        return None
+    value: dict[str, Any] = json.loads(zk.get(path)[0])
+    return value
+
+
+def assignment(bootstrap: str) -> dict[tuple[str, int], tuple[list[int], list[int]]]:
+    metadata = AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=10)
+    return {
+        (str(t.topic), p.id): (list(p.replicas), list(p.isrs))
+        for t in metadata.topics.values()
+        if not str(t.topic).startswith("__")
+        for p in t.partitions.values()
+    }
+
+
+def replicas_on(bootstrap: str, broker: int) -> int:
+    return sum(broker in r for r, _ in assignment(bootstrap).values())
+
+
+def all_in_sync(bootstrap: str) -> bool:
+    return all(sorted(r) == sorted(i) for r, i in assignment(bootstrap).values())
+
+
+def plan_settled(zk: KazooClient, cluster: str) -> bool:
+    """The planner has looked at the current cluster and has nothing running."""
+    member = planner_member(zk, cluster)
+    if member is None:
+        return False
+    state = progress(zk, cluster)
+    running = state is not None and state["state"] in ("pending", "executing")
+    return not running and "placement balanced" in member["sentence"]
+
+
+def journal(zk: KazooClient, cluster: str) -> list[dict[str, Any]]:
+    path = ClusterPaths(cluster).journal
+    return [json.loads(zk.get(f"{path}/{c}")[0]) for c in sorted(zk.get_children(path))]
+
+
+class BackgroundProducer:
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        self.producer = durable_producer(bootstrap)
+        self.topic = topic
+        self.results: list[ProduceResult] = []
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        batch = 0
+        while not self.stopping.is_set():
+            self.results.append(
+                produce_keyed(self.producer, self.topic, 1000, 10, key_prefix=f"b{batch}")
+            )
+            batch += 1
+            time.sleep(0.3)
+
+    def __enter__(self) -> BackgroundProducer:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stopping.set()
+        self.thread.join(240)
+
+
+def test_join_drain_and_planner_takeover(four_vms_with_agents: ClusterHandle) -> None:
+    cluster = four_vms_with_agents
+    name = cluster.layout.name
+    bootstrap = cluster.bootstrap_servers
+    paths = ClusterPaths(name)
+    zk = KazooClient(hosts=cluster.zookeeper_hosts)
+    zk.start(timeout=15)
+    try:
+        wait_for_healthy_agents(zk, name, count=4, timeout=180)
+        wait_until(lambda: plan_settled(zk, name), 240, "the planner to settle the new cluster")
+
+        # vm4 (broker 3, zone-a) away: a topic made now lands on brokers 0..2 only.
+        cluster.vm("stop", "vm4")
+        wait_until(
+            lambda: "3" not in zk.get_children(paths.kafka_broker_ids),
+            60,
+            "broker 3 to leave the cluster",
+        )
+        topic = cluster.unique_topic("grow")
+        create_topic(bootstrap, topic, partitions=8)
+        mine = {k: v for k, v in assignment(bootstrap).items() if k[0] == topic}
+        assert all(3 not in replicas for replicas, _ in mine.values())
+        seed = produce_keyed(durable_producer(bootstrap), topic, 30000, 40, key_prefix="seed")
+        assert seed.errors == []
+
+        with BackgroundProducer(bootstrap, topic) as load:
+            # vm4 comes back: the planner notices the broker set changed and moves a
+            # share of zone-a's replicas onto broker 3.
+            cluster.vm("start", "vm4")
+            wait_until(
+                lambda: any(
+                    3 in r for (t, _), (r, _) in assignment(bootstrap).items() if t == topic
+                ),
+                300,
+                "broker 3 to receive replicas of the new topic",
+            )
+            wait_until(lambda: plan_settled(zk, name), 300, "the planner to settle after the join")
+            on_zone_a = (replicas_on(bootstrap, 0), replicas_on(bootstrap, 3))
+            assert abs(on_zone_a[0] - on_zone_a[1]) <= 1, on_zone_a
+            assert all_in_sync(bootstrap)
+
+            # Drain broker 3 slowly (small batches, low throttle) and kill the planner's
+            # agent while a batch runs: the next planner resumes the same plan.
+            raw, stat = zk.get(paths.spec)
+            spec = parse_spec(raw)
+            draining = replace(
+                spec,
+                draining_broker_ids=frozenset({3}),
+                budget=ReassignmentBudget(
+                    throttle_bytes_per_s=300_000, max_partitions_per_broker=2
+                ),
+                generation=spec.generation + 1,
+            )
+            zk.set(paths.spec, draining.encode(), version=stat.version)
+
+            def batch_running() -> bool:
+                state = progress(zk, name)
+                return bool(
+                    state
+                    and state["state"] == "executing"
+                    and state["started_batch"] is not None
+                    and json.loads(zk.get(paths.plan_meta)[0])["inputs"].get("draining") == [3]
+                )
+
+            wait_until(batch_running, 180, "a batch of the drain plan to run")
+            plan_id = json.loads(zk.get(paths.plan_meta)[0])["plan_id"]
+            first_planner = planner_member(zk, name)
+            assert first_planner is not None
+            killed_vm = next(
+                vm.name for vm in cluster.layout.vms if vm.broker_id == first_planner["broker_id"]
+            )
+            cluster.vm("kill", killed_vm, "--only", "agent")
+
+            def another_planner() -> bool:
+                member = planner_member(zk, name)
+                return member is not None and member["broker_id"] != first_planner["broker_id"]
+
+            wait_until(another_planner, 120, "another agent to be elected planner")
+            wait_until(
+                lambda: replicas_on(bootstrap, 3) == 0 and all_in_sync(bootstrap),
+                480,
+                "broker 3 to hold no replica with every ISR complete",
+            )
+            wait_until(
+                lambda: (progress(zk, name) or {}).get("state") == "done",
+                120,
+                "the drain plan to be marked done",
+            )
+            final = progress(zk, name)
+            assert final is not None and final["plan_id"] == plan_id, (
+                "the new planner made a new plan instead of resuming"
+            )
+            cluster.vm("start", killed_vm, "--only", "agent")
+
+        errors = [e for r in load.results for e in r.errors]
+        assert errors == []
+        acknowledged = [a for r in load.results for a in r.acknowledged] + seed.acknowledged
+        consumed = consume_group(bootstrap, topic, f"{topic}-check", 1, expected=len(acknowledged))
+        check = verify_per_key_order(
+            dict(Counter(k for k, _, _, _ in acknowledged)), consumed.records_by_consumer
+        )
+        assert check.missing == 0, "acknowledged messages were lost"
+        actions = [e["action"] for e in journal(zk, name)]
+        assert "plan_stored" in actions and "reassign" in actions and "plan_done" in actions
+    finally:
+        zk.stop()
+        zk.close()
+
+
+def test_a_corrupt_plan_is_refused_not_executed(fresh_cluster_with_agents: ClusterHandle) -> None:
+    cluster = fresh_cluster_with_agents
+    name = cluster.layout.name
+    paths = ClusterPaths(name)
+    zk = KazooClient(hosts=cluster.zookeeper_hosts)
+    zk.start(timeout=15)
+    try:
+        wait_for_healthy_agents(zk, name)
+        wait_until(lambda: plan_settled(zk, name), 240, "the planner to settle")
+        before = assignment(cluster.bootstrap_servers)
+        zk.ensure_path(paths.plan)
+        if zk.exists(paths.plan_meta):
+            zk.set(
+                paths.plan_meta, b'{"kind": "kaas.plan.meta", "schema_version": 1, "cluster": "x'
+            )
+        else:
+            zk.create(paths.plan_meta, b"garbage")
+        wait_until(
+            lambda: any("stored plan refused" in s for s in agent_sentences(zk, name)),
+            60,
+            "the planner to report the corrupt plan",
+        )
+        time.sleep(15)  # a few planner ticks: nothing may move
+        assert assignment(cluster.bootstrap_servers) == before
+        refusals = [e for e in journal(zk, name) if e["action"] == "plan_refused"]
+        assert len(refusals) == 1 and "not executed" in refusals[0]["result"]
+        # Deleting the plan lets the planner start over.
+        zk.delete(paths.plan, recursive=True)
+        wait_until(lambda: plan_settled(zk, name), 120, "the planner to plan again")
+    finally:
+        zk.stop()
+        zk.close()
