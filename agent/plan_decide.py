@@ -18,6 +18,16 @@ ACTIVE_STATES = frozenset({"pending", "executing"})
 Assignment = Mapping[tuple[str, int], tuple[int, ...]]
 
 
+PlanInputs = tuple[int, frozenset[int], int]
+"""(spec generation, registered brokers, fingerprint of the live assignment)."""
+
+
+def plan_inputs(spec_generation: int, registered: frozenset[int], live: Assignment) -> PlanInputs:
+    """What planning depends on: a new topic, partition or replica list plans again, as does
+    a broker coming or going or a new spec."""
+    return (spec_generation, registered, hash(frozenset(live.items())))
+
+
 @dataclass(frozen=True)
 class PlanSnapshot:
     spec_ok: bool
@@ -33,10 +43,12 @@ class PlanSnapshot:
     now: float
     last_planned_at: float
     """Wall time of the last planning (0: never, or a replan is forced)."""
-    planned_for: tuple[int, frozenset[int]] | None
-    """(spec generation, registered brokers) the last planning saw."""
+    planned_for: PlanInputs | None
+    """What the last planning (or the end of the last plan) saw; see plan_inputs."""
     replan_interval_s: float
     stall_s: float
+    last_progress_at: float = 0.0
+    """When a partition of the running batch last reached its new replicas (0: not seen)."""
 
 
 @dataclass(frozen=True)
@@ -81,7 +93,9 @@ def _continue(snap: PlanSnapshot, plan: StoredPlan, progress: Progress) -> PlanA
     pending = tuple(s for s in steps if snap.live[(s[0], s[1])] != s[2])
     if progress.started_batch == k:
         running = snap.now - progress.batch_started_at
-        stalled = bool(pending) and running > snap.stall_s and not progress.controller_moved
+        # Stalled: no partition has arrived for stall_s (seed 002: a new controller helps).
+        idle = snap.now - max(progress.batch_started_at, snap.last_progress_at)
+        stalled = bool(pending) and idle > snap.stall_s and not progress.controller_moved
         reason = (
             f"{label}: {len(steps) - len(pending)}/{len(steps)} partitions at their new "
             f"replicas after {running:.0f} s"
@@ -117,13 +131,13 @@ def _maybe_plan(snap: PlanSnapshot) -> PlanAction:
     unknown_drain = sorted(snap.draining - snap.registered)
     if snap.restart_lock_held:
         return PlanAction("hold", "waiting for the rolling restart to finish before planning")
-    seen = (snap.spec_generation, snap.registered)
+    seen = plan_inputs(snap.spec_generation, snap.registered, snap.live)
     due = snap.now - snap.last_planned_at >= snap.replan_interval_s
     if snap.last_planned_at == 0 or snap.planned_for != seen or due:
         why = (
             "first look"
             if snap.last_planned_at == 0
-            else "brokers or spec changed"
+            else "brokers, spec or partitions changed"
             if snap.planned_for != seen
             else "periodic check"
         )

@@ -20,7 +20,14 @@ from confluent_kafka.admin import AdminClient
 from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException, NoNodeError
 
-from agent.plan_decide import PlanAction, PlanSnapshot, decide_plan
+from agent.plan_decide import (
+    Assignment,
+    PlanAction,
+    PlanInputs,
+    PlanSnapshot,
+    decide_plan,
+    plan_inputs,
+)
 from agent.reassign import PartitionMove, ReassignmentError, ReassignmentTool
 from agent.settings import AgentSettings
 from planner.batches import MovementBudget
@@ -49,9 +56,12 @@ VERIFY_EVERY_S = 30.0
 @dataclass
 class _Memory:
     last_planned_at: float = 0.0
-    planned_for: tuple[int, frozenset[int]] | None = None
+    planned_for: PlanInputs | None = None
     last_verify_at: float = 0.0
     last_refusal: str = ""
+    batch_pending: tuple[int, int] = (-1, 0)
+    """(batch, partitions still moving) at the last look, to tell when one arrived."""
+    last_progress_at: float = 0.0
 
 
 class PlanExecutor:
@@ -115,8 +125,24 @@ class PlanExecutor:
             planned_for=self.memory.planned_for,
             replan_interval_s=self.settings.replan_interval_s,
             stall_s=self.settings.reassignment_stall_s,
+            last_progress_at=self._note_progress(plan, progress, live),
         )
         return snap, spec
+
+    def _note_progress(
+        self, plan: StoredPlan | None, progress: Progress | None, live: Assignment
+    ) -> float:
+        """The last time the running batch's count of partitions still moving went down."""
+        if plan is None or progress is None or progress.started_batch is None:
+            return 0.0
+        batch = progress.started_batch
+        moving = sum(1 for t, p, r in plan.batch(batch) if (t, p) in live and live[(t, p)] != r)
+        seen_batch, seen_moving = self.memory.batch_pending
+        if seen_batch != batch or moving < seen_moving:
+            # A batch first seen by this agent (also after a takeover) counts from now.
+            self.memory.last_progress_at = time.time()
+        self.memory.batch_pending = (batch, moving)
+        return self.memory.last_progress_at
 
     # -- one tick -------------------------------------------------------------------------
 
@@ -127,23 +153,11 @@ class PlanExecutor:
         if sentence != self.sentence:
             log.info(sentence, action=action.kind)
         self.sentence = sentence
-        self.status = self._status(snap)
+        self.status = self._status()
         return sentence
 
-    def _status(self, snap: PlanSnapshot) -> dict[str, Any]:
-        try:
-            plan, progress = self.store.read(), self.store.read_progress()
-        except PlanStoreError:
-            return {"state": "refused"}
-        if plan is None or progress is None:
-            return {"state": "none"}
-        return {
-            "plan_id": plan.plan_id,
-            "state": progress.state,
-            "completed_batches": progress.completed_batches,
-            "batch_count": plan.batch_count,
-            "partitions": len(plan.partitions),
-        }
+    def _status(self) -> dict[str, Any]:
+        return self.store.read_status()
 
     def _act(self, action: PlanAction, snap: PlanSnapshot, spec: ClusterSpec | None) -> str:
         kind = action.kind
@@ -155,7 +169,9 @@ class PlanExecutor:
             return self._check_batch(action, snap, spec)
         if kind == "finish":
             self._advance(snap, state="done", detail=action.reason)
-            self.memory.last_planned_at = snap.now  # the finished plan's result is the new base
+            # The finished plan's result is the new base: no replan until something changes.
+            self.memory.last_planned_at = snap.now
+            self.memory.planned_for = plan_inputs(snap.spec_generation, snap.registered, snap.live)
             self.journal("plan_done", action.reason, "done")
             return f"planner: {action.reason}"
         if kind == "supersede":
@@ -170,7 +186,7 @@ class PlanExecutor:
 
     def _make_plan(self, action: PlanAction, snap: PlanSnapshot, spec: ClusterSpec) -> str:
         self.memory.last_planned_at = snap.now
-        self.memory.planned_for = (snap.spec_generation, snap.registered)
+        self.memory.planned_for = plan_inputs(snap.spec_generation, snap.registered, snap.live)
         try:
             document = read_live_layout(
                 self.bootstrap(), self.settings.jolokia_port, timeout_s=10.0

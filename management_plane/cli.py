@@ -84,6 +84,20 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _plan_text(plan: dict[str, Any] | None) -> str:
+    if plan is None:
+        return "unknown (ZooKeeper unreachable)"
+    if plan["state"] == "none":
+        return "none stored"
+    if plan["state"] == "refused":
+        return f"refused: {plan['detail']}"
+    return (
+        f"{plan['plan_id']} {plan['state']}, batch {plan['completed_batches']}/"
+        f"{plan['batch_count']} done ({plan['partitions']} partitions, "
+        f"{plan['replicas_moved']} replicas to move)"
+    )
+
+
 def _print_status(status: dict[str, Any]) -> None:
     print(f"cluster {status['name']} at {status['home']} (Kafka {status['kafka_version']})")
     print(f"bootstrap servers: {status['bootstrap_servers']}")
@@ -110,6 +124,7 @@ def _print_status(status: dict[str, Any]) -> None:
             else status["restart_lock_holder"] or "free"
         )
         print(f"restart lock: {lock}")
+        print(f"plan: {_plan_text(status['plan'])}")
         for vm in status["vms"]:
             agent = vm["processes"]["agent"]
             state = f"{agent['state']} ({agent['pid']})" if agent["pid"] else agent["state"]

@@ -326,6 +326,30 @@ class PlanStore:
             )
         raise PlanStoreError(f"the plan of {self.paths.cluster} kept changing while read")
 
+    def read_status(self) -> dict[str, Any]:
+        """Where the stored plan stands, from its meta and progress znodes only (cheap enough
+        for `kaas status`): {"state": "none"} with no plan, "refused" with the reason when a
+        value is corrupt or foreign."""
+        try:
+            raw_meta, _ = self.client.get(self.paths.plan_meta)
+        except NoNodeError:
+            return {"state": "none"}
+        try:
+            meta = self._parse_meta(raw_meta)
+            progress = self.read_progress()
+        except PlanStoreError as exc:
+            return {"state": "refused", "detail": str(exc)}
+        current = progress is not None and progress.plan_id == meta["plan_id"]
+        return {
+            "plan_id": meta["plan_id"],
+            "state": progress.state if progress is not None and current else "pending",
+            "completed_batches": progress.completed_batches if progress and current else 0,
+            "batch_count": meta["batch_count"],
+            "partitions": sum(meta["topics"].values()),
+            "replicas_moved": meta["summary"].get("replicas_moved"),
+            "detail": progress.detail if progress is not None and current else "",
+        }
+
     def read_progress(self) -> Progress | None:
         try:
             raw, stat = self.client.get(self.paths.plan_progress)

@@ -374,11 +374,12 @@ class LocalCluster:
         under_replicated: dict[int, int] = {}
         members: dict[str, dict[str, Any]] = {}
         lock_holder = None
+        plan: dict[str, Any] | None = None
         problems = []
         try:
             registrations = probes.broker_registrations(layout, timeout=3.0)
             if state.agents:
-                members, lock_holder = probes.agent_members(layout, timeout=3.0)
+                members, lock_holder, plan = probes.agent_members(layout, timeout=3.0)
         except Exception as exc:
             problems.append(f"ZooKeeper ensemble unreachable: {exc}")
         try:
@@ -428,6 +429,7 @@ class LocalCluster:
             "kafka_version": state.kafka_version,
             "agents": state.agents,
             "restart_lock_holder": lock_holder,
+            "plan": plan,
             "bootstrap_servers": layout.bootstrap_servers,
             "zookeeper_connect": layout.zookeeper_connect,
             "vms": vms,
@@ -450,10 +452,10 @@ class LocalCluster:
     def _vm_action(
         self, state: ClusterState, vm: VmLayout, action: str, kinds: tuple[str, ...]
     ) -> str:
-        # Start in the order ZooKeeper, agent, broker; stop in the reverse order, so that an
-        # agent never heals a broker being stopped and brokers stop while ZooKeeper serves.
+        # Start in the order ZooKeeper, agent, broker; stop the agent first, so that it never
+        # heals a broker being stopped, then the broker while ZooKeeper still serves.
         starting_order = [k for k in state.kinds if k in kinds]
-        stopping_order = list(reversed(starting_order))
+        stopping_order = [k for k in ("agent", "kafka", "zookeeper") if k in starting_order]
         if action == "start":
             java = find_java()
             self.image()

@@ -13,6 +13,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
 from management_plane.local.layout import ClusterLayout, VmLayout
+from planner.store import PlanStore
 from planner.zkpaths import ClusterPaths
 
 # kazoo logs every failed connection attempt at WARNING; a probe expects some to fail.
@@ -124,8 +125,9 @@ def under_replicated_by_leader(bootstrap_servers: str, timeout: float = 5.0) -> 
 
 def agent_members(
     cluster: ClusterLayout, timeout: float = 5.0
-) -> tuple[dict[str, dict[str, Any]], str | None]:
-    """The agents' member znodes by VM id, and who holds the restart lock (None if nobody)."""
+) -> tuple[dict[str, dict[str, Any]], str | None, dict[str, Any]]:
+    """The agents' member znodes by VM id, who holds the restart lock (None if nobody), and
+    where the stored plan stands (planner.store.PlanStore.read_status)."""
     paths = ClusterPaths(cluster.name)
     client = KazooClient(hosts=cluster.zookeeper_hosts, timeout=timeout, connection_retry=None)
     try:
@@ -153,7 +155,7 @@ def agent_members(
                 )
         except NoNodeError:
             pass
-        return members, holder
+        return members, holder, PlanStore(client, cluster.name).read_status()
     finally:
         client.stop()
         client.close()

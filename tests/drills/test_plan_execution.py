@@ -55,6 +55,13 @@ def members(zk: KazooClient, cluster: str) -> dict[int, dict[str, Any]]:
     return {int(c): json.loads(zk.get(f"{path}/{c}")[0]) for c in zk.get_children(path)}
 
 
+def broker_of(zk: KazooClient, cluster: str, vm_name: str) -> int:
+    """The broker id the VM's agent claimed (agents claim ids in any order)."""
+    found = [b for b, m in members(zk, cluster).items() if m.get("vm_id") == vm_name]
+    assert len(found) == 1, f"{vm_name} has {len(found)} member znodes"
+    return found[0]
+
+
 def planner_member(zk: KazooClient, cluster: str) -> dict[str, Any] | None:
     found = [m for m in members(zk, cluster).values() if m.get("role") == "planner"]
     return found[0] if found else None
@@ -138,43 +145,51 @@ def test_join_drain_and_planner_takeover(four_vms_with_agents: ClusterHandle) ->
         wait_for_healthy_agents(zk, name, count=4, timeout=180)
         wait_until(lambda: plan_settled(zk, name), 240, "the planner to settle the new cluster")
 
-        # vm4 (broker 3, zone-a) away: a topic made now lands on brokers 0..2 only.
+        # vm4 (zone-a, like vm1) away: a topic made now lands on the other three brokers.
+        joiner = broker_of(zk, name, "vm4")
+        zone_a_peer = broker_of(zk, name, "vm1")
         cluster.vm("stop", "vm4")
         wait_until(
-            lambda: "3" not in zk.get_children(paths.kafka_broker_ids),
+            lambda: str(joiner) not in zk.get_children(paths.kafka_broker_ids),
             60,
-            "broker 3 to leave the cluster",
+            f"broker {joiner} to leave the cluster",
         )
         topic = cluster.unique_topic("grow")
         create_topic(bootstrap, topic, partitions=8)
         mine = {k: v for k, v in assignment(bootstrap).items() if k[0] == topic}
-        assert all(3 not in replicas for replicas, _ in mine.values())
+        assert all(joiner not in replicas for replicas, _ in mine.values())
         seed = produce_keyed(durable_producer(bootstrap), topic, 30000, 40, key_prefix="seed")
         assert seed.errors == []
 
         with BackgroundProducer(bootstrap, topic) as load:
-            # vm4 comes back: the planner notices the broker set changed and moves a
-            # share of zone-a's replicas onto broker 3.
+            # vm4 comes back with its volume (same broker id): the planner notices the broker
+            # set changed and moves a share of zone-a's replicas onto it.
             cluster.vm("start", "vm4")
             wait_until(
+                lambda: any(m.get("vm_id") == "vm4" for m in members(zk, name).values()),
+                60,
+                "vm4's agent to register its member znode",
+            )
+            assert broker_of(zk, name, "vm4") == joiner
+            wait_until(
                 lambda: any(
-                    3 in r for (t, _), (r, _) in assignment(bootstrap).items() if t == topic
+                    joiner in r for (t, _), (r, _) in assignment(bootstrap).items() if t == topic
                 ),
                 300,
-                "broker 3 to receive replicas of the new topic",
+                f"broker {joiner} to receive replicas of the new topic",
             )
             wait_until(lambda: plan_settled(zk, name), 300, "the planner to settle after the join")
-            on_zone_a = (replicas_on(bootstrap, 0), replicas_on(bootstrap, 3))
+            on_zone_a = (replicas_on(bootstrap, zone_a_peer), replicas_on(bootstrap, joiner))
             assert abs(on_zone_a[0] - on_zone_a[1]) <= 1, on_zone_a
             assert all_in_sync(bootstrap)
 
-            # Drain broker 3 slowly (small batches, low throttle) and kill the planner's
+            # Drain the joiner slowly (small batches, low throttle) and kill the planner's
             # agent while a batch runs: the next planner resumes the same plan.
             raw, stat = zk.get(paths.spec)
             spec = parse_spec(raw)
             draining = replace(
                 spec,
-                draining_broker_ids=frozenset({3}),
+                draining_broker_ids=frozenset({joiner}),
                 budget=ReassignmentBudget(
                     throttle_bytes_per_s=300_000, max_partitions_per_broker=2
                 ),
@@ -188,16 +203,16 @@ def test_join_drain_and_planner_takeover(four_vms_with_agents: ClusterHandle) ->
                     state
                     and state["state"] == "executing"
                     and state["started_batch"] is not None
-                    and json.loads(zk.get(paths.plan_meta)[0])["inputs"].get("draining") == [3]
+                    and json.loads(zk.get(paths.plan_meta)[0])["inputs"].get("draining") == [joiner]
                 )
 
             wait_until(batch_running, 180, "a batch of the drain plan to run")
             plan_id = json.loads(zk.get(paths.plan_meta)[0])["plan_id"]
+            status = cluster.kaas("status")
+            assert f"plan: {plan_id} executing, batch " in status.stdout, status.stdout
             first_planner = planner_member(zk, name)
             assert first_planner is not None
-            killed_vm = next(
-                vm.name for vm in cluster.layout.vms if vm.broker_id == first_planner["broker_id"]
-            )
+            killed_vm = first_planner["vm_id"]
             cluster.vm("kill", killed_vm, "--only", "agent")
 
             def another_planner() -> bool:
@@ -206,9 +221,9 @@ def test_join_drain_and_planner_takeover(four_vms_with_agents: ClusterHandle) ->
 
             wait_until(another_planner, 120, "another agent to be elected planner")
             wait_until(
-                lambda: replicas_on(bootstrap, 3) == 0 and all_in_sync(bootstrap),
+                lambda: replicas_on(bootstrap, joiner) == 0 and all_in_sync(bootstrap),
                 480,
-                "broker 3 to hold no replica with every ISR complete",
+                f"broker {joiner} to hold no replica with every ISR complete",
             )
             wait_until(
                 lambda: (progress(zk, name) or {}).get("state") == "done",

@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import pytest
 
-from agent.plan_decide import PlanSnapshot, decide_plan
+from agent.plan_decide import PlanSnapshot, decide_plan, plan_inputs
 from planner.model import Broker, BrokerState, Cluster, Partition
 from planner.plan import make_plan
 from planner.store import Progress, StoredPlan
@@ -35,7 +35,7 @@ def snap(**changes: object) -> PlanSnapshot:
         restart_lock_held=False,
         now=1000.0,
         last_planned_at=900.0,
-        planned_for=(1, frozenset({0, 1, 2, 3})),
+        planned_for=plan_inputs(1, frozenset({0, 1, 2, 3}), LIVE),
         replan_interval_s=300.0,
         stall_s=600.0,
     )
@@ -94,7 +94,16 @@ CASES = [
         "done plan, a broker joined: plan",
         snap(progress=Progress(4, PLAN.batch_count, "done"), registered=frozenset({0, 1, 2, 3, 4})),
         "make_plan",
-        "brokers or spec changed",
+        "brokers, spec or partitions changed",
+    ),
+    (
+        "done plan, a topic was created: plan",
+        snap(
+            progress=Progress(4, PLAN.batch_count, "done"),
+            live={**LIVE, ("new", 0): (1, 2, 3)},
+        ),
+        "make_plan",
+        "brokers, spec or partitions changed",
     ),
     (
         "no plan yet: first look",
@@ -151,3 +160,6 @@ def test_a_stalled_batch_asks_for_a_new_controller_once() -> None:
     assert decide_plan(snap(progress=running)).stalled
     assert not decide_plan(snap(progress=replace(running, controller_moved=True))).stalled
     assert not decide_plan(snap(progress=replace(running, batch_started_at=900.0))).stalled
+    # Partitions arriving recently mean progress: not stalled however long the batch runs.
+    assert not decide_plan(snap(progress=running, last_progress_at=950.0)).stalled
+    assert decide_plan(snap(progress=running, last_progress_at=300.0)).stalled
