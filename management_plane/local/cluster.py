@@ -25,7 +25,13 @@ from kazoo.exceptions import NodeExistsError
 from management_plane.errors import KaasError
 from management_plane.local import probes, render
 from management_plane.local.image import LocalImage, find_java, load_image
-from management_plane.local.layout import DEFAULT_ADDRESS_BASE, ClusterLayout, VmLayout, plan_layout
+from management_plane.local.layout import (
+    DEFAULT_ADDRESS_BASE,
+    ClusterLayout,
+    VmLayout,
+    plan_layout,
+    zookeeper_participants,
+)
 from management_plane.local.processes import (
     is_alive,
     is_paused,
@@ -193,7 +199,7 @@ class LocalCluster:
             kafka_version=kafka_version,
             broker_count=nodes,
             zones=tuple(dict.fromkeys(vm.zone for vm in layout.vms)),
-            zookeeper_participants=1 if nodes < 3 else 3 if nodes < 5 else 5,
+            zookeeper_participants=zookeeper_participants(nodes),
         )
         client = KazooClient(hosts=layout.zookeeper_hosts, timeout=10)
         client.start(timeout=30)

@@ -13,6 +13,11 @@ ZONES = ("zone-a", "zone-b", "zone-c")
 MAX_NODES = 250
 
 
+def zookeeper_participants(nodes: int) -> int:
+    """How many of a cluster's VMs vote in ZooKeeper (1, 3 or 5); the others observe."""
+    return 1 if nodes < 3 else 3 if nodes < 5 else 5
+
+
 @dataclass(frozen=True)
 class Ports:
     """Every VM serves the standard ports on its own address, as real VMs do."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 import base64
 import hashlib
 
-from management_plane.local.layout import ClusterLayout, VmLayout
+from management_plane.local.layout import ClusterLayout, VmLayout, zookeeper_participants
 from planner.spec import durable_defaults
 
 KAFKA_HEAP = ("-Xms512m", "-Xmx512m")
@@ -27,7 +27,12 @@ def zookeeper_server_line(vm: VmLayout, role: str = "participant") -> str:
 
 
 def render_zookeeper_dynamic(cluster: ClusterLayout) -> str:
-    return "".join(zookeeper_server_line(vm) + "\n" for vm in cluster.vms)
+    # The first VMs vote, as many as the spec's ensemble size; the rest observe.
+    voters = zookeeper_participants(len(cluster.vms))
+    return "".join(
+        zookeeper_server_line(vm, "participant" if vm.index <= voters else "observer") + "\n"
+        for vm in cluster.vms
+    )
 
 
 def render_zoo_cfg(vm: VmLayout) -> str:

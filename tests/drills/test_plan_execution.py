@@ -171,6 +171,13 @@ def test_join_drain_and_planner_takeover(four_vms_with_agents: ClusterHandle) ->
                 "vm4's agent to register its member znode",
             )
             assert broker_of(zk, name, "vm4") == joiner
+            # The spec asks for 3 ZooKeeper participants: the fourth VM's server observes.
+            vm4_status = next(
+                vm
+                for vm in json.loads(cluster.kaas("status", "--json").stdout)["vms"]
+                if vm["name"] == "vm4"
+            )
+            assert vm4_status["zookeeper_mode"] == "observer", vm4_status
             wait_until(
                 lambda: any(
                     joiner in r for (t, _), (r, _) in assignment(bootstrap).items() if t == topic

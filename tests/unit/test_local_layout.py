@@ -78,6 +78,14 @@ def test_zookeeper_config_enables_reconfig_without_standalone(tmp_path: Path) ->
     assert "clientPort" not in cfg  # the client port lives in the dynamic file, per server
     dynamic = render.render_zookeeper_dynamic(layout).splitlines()
     assert dynamic[1] == "server.2=127.0.1.2:2888:3888:participant;127.0.1.2:2181"
+    # Beyond the ensemble size (3 for 3 or 4 VMs) a VM's server observes.
+    four = render.render_zookeeper_dynamic(plan_layout("c1", tmp_path, 4)).splitlines()
+    assert [line.split(":")[3].split(";")[0] for line in four] == [
+        "participant",
+        "participant",
+        "participant",
+        "observer",
+    ]
 
 
 def test_cluster_file_round_trips(tmp_path: Path) -> None:
