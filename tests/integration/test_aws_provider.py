@@ -257,7 +257,10 @@ def test_replacement_moves_the_eni_and_volume_to_the_new_vm(account: Account) ->
     assert new.address == old.address
     assert new.broker_id == 1
     _assert_holds_broker_resources(account, new, 1)
-    assert all(n["Attachment"]["DeviceIndex"] == 0 for n in _instance(account, old.vm_id)["NetworkInterfaces"])
+    assert all(
+        n["Attachment"]["DeviceIndex"] == 0
+        for n in _instance(account, old.vm_id)["NetworkInterfaces"]
+    )
 
     provider.recycle_vm(old.vm_id)
     assert provider.describe_vm(old.vm_id).state == "terminated"
@@ -324,9 +327,7 @@ def test_a_vm_without_a_broker_id_gets_no_per_broker_resources(account: Account)
 
 def test_a_zone_without_a_subnet_gets_one_in_the_configured_vpc(account: Account) -> None:
     marker = uuid.uuid4().hex[:8]
-    provider = _provider(
-        account, vpc_id=account.vpc_id, subnet_tags={"kaas:subnet-set": marker}
-    )
+    provider = _provider(account, vpc_id=account.vpc_id, subnet_tags={"kaas:subnet-set": marker})
     cluster = _cluster()
     first = provider.create_vm(_request(cluster, ZONES[2], 0))
     second = provider.create_vm(_request(cluster, ZONES[2], 1))
@@ -335,7 +336,11 @@ def test_a_zone_without_a_subnet_gets_one_in_the_configured_vpc(account: Account
     )["Subnets"]
     assert len(created) == 1
     assert created[0]["AvailabilityZone"] == ZONES[2] and created[0]["VpcId"] == account.vpc_id
-    existing = {s["CidrBlock"] for s in account.ec2.describe_subnets()["Subnets"] if s["SubnetId"] != created[0]["SubnetId"]}
+    existing = {
+        s["CidrBlock"]
+        for s in account.ec2.describe_subnets()["Subnets"]
+        if s["SubnetId"] != created[0]["SubnetId"]
+    }
     assert created[0]["CidrBlock"] not in existing
     assert _instance(account, first.vm_id)["SubnetId"] == created[0]["SubnetId"]
     assert _instance(account, second.vm_id)["SubnetId"] == created[0]["SubnetId"]
@@ -353,7 +358,9 @@ def test_no_image_found_is_an_error_naming_the_image(account: Account) -> None:
 
 def test_a_zone_with_no_subnet_is_an_error_naming_the_zone(account: Account) -> None:
     provider = _provider(account, subnet_tags={"kaas:role": "no-such-subnet"})
-    with pytest.raises(ProviderError, match=r"zone eu-west-1b: no subnet tagged kaas:role=no-such-subnet"):
+    with pytest.raises(
+        ProviderError, match=r"zone eu-west-1b: no subnet tagged kaas:role=no-such-subnet"
+    ):
         provider.create_vm(_request(_cluster(), ZONES[1], 0))
 
 
@@ -386,7 +393,8 @@ def test_releasing_resources_a_running_vm_holds_is_refused(account: Account) -> 
     cluster = _cluster()
     vm = provider.create_vm(_request(cluster, ZONES[0], 2))
     with pytest.raises(
-        ProviderError, match=rf"broker 2 of cluster {cluster}: ENI eni-\w+ is attached to running instance {vm.vm_id}; recycle that VM first"
+        ProviderError,
+        match=rf"broker 2 of cluster {cluster}: ENI eni-\w+ is attached to running instance {vm.vm_id}; recycle that VM first",
     ):
         provider.release_broker_resources(cluster, 2)
     _assert_holds_broker_resources(account, vm, 2)
@@ -412,5 +420,7 @@ def test_unknown_vm_and_bad_requests(account: Account) -> None:
     with pytest.raises(ProviderError, match=r"cluster name 'bad name' is invalid"):
         provider.create_vm(_request("bad name", ZONES[0], 0))
     bad_zookeeper = AwsProvider(provider.settings, lambda cluster: "zk1,zk2", account.session)
-    with pytest.raises(ProviderError, match=r"ZooKeeper connect string 'zk1,zk2' is not a host:port list"):
+    with pytest.raises(
+        ProviderError, match=r"ZooKeeper connect string 'zk1,zk2' is not a host:port list"
+    ):
         bad_zookeeper.create_vm(_request(_cluster(), ZONES[0], 0))
