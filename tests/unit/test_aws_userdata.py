@@ -132,7 +132,7 @@ def test_zookeeper_hosts_must_be_a_host_port_list() -> None:
 )
 def test_settings_refuse_bad_values(overrides: dict[str, object], problem: str) -> None:
     with pytest.raises(ValueError, match=problem):
-        AwsSettings(**overrides)
+        AwsSettings(**overrides)  # type: ignore[arg-type]
 
 
 def test_settings_defaults_find_the_packer_image() -> None:
