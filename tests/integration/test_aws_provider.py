@@ -272,6 +272,20 @@ def test_replacement_moves_the_eni_and_volume_to_the_new_vm(account: Account) ->
     provider.recycle_vm(old.vm_id)  # already gone: not an error
 
 
+def test_a_lost_vms_replacement_gets_its_address_and_data(account: Account) -> None:
+    """Broker loss: the old VM is already gone when its replacement is created."""
+    provider = _provider(account)
+    cluster = _cluster()
+    lost = provider.create_vm(_request(cluster, ZONES[2], 2))
+    provider.recycle_vm(lost.vm_id)
+    assert provider.list_vms(cluster) == []
+
+    replacement = provider.create_vm(_request(cluster, ZONES[2], 2))
+    assert replacement.address == lost.address
+    _assert_holds_broker_resources(account, replacement, 2)
+    assert [vm.vm_id for vm in provider.list_vms(cluster)] == [replacement.vm_id]
+
+
 def test_deleting_the_cluster_terminates_vms_and_releases_resources(account: Account) -> None:
     provider = _provider(account)
     cluster = _cluster()
@@ -296,7 +310,9 @@ def test_a_retry_after_a_failed_launch_finds_the_resources_the_first_attempt_mad
 ) -> None:
     cluster = _cluster()
     failing = _provider(account, instance_profile="no-such-profile")
-    with pytest.raises(ProviderError, match=r"launching m6i\.large .*no-such-profile|launching"):
+    with pytest.raises(
+        ProviderError, match=r"launching m6i\.large from ami-\w+: NoSuchEntity: .*no-such-profile"
+    ):
         failing.create_vm(_request(cluster, ZONES[0], 0))
     made_eni = _eni_of(account, cluster, 0)
     made_volume = _volume_of(account, cluster, 0)
