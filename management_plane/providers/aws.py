@@ -153,7 +153,13 @@ class AwsProvider:
         )
         instance_id = self._launch(request, image_id, subnet, eni, render_user_data(boot), what)
         try:
-            self.ec2.wait_instance(instance_id, {"running"})
+            self.ec2.wait_instance(instance_id, {"running", "shutting-down", "terminated"})
+            if self.ec2.instance_state(instance_id) != "running":
+                reason = (self.ec2.instance(instance_id) or {}).get("StateReason", {})
+                raise ProviderError(
+                    f"{what}: VM {instance_id} ended while starting "
+                    f"({reason.get('Message', 'no reason given')})"
+                )
             if volume is not None:
                 self.ec2.attach_volume(volume["VolumeId"], instance_id, f"broker {broker_id}")
         except ProviderError:
@@ -265,7 +271,11 @@ class AwsProvider:
                     f"{what}: {kind} is attached to instance {holder}, which is not a VM of "
                     "this cluster, and is not detached from it; detach it by hand"
                 )
-            if instance["State"]["Name"] in ("pending", "running"):
+            state = instance["State"]["Name"]
+            if state == "pending":  # EC2 stops only a running instance
+                self.ec2.wait_instance(holder, {"running", "stopping", "stopped", "terminated"})
+                state = self.ec2.instance_state(holder)
+            if state == "running":
                 log.info(
                     "aws_stopping_previous_holder", cluster=cluster, broker_id=broker_id, vm=holder
                 )

@@ -173,14 +173,16 @@ class Ec2:
         instances = [i for r in reservations for i in r["Instances"]]
         return dict(instances[0]) if instances else None
 
-    def wait_instance(self, vm_id: str, states: set[str]) -> None:
-        def reached() -> bool:
-            instance = self.instance(vm_id)
-            if instance is None:
-                return "terminated" in states
-            return instance["State"]["Name"] in states
+    def instance_state(self, vm_id: str) -> str:
+        """The EC2 state name; "terminated" for an instance EC2 no longer knows."""
+        instance = self.instance(vm_id)
+        return "terminated" if instance is None else str(instance["State"]["Name"])
 
-        self.wait(f"VM {vm_id}: reaching {' or '.join(sorted(states))}", reached)
+    def wait_instance(self, vm_id: str, states: set[str]) -> None:
+        self.wait(
+            f"VM {vm_id}: reaching {' or '.join(sorted(states))}",
+            lambda: self.instance_state(vm_id) in states,
+        )
 
     def eni(self, eni_id: str) -> dict[str, Any]:
         with aws_errors(f"ENI {eni_id}"):
