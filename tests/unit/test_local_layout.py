@@ -67,7 +67,9 @@ def test_broker_config_has_durable_defaults(
     assert props["broker.rack"] == layout.vms[-1].zone
     assert props["broker.id"] == str(nodes - 1)
     assert props["zookeeper.connect"] == layout.zookeeper_connect
-    assert props["advertised.listeners"] == f"PLAINTEXT://127.0.1.{nodes}:9092"
+    assert props["advertised.listeners"] == (
+        f"PLAINTEXT://127.0.1.{nodes}:9092,SASL_PLAINTEXT://127.0.1.{nodes}:9094"
+    )
 
 
 def test_zookeeper_config_enables_reconfig_without_standalone(tmp_path: Path) -> None:
