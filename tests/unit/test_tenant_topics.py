@@ -100,7 +100,7 @@ def test_the_default_replication_factor_follows_the_broker_count() -> None:
         (TopicRequest("acme." + "x" * 245, 1), "invalid", "name", "at most 249"),
         (TopicRequest("acme.x", 0), "invalid", "partitions", "whole number >= 1, got 0"),
         (TopicRequest("acme.x", "3"), "invalid", "partitions", "got '3'"),  # type: ignore[arg-type]
-        (TopicRequest("acme.x", True), "invalid", "partitions", "got True"),  # type: ignore[arg-type]
+        (TopicRequest("acme.x", True), "invalid", "partitions", "got True"),
         (TopicRequest("acme.x", 1, 0), "invalid", "replication_factor", "got 0"),
         (TopicRequest("acme.x", 1, 4), "invalid", "replication_factor", "above the cluster's 3"),
         (
