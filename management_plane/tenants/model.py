@@ -262,7 +262,7 @@ class ConnectionDetails:
     security_protocol: str = "SASL_PLAINTEXT"
     sasl_mechanism: str = "SCRAM-SHA-512"
 
-    def client_config(self, password: str | None = None) -> dict[str, str]:
+    def client_config(self, password: str | None = None) -> dict[str, str | int | float | bool]:
         """librdkafka (confluent-kafka) settings; the password given here or the one held."""
         secret = password if password is not None else self.password
         if secret is None:
