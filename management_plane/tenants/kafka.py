@@ -226,9 +226,12 @@ class KafkaTenants:
         if topics:
             self._each(
                 "deleting its topics",
-                self.admin.delete_topics(topics, request_timeout=self.timeout_s),
+                self.admin.delete_topics(
+                    topics, operation_timeout=self.timeout_s, request_timeout=self.timeout_s
+                ),
                 ignore=(KafkaError.UNKNOWN_TOPIC_OR_PART,),
             )
+            self._wait_for_metadata(tenant, lambda names: not set(topics) & names)
         log.info("tenant_deleted", tenant=tenant.name, topics=len(topics))
         return TenantDeletion(tuple(topics), deleted_groups, groups_left)
 
@@ -350,14 +353,18 @@ class KafkaTenants:
             config=dict(topic.configs),
         )
         try:
-            self.admin.create_topics([new], request_timeout=self.timeout_s)[topic.name].result(
-                timeout=self.timeout_s
-            )
+            # operation_timeout: the answer waits until the controller has created the topic
+            # (0, the default, answers as soon as it is asked for).
+            self.admin.create_topics(
+                [new], operation_timeout=self.timeout_s, request_timeout=self.timeout_s
+            )[topic.name].result(timeout=self.timeout_s)
         except KafkaException as exc:
             message = _kafka_message(exc)
             if _kafka_code(exc) == KafkaError.TOPIC_ALREADY_EXISTS:
                 raise TenantError("conflict", [Problem("name", message)]) from None
             raise TenantKafkaError(f"creating topic {topic.name}: {message}") from None
+        # The next limit check counts the topics metadata shows: wait until it shows this one.
+        self._wait_for_metadata(tenant, lambda names: topic.name in names)
         log.info(
             "tenant_topic_created",
             tenant=tenant.name,
@@ -371,11 +378,26 @@ class KafkaTenants:
         check_topic_deletion(tenant, name, self.list_topics(tenant))
         self._each(
             f"deleting topic {name}",
-            self.admin.delete_topics([name], request_timeout=self.timeout_s),
+            self.admin.delete_topics(
+                [name], operation_timeout=self.timeout_s, request_timeout=self.timeout_s
+            ),
         )
+        self._wait_for_metadata(tenant, lambda names: name not in names)
         log.info("tenant_topic_deleted", tenant=tenant.name, topic=name)
 
     # -- helpers --------------------------------------------------------------------------
+
+    def _wait_for_metadata(self, tenant: Tenant, shows: Callable[[set[str]], bool]) -> None:
+        """Until the cluster's metadata shows a topic change: another broker may answer the
+        next metadata request a moment before the controller's update reaches it."""
+        deadline = time.monotonic() + self.timeout_s
+        while not shows({topic.name for topic in self.list_topics(tenant)}):
+            if time.monotonic() >= deadline:
+                raise TenantKafkaError(
+                    f"tenant {tenant.name}: the topic change does not show in the cluster's "
+                    f"metadata after {self.timeout_s:.0f}s"
+                )
+            time.sleep(0.2)
 
     def _call(self, what: str, call: Callable[[], T]) -> T:
         try:
