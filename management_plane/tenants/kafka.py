@@ -157,8 +157,8 @@ class KafkaTenants:
         self._each(
             "creating the ACLs", self.admin.create_acls(bindings, request_timeout=self.timeout_s)
         )
-        state = self._grants(tenant)
-        missing = set(tenant_acl_grants(tenant)) - set(state[0])
+        granted, _ = self._grants(tenant)
+        missing = set(tenant_acl_grants(tenant)) - set(granted)
         if missing:
             raise TenantKafkaError(
                 f"tenant {tenant.name}: ACLs created but not read back: "

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any, Final
 
 TENANT_NAME = re.compile(r"[a-z][a-z0-9-]{1,30}[a-z0-9]")
@@ -258,7 +258,7 @@ class ConnectionDetails:
     bootstrap_servers: str  # the SASL_PLAINTEXT listener of every broker
     username: str
     topic_prefix: str
-    password: str | None = None
+    password: str | None = field(default=None, repr=False)  # never in a log line
     security_protocol: str = "SASL_PLAINTEXT"
     sasl_mechanism: str = "SCRAM-SHA-512"
 

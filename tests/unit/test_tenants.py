@@ -243,6 +243,7 @@ def test_connection_details() -> None:
     assert "password" not in shown.to_json()
     assert details.to_json()["password"] == "pw"
     assert shown.client_config("other")["sasl.password"] == "other"
+    assert "pw" not in repr(details)
     with pytest.raises(TenantError, match="shown once"):
         shown.client_config()
 
