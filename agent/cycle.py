@@ -238,6 +238,7 @@ class Agent:
             rack=s.zone,
             listener_address=s.address,
             port=s.kafka_port,
+            tenant_port=s.kafka_sasl_port,
             advertised_address=s.address,
             log_dirs=(str(s.data_dir),),
             zookeeper_connect=s.zookeeper_hosts + self.paths.kafka_chroot,

@@ -37,6 +37,9 @@ class AgentSettings:
 
     # -- optional ---------------------------------------------------------------------------
     kafka_port: int = 9092
+    """The internal PLAINTEXT listener (inter-broker, agents, management plane)."""
+    kafka_sasl_port: int = 9094
+    """The tenants' SASL_PLAINTEXT (SCRAM-SHA-512) listener."""
     jolokia_port: int = 8778
     supervisor: str = "local"
     """How the broker process is controlled: "systemd" (unit kaas-kafka) or "local" (a child JVM)."""
@@ -114,7 +117,7 @@ def parse_settings(value: object, source: str = "settings") -> AgentSettings:
         raise SettingsError(
             f'{source}: supervisor must be "local" or "systemd", got {converted["supervisor"]!r}'
         )
-    for port in ("kafka_port", "jolokia_port", "statsd_port"):
+    for port in ("kafka_port", "kafka_sasl_port", "jolokia_port", "statsd_port"):
         if port in converted and not 0 < converted[port] < 65536:
             raise SettingsError(f"{source}: {port} must be 1-65535, got {converted[port]}")
     return AgentSettings(**converted)

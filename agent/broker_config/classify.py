@@ -25,6 +25,7 @@ from enum import StrEnum
 from typing import Final
 
 from agent.broker_config.definitions import ConfigDefinition, UpdateMode
+from agent.broker_config.listeners import RENDERED_OUTSIDE_CATALOG
 from agent.broker_config.validation import (
     AGENT_OWNED_KEYS,
     AGENT_OWNED_SYNONYMS,
@@ -162,7 +163,11 @@ def diff_broker_config(
 ) -> ConfigDiff:
     """What must change for the broker described by `running` to run `desired` (a rendered
     server.properties). Keys the agent's replica moves throttle are left alone."""
-    problems = [unknown_key(key, "rendered config") for key in desired if key not in BROKER_CONFIGS]
+    problems = [
+        unknown_key(key, "rendered config")
+        for key in desired
+        if key not in BROKER_CONFIGS and key not in RENDERED_OUTSIDE_CATALOG
+    ]
     problems += [
         ConfigProblem(key, f"the broker does not report {key!r}: is it running Kafka 3.9?")
         for key in desired
@@ -179,7 +184,15 @@ def diff_broker_config(
     implied = {"node.id": desired["broker.id"]} if "broker.id" in desired else {}
     changes: dict[ChangeKind, list[ConfigChange]] = {kind: [] for kind in ChangeKind}
     for key in sorted((set(desired) | set_elsewhere) - REPLICATION_THROTTLE_KEYS):
-        found = _change_for(key, desired.get(key, implied.get(key)), running[key])
+        wanted = desired.get(key, implied.get(key))
+        entry = running.get(key)
+        if entry is None:  # a rendered key outside the catalog that the broker's file lacks
+            found: tuple[ChangeKind, ConfigChange] | None = (
+                ChangeKind.READ_ONLY,
+                ConfigChange(key, None, wanted),
+            )
+        else:
+            found = _change_for(key, wanted, entry)
         if found is not None:
             changes[found[0]].append(found[1])
     return ConfigDiff(
@@ -194,6 +207,15 @@ def _change_for(
 ) -> tuple[ChangeKind, ConfigChange] | None:
     known = BROKER_CONFIGS.get(key)
     if wanted is not None and known is not None and known.same_value(entry.value, wanted):
+        return None
+    if (
+        key in RENDERED_OUTSIDE_CATALOG
+        and wanted is not None
+        and entry.layer is ConfigLayer.STATIC
+        and entry.value in (None, wanted)
+    ):
+        # The broker hides the value of a key outside its table; it is in the file, and the
+        # renderer writes it as a constant.
         return None
     if wanted is None and entry.layer in (ConfigLayer.DEFAULT, ConfigLayer.OTHER):
         return None

@@ -14,6 +14,11 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Final
 
+from agent.broker_config.listeners import (
+    INTERNAL_LISTENER,
+    TENANT_LISTENER,
+    TENANT_LISTENER_SECURITY,
+)
 from agent.broker_config.validation import (
     BROKER_CONFIGS,
     BrokerConfigError,
@@ -53,7 +58,8 @@ class BrokerFacts:
     broker_id: int  # claimed in ZooKeeper by the agent
     rack: str  # the VM's availability zone
     listener_address: str  # the address the broker binds
-    port: int
+    port: int  # the internal PLAINTEXT listener
+    tenant_port: int  # the tenants' SASL_PLAINTEXT listener
     advertised_address: str  # the address clients are told (the same on local VMs)
     log_dirs: tuple[str, ...]
     zookeeper_connect: str  # host:port list with Kafka's chroot, e.g. "h1:2181,h2:2181/kafka/c1"
@@ -65,8 +71,16 @@ class BrokerFacts:
             found.append(
                 ConfigProblem("broker.id", f"broker id must be >= 0, got {self.broker_id}")
             )
-        if not 0 < self.port < 65536:
-            found.append(ConfigProblem("listeners", f"port must be 1-65535, got {self.port}"))
+        for port in (self.port, self.tenant_port):
+            if not 0 < port < 65536:
+                found.append(ConfigProblem("listeners", f"port must be 1-65535, got {port}"))
+        if self.port == self.tenant_port:
+            found.append(
+                ConfigProblem(
+                    "listeners",
+                    f"the internal and the tenant listener share port {self.port}",
+                )
+            )
         if not self.rack.strip():
             found.append(ConfigProblem("broker.rack", "rack (zone) must not be empty"))
         for name, address in (
@@ -96,19 +110,27 @@ def agent_owned_properties(facts: BrokerFacts) -> dict[str, str]:
     return {
         "broker.id": str(facts.broker_id),
         "broker.rack": facts.rack,
-        "listeners": f"PLAINTEXT://{facts.listener_address}:{facts.port}",
-        "advertised.listeners": f"PLAINTEXT://{facts.advertised_address}:{facts.port}",
+        "listeners": _listeners(facts.listener_address, facts),
+        "advertised.listeners": _listeners(facts.advertised_address, facts),
         "log.dirs": ",".join(facts.log_dirs),
         "zookeeper.connect": facts.zookeeper_connect,
     }
 
 
+def _listeners(address: str, facts: BrokerFacts) -> str:
+    return (
+        f"{INTERNAL_LISTENER}://{address}:{facts.port},"
+        f"{TENANT_LISTENER}://{address}:{facts.tenant_port}"
+    )
+
+
 def render_server_properties(spec: ClusterSpec, facts: BrokerFacts) -> dict[str, str]:
     """Every key of this broker's server.properties, in file order.
 
-    Agent-owned keys, then the durable defaults and host sizing; spec.broker_config replaces
-    a default in place and appends new keys in name order. A spec key that is unknown,
-    wrongly typed, out of range or agent-owned raises BrokerConfigError naming it.
+    Agent-owned keys, the tenant listener's security, then the durable defaults and host
+    sizing; spec.broker_config replaces a default in place and appends new keys in name
+    order. A spec key that is unknown, wrongly typed, out of range, agent-owned or part of
+    the tenant listener's security raises BrokerConfigError naming it.
     """
     problems = facts.problems() + broker_config_problems(spec.broker_config)
     if problems:
@@ -116,6 +138,7 @@ def render_server_properties(spec: ClusterSpec, facts: BrokerFacts) -> dict[str,
     properties = {
         **agent_owned_properties(facts),
         **ZOOKEEPER_SESSION,
+        **TENANT_LISTENER_SECURITY,
         **durable_defaults(spec.broker_count),
         **facts.host_sizing,
     }

@@ -19,6 +19,7 @@ from agent.broker_config.definitions import (
     UpdateMode,
     ValidValues,
 )
+from agent.broker_config.listeners import RENDERED_OUTSIDE_CATALOG, TENANT_SECURITY_KEYS
 
 BROKER_CONFIGS: Final[Mapping[str, ConfigDefinition]] = {
     name: ConfigDefinition(name, ConfigType(kind), UpdateMode(mode), ValidValues.parse(valid))
@@ -100,6 +101,15 @@ def broker_config_problems(
                     key,
                     f"{where}: {key!r} is set by the agent from this VM's facts "
                     f"(agent-owned keys: {owned})",
+                )
+            )
+            continue
+        if key in TENANT_SECURITY_KEYS or key in RENDERED_OUTSIDE_CATALOG:
+            problems.append(
+                ConfigProblem(
+                    key,
+                    f"{where}: {key!r} is set by KaaS for the tenants' SASL listener and its "
+                    "ACL authorizer (docs/tenants.md)",
                 )
             )
             continue

@@ -116,7 +116,7 @@ def _write_vm_files(layout: ClusterLayout, vm: VmLayout, agents: bool = False) -
 
 
 ZOOKEEPER_PORT_ROLES = ("zookeeper_client", "zookeeper_peer", "zookeeper_election")
-KAFKA_PORT_ROLES = ("kafka", "jolokia")
+KAFKA_PORT_ROLES = ("kafka", "kafka_sasl", "jolokia")
 
 
 def _check_ports_free(

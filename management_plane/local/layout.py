@@ -25,7 +25,8 @@ class Ports:
     zookeeper_client: int = 2181
     zookeeper_peer: int = 2888
     zookeeper_election: int = 3888
-    kafka: int = 9092
+    kafka: int = 9092  # PLAINTEXT: inter-broker, agents, management plane
+    kafka_sasl: int = 9094  # SASL_PLAINTEXT with SCRAM-SHA-512: tenants (docs/tenants.md)
     jolokia: int = 8778
 
     def all(self) -> dict[str, int]:
@@ -34,6 +35,7 @@ class Ports:
             "zookeeper_peer": self.zookeeper_peer,
             "zookeeper_election": self.zookeeper_election,
             "kafka": self.kafka,
+            "kafka_sasl": self.kafka_sasl,
             "jolokia": self.jolokia,
         }
 
@@ -69,6 +71,10 @@ class VmLayout:
         return f"{self.address}:{self.ports.kafka}"
 
     @property
+    def kafka_sasl_endpoint(self) -> str:
+        return f"{self.address}:{self.ports.kafka_sasl}"
+
+    @property
     def zookeeper_endpoint(self) -> str:
         return f"{self.address}:{self.ports.zookeeper_client}"
 
@@ -86,6 +92,11 @@ class ClusterLayout:
     @property
     def bootstrap_servers(self) -> str:
         return ",".join(vm.kafka_endpoint for vm in self.vms)
+
+    @property
+    def tenant_bootstrap_servers(self) -> str:
+        """The SASL_PLAINTEXT (SCRAM-SHA-512) listener of every VM: what tenants connect to."""
+        return ",".join(vm.kafka_sasl_endpoint for vm in self.vms)
 
     @property
     def zookeeper_hosts(self) -> str:

@@ -68,15 +68,25 @@ def render_zookeeper_logback() -> str:
 
 
 def render_server_properties(cluster: ClusterLayout, vm: VmLayout) -> str:
+    listeners = f"PLAINTEXT://{vm.kafka_endpoint},SASL_PLAINTEXT://{vm.kafka_sasl_endpoint}"
     properties = {
         "broker.id": str(vm.broker_id),
         "broker.rack": vm.zone,
-        "listeners": f"PLAINTEXT://{vm.kafka_endpoint}",
-        "advertised.listeners": f"PLAINTEXT://{vm.kafka_endpoint}",
+        "listeners": listeners,
+        "advertised.listeners": listeners,
         "log.dirs": str(vm.kafka_data_dir),
         "zookeeper.connect": cluster.zookeeper_connect,
         "zookeeper.session.timeout.ms": "18000",
         "zookeeper.connection.timeout.ms": "30000",
+        # The tenants' listener (docs/tenants.md): SCRAM-SHA-512 over SASL_PLAINTEXT; ACLs
+        # in ZooKeeper; PLAINTEXT (principal ANONYMOUS) stays internal and super user.
+        "inter.broker.listener.name": "PLAINTEXT",
+        "sasl.enabled.mechanisms": "SCRAM-SHA-512",
+        "listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config": (
+            "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+        ),
+        "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+        "super.users": "User:ANONYMOUS",
         **durable_defaults(len(cluster.vms)),
         # Local sizing: six JVMs on two cores.
         "num.partitions": "3",
@@ -163,6 +173,7 @@ def agent_settings(
         "image_root": image_root,
         "java": java,
         "kafka_port": vm.ports.kafka,
+        "kafka_sasl_port": vm.ports.kafka_sasl,
         "jolokia_port": vm.ports.jolokia,
         "kafka_heap": " ".join(KAFKA_HEAP),
         "loop_interval_s": 2,

@@ -111,6 +111,8 @@ class ClusterState:
                             zookeeper_peer=int(ports["zookeeper_peer"]),
                             zookeeper_election=int(ports["zookeeper_election"]),
                             kafka=int(ports["kafka"]),
+                            # Absent from files written before the tenant listener existed.
+                            kafka_sasl=int(ports.get("kafka_sasl", Ports().kafka_sasl)),
                             jolokia=int(ports["jolokia"]),
                         ),
                     )

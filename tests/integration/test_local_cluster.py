@@ -55,7 +55,10 @@ def test_broker_registrations_carry_the_vms_addresses_and_racks(
         assert registration.host == vm.address
         assert registration.port == 9092
         assert registration.rack == vm.zone
-        assert registration.endpoints == (f"PLAINTEXT://{vm.address}:9092",)
+        assert registration.endpoints == (
+            f"PLAINTEXT://{vm.address}:9092",
+            f"SASL_PLAINTEXT://{vm.address}:9094",
+        )
 
 
 def test_topics_get_the_durable_defaults(kafka_cluster: ClusterHandle) -> None:

@@ -292,3 +292,54 @@ def test_diff_summaries() -> None:
     assert ConfigDiff().describe() == "no config change"
     assert diff == ConfigDiff(diff.per_broker, diff.cluster_wide, diff.read_only)
     assert hash(diff) == hash(ConfigDiff(diff.per_broker, diff.cluster_wide, diff.read_only))
+
+
+JAAS = "listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config"
+JAAS_VALUE = "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+
+
+@pytest.mark.parametrize(
+    ("reported", "expected"),
+    [
+        # What a broker reports for keys outside its table: present, value hidden.
+        pytest.param(
+            {"super.users": RunningValue(None, STATIC), JAAS: RunningValue(None, STATIC)},
+            ConfigDiff(),
+            id="hidden values in the loaded file: in sync",
+        ),
+        pytest.param(
+            {
+                "super.users": RunningValue("User:ANONYMOUS", STATIC),
+                JAAS: RunningValue(None, STATIC),
+            },
+            ConfigDiff(),
+            id="a shown value that matches: in sync",
+        ),
+        pytest.param(
+            {"super.users": RunningValue("User:admin", STATIC), JAAS: RunningValue(None, STATIC)},
+            ConfigDiff(read_only=(change("super.users", "User:admin", "User:ANONYMOUS"),)),
+            id="a shown value that differs: restart",
+        ),
+        pytest.param(
+            {},
+            ConfigDiff(
+                read_only=(
+                    change(JAAS, None, JAAS_VALUE),
+                    change("super.users", None, "User:ANONYMOUS"),
+                )
+            ),
+            id="a broker started before the tenant listener: restart with the new file",
+        ),
+    ],
+)
+def test_rendered_keys_outside_kafkas_table(
+    reported: dict[str, RunningValue], expected: ConfigDiff
+) -> None:
+    desired = {**DESIRED, "super.users": "User:ANONYMOUS", JAAS: JAAS_VALUE}
+    assert diff_broker_config(desired, {**BASE, **reported}) == expected
+
+
+def test_a_listener_prefixed_key_the_renderer_does_not_write_is_dropped_by_restart() -> None:
+    other = "listener.name.sasl_plaintext.plain.sasl.jaas.config"
+    diff = diff_broker_config(DESIRED, {**BASE, other: RunningValue(None, STATIC)})
+    assert diff == ConfigDiff(read_only=(change(other, None, None),))

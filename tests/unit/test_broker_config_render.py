@@ -18,6 +18,11 @@ from agent.broker_config import (
     render_server_properties,
     server_properties_text,
 )
+from agent.broker_config.listeners import (
+    RENDERED_OUTSIDE_CATALOG,
+    TENANT_LISTENER_SECURITY,
+    TENANT_SECURITY_KEYS,
+)
 from management_plane.local import render as local_render
 from management_plane.local.layout import VmLayout, plan_layout
 from planner.spec import ClusterSpec
@@ -41,6 +46,7 @@ def facts_of(vm: VmLayout, zookeeper_connect: str) -> BrokerFacts:
         rack=vm.zone,
         listener_address=vm.address,
         port=vm.ports.kafka,
+        tenant_port=vm.ports.kafka_sasl,
         advertised_address=vm.address,
         log_dirs=(str(vm.kafka_data_dir),),
         zookeeper_connect=zookeeper_connect,
@@ -52,6 +58,7 @@ FACTS = BrokerFacts(
     rack="zone-c",
     listener_address="10.0.0.3",
     port=9092,
+    tenant_port=9094,
     advertised_address="broker-2.example",
     log_dirs=("/data/kafka-1", "/data/kafka-2"),
     zookeeper_connect="10.0.0.1:2181,10.0.0.2:2181/kafka/c1",
@@ -73,8 +80,10 @@ def test_agent_owned_keys_come_from_the_facts() -> None:
     assert {key: rendered[key] for key in AGENT_OWNED_KEYS} == {
         "broker.id": "2",
         "broker.rack": "zone-c",
-        "listeners": "PLAINTEXT://10.0.0.3:9092",
-        "advertised.listeners": "PLAINTEXT://broker-2.example:9092",
+        "listeners": "PLAINTEXT://10.0.0.3:9092,SASL_PLAINTEXT://10.0.0.3:9094",
+        "advertised.listeners": (
+            "PLAINTEXT://broker-2.example:9092,SASL_PLAINTEXT://broker-2.example:9094"
+        ),
         "log.dirs": "/data/kafka-1,/data/kafka-2",
         "zookeeper.connect": "10.0.0.1:2181,10.0.0.2:2181/kafka/c1",
     }
@@ -185,6 +194,8 @@ def test_every_problem_is_reported_at_once_in_key_order() -> None:
     [
         ({"zookeeper_connect": "10.0.0.1:2181"}, "zookeeper.connect"),
         ({"port": 0}, "listeners"),
+        ({"tenant_port": 65536}, "listeners"),
+        ({"tenant_port": 9092}, "listeners"),
         ({"broker_id": -1}, "broker.id"),
         ({"log_dirs": ()}, "log.dirs"),
         ({"rack": " "}, "broker.rack"),
@@ -226,3 +237,29 @@ def test_parse_reads_comments_separators_and_continuations() -> None:
         "log.dirs": "/a,/b",
         "empty.value": "",
     }
+
+
+def test_the_tenant_listener_and_authorizer_are_rendered() -> None:
+    rendered = render_server_properties(spec(), FACTS)
+    assert {key: rendered[key] for key in TENANT_LISTENER_SECURITY} == {
+        "inter.broker.listener.name": "PLAINTEXT",
+        "sasl.enabled.mechanisms": "SCRAM-SHA-512",
+        "listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config": (
+            "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+        ),
+        "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+        "super.users": "User:ANONYMOUS",
+    }
+
+
+@pytest.mark.parametrize("key", sorted(TENANT_SECURITY_KEYS | RENDERED_OUTSIDE_CATALOG))
+def test_the_spec_may_not_weaken_the_tenant_listener(key: str) -> None:
+    problems = broker_config_problems({key: "x"})
+    assert [p.key for p in problems] == [key]
+    assert "is set by KaaS for the tenants' SASL listener" in problems[0].message
+
+
+def test_the_spec_may_not_open_the_authorizer_to_everyone() -> None:
+    # The authorizer's own setting, unknown to KafkaConfig: refused as an unknown key.
+    problems = broker_config_problems({"allow.everyone.if.no.acl.found": "true"})
+    assert "unknown key 'allow.everyone.if.no.acl.found'" in problems[0].message

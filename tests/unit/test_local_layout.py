@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -67,7 +68,9 @@ def test_broker_config_has_durable_defaults(
     assert props["broker.rack"] == layout.vms[-1].zone
     assert props["broker.id"] == str(nodes - 1)
     assert props["zookeeper.connect"] == layout.zookeeper_connect
-    assert props["advertised.listeners"] == f"PLAINTEXT://127.0.1.{nodes}:9092"
+    assert props["advertised.listeners"] == (
+        f"PLAINTEXT://127.0.1.{nodes}:9092,SASL_PLAINTEXT://127.0.1.{nodes}:9094"
+    )
 
 
 def test_zookeeper_config_enables_reconfig_without_standalone(tmp_path: Path) -> None:
@@ -98,6 +101,26 @@ def test_cluster_file_round_trips(tmp_path: Path) -> None:
     assert again.layout == layout
     assert again.record("vm2", "kafka") == ProcessRecord(1234, 17.5)
     assert again.record("vm1", "kafka") is None
+
+
+def test_tenants_get_the_sasl_listener_of_every_vm(tmp_path: Path) -> None:
+    layout = plan_layout("c1", tmp_path, 3, "127.0.5")
+    assert layout.tenant_bootstrap_servers == "127.0.5.1:9094,127.0.5.2:9094,127.0.5.3:9094"
+    assert layout.vms[0].ports.all()["kafka_sasl"] == 9094
+
+
+def test_a_cluster_file_from_before_the_tenant_listener_reads_with_its_default(
+    tmp_path: Path,
+) -> None:
+    layout = plan_layout("c1", tmp_path, 2)
+    write_state(ClusterState(layout=layout, kafka_version="3.9.2"))
+    path = tmp_path / "cluster.json"
+    value = json.loads(path.read_text())
+    for vm in value["vms"]:
+        del vm["ports"]["kafka_sasl"]
+    path.write_text(json.dumps(value))
+    again = read_state(tmp_path)
+    assert again is not None and again.layout == layout
 
 
 def test_corrupt_cluster_file_is_reported(tmp_path: Path) -> None:
