@@ -95,7 +95,7 @@ def test_agents_claim_ids_start_heal_and_keep_ids(fresh_cluster_with_agents: Clu
     wait_until(restarted, 120, "vm2's agent to start its broker again")
 
     # A VM restarted with its data volume keeps its broker id.
-    assert cluster.vm("stop", "vm3") == "vm3: stopped kafka, agent, zookeeper"
+    assert cluster.vm("stop", "vm3") == "vm3: stopped agent, kafka, zookeeper"
     assert cluster.vm("start", "vm3").startswith("vm3: started zookeeper, agent")
     wait_until(lambda: _all_healthy(cluster), 120, "vm3 to come back healthy")
     assert _status(cluster)["vms"][2]["broker_id"] == ids["vm3"]
