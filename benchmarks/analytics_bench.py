@@ -293,6 +293,50 @@ def parsed_from_kafka(spark: SparkSession, bootstrap_servers: str, topic: str) -
     return parse_metric_records(read_kafka_topics(spark, bootstrap_servers, [topic]))
 
 
+def job_timings(event_log_dir: Path, since_ms: int, until_ms: int) -> list[str]:
+    """Per Spark job (and its stages) started in [since_ms, until_ms], from the event log:
+    where the job's time goes. The event log is what the Spark UI shows, as JSON lines."""
+    jobs: dict[int, dict[str, object]] = {}
+    stages: dict[int, tuple[str, int, int, int]] = {}
+    # Spark 4 writes a folder of rolling files per application.
+    for log in sorted(path for path in event_log_dir.rglob("*") if path.is_file()):
+        with log.open(encoding="utf-8") as handle:
+            for line in handle:
+                event = json.loads(line)
+                kind = event.get("Event")
+                if kind == "SparkListenerJobStart":
+                    properties = event.get("Properties") or {}
+                    jobs[event["Job ID"]] = {
+                        "start": event["Submission Time"],
+                        "site": properties.get("callSite.short", "?"),
+                        "stages": [info["Stage ID"] for info in event["Stage Infos"]],
+                    }
+                elif kind == "SparkListenerJobEnd" and event["Job ID"] in jobs:
+                    jobs[event["Job ID"]]["end"] = event["Completion Time"]
+                elif kind == "SparkListenerStageCompleted":
+                    info = event["Stage Info"]
+                    stages[info["Stage ID"]] = (
+                        info["Stage Name"],
+                        info["Number of Tasks"],
+                        info.get("Submission Time", 0),
+                        info.get("Completion Time", 0),
+                    )
+    lines = []
+    busy = 0
+    for job_id, job in sorted(jobs.items()):
+        start, end = int(job["start"]), int(job.get("end", start))  # type: ignore[call-overload]
+        if not since_ms <= start <= until_ms:
+            continue
+        busy += end - start
+        lines.append(f"    job {job_id:3d} {end - start:6d} ms  {job['site']}")
+        for stage_id in job["stages"]:  # type: ignore[attr-defined]
+            if stage_id in stages:
+                name, tasks, submitted, completed = stages[stage_id]
+                lines.append(f"        stage {stage_id:3d} {completed - submitted:6d} ms  {tasks:3d} tasks  {name}")
+    lines.append(f"    in Spark jobs: {busy} ms of {until_ms - since_ms} ms")
+    return lines
+
+
 def timed_spark_job(
     spark: SparkSession, read: Callable[[], ParsedMetrics], out: Path, parsed_here: bool
 ) -> Measurement:
@@ -315,14 +359,34 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--brokers", type=int, default=1000)
     parser.add_argument("--bootstrap-servers", help="a Kafka cluster for the Kafka-source part")
     parser.add_argument(
-        "--work-dir", type=Path, help="where generated data goes (default: a temporary folder)"
+        "--work-dir",
+        type=Path,
+        help="where generated data goes (default: a temporary folder); kept, and reused by "
+        "the next run, when given",
+    )
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="write Spark's event log and print each Spark job and stage of the timed span",
     )
     args = parser.parse_args(argv)
     counts = [int(text) for text in args.records.split(",") if text.strip()]
     work = args.work_dir or Path(tempfile.mkdtemp(prefix="kaas-analytics-bench-"))
     work.mkdir(parents=True, exist_ok=True)
 
-    spark = build_spark_session(SparkSettings(app_name="kaas-analytics-bench"))
+    event_log = work / "event-log"
+    extra_conf: tuple[tuple[str, str], ...] = ()
+    if args.profile:
+        shutil.rmtree(event_log, ignore_errors=True)
+        event_log.mkdir(parents=True)
+        extra_conf = (
+            ("spark.eventLog.enabled", "true"),
+            ("spark.eventLog.dir", str(event_log)),
+            ("spark.eventLog.compress", "false"),
+        )
+    spark = build_spark_session(
+        SparkSettings(app_name="kaas-analytics-bench", extra_conf=extra_conf)
+    )
     print(
         f"machine: {psutil.cpu_count()} cores, {psutil.virtual_memory().total / 2**30:.0f} GiB; Spark local[2], driver 2g"
     )
@@ -331,9 +395,13 @@ def main(argv: list[str]) -> int:
         for records in counts:
             folder = work / f"records-{records}"
             started = time.perf_counter()
-            generate_tables(spark, records, args.brokers, folder)
+            generated = folder / "GENERATED"
+            if args.work_dir is None or not generated.exists():
+                generate_tables(spark, records, args.brokers, folder)
+                generated.write_text(f"{records} {args.brokers}\n")
             print(f"\n{records:,} records ({args.brokers} brokers, {records // args.brokers} samples each): "
                   f"generated in {time.perf_counter() - started:.1f} s")  # fmt: skip
+            started_ms = int(time.time() * 1000)
 
             spark_run = timed_spark_job(
                 spark,
@@ -341,6 +409,8 @@ def main(argv: list[str]) -> int:
                 work / "out-parquet",
                 parsed_here=False,
             )
+            if args.profile:
+                print("\n".join(job_timings(event_log, started_ms, int(time.time() * 1000))))
             with measured(include_children=False) as pandas_run:
                 pandas_balance(folder)
             spark_rate = records / spark_run.seconds
@@ -371,7 +441,8 @@ def main(argv: list[str]) -> int:
                 print(
                     "  Spark from Kafka:   skipped: no --bootstrap-servers given (needs a running cluster)"
                 )
-            shutil.rmtree(folder, ignore_errors=True)
+            if args.work_dir is None:
+                shutil.rmtree(folder, ignore_errors=True)
     finally:
         spark.stop()
         if args.work_dir is None:
