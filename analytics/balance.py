@@ -350,13 +350,14 @@ def split_before_after(broker_load: DataFrame, plan_applied_at: datetime | None)
     sort would cost a Spark job of its own; the chart sorts its few rows).
     """
     if plan_applied_at is None:
-        bounds = broker_load.groupBy("cluster").agg(
-            F.min("window_start").alias("_first"), F.max("window_start").alias("_last")
-        )
-        phased = broker_load.join(bounds, "cluster").withColumn(
+        # A window over the cluster, not a join with an aggregate: one Spark job, not two.
+        per_cluster = Window.partitionBy("cluster")
+        first = F.min("window_start").over(per_cluster)
+        last = F.max("window_start").over(per_cluster)
+        phased = broker_load.withColumn(
             "phase",
-            F.when(F.col("window_start") == F.col("_last"), "after").when(
-                F.col("window_start") == F.col("_first"), "before"
+            F.when(F.col("window_start") == last, "after").when(
+                F.col("window_start") == first, "before"
             ),
         )
     else:

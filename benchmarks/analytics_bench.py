@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import sys
 import tempfile
@@ -27,6 +28,7 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 import psutil
@@ -55,6 +57,9 @@ WINDOW_MS = 300_000
 class Measurement:
     seconds: float
     peak_rss_bytes: int
+    cpu_seconds: float = 0.0
+    """CPU time this process and its children (the JVM) used in the span: on a shared
+    machine the wall time depends on the other load, this much less."""
 
 
 class PeakMemory:
@@ -90,13 +95,27 @@ class PeakMemory:
         self.peak = max(self.peak, self._sample())
 
 
+def cpu_seconds(include_children: bool) -> float:
+    """User + system CPU time of this process and (optionally) its live children."""
+    process = psutil.Process()
+    processes = [process, *(process.children(recursive=True) if include_children else [])]
+    total = 0.0
+    for each in processes:
+        with suppress(psutil.NoSuchProcess):
+            times = each.cpu_times()
+            total += times.user + times.system
+    return total
+
+
 @contextmanager
 def measured(include_children: bool) -> Iterator[Measurement]:
     measurement = Measurement(0.0, 0)
     with PeakMemory(include_children) as memory:
+        cpu_before = cpu_seconds(include_children)
         started = time.perf_counter()
         yield measurement
         measurement.seconds = time.perf_counter() - started
+        measurement.cpu_seconds = cpu_seconds(include_children) - cpu_before
     measurement.peak_rss_bytes = memory.peak
 
 
@@ -299,10 +318,13 @@ def job_timings(event_log_dir: Path, since_ms: int, until_ms: int) -> list[str]:
     jobs: dict[int, dict[str, object]] = {}
     stages: dict[int, tuple[str, int, int, int]] = {}
     # Spark 4 writes a folder of rolling files per application.
-    for log in sorted(path for path in event_log_dir.rglob("*") if path.is_file()):
+    for log in sorted(event_log_dir.rglob("events_*")):
         with log.open(encoding="utf-8") as handle:
             for line in handle:
-                event = json.loads(line)
+                try:
+                    event = json.loads(line)
+                except json.JSONDecodeError:
+                    continue  # the line Spark is writing now
                 kind = event.get("Event")
                 if kind == "SparkListenerJobStart":
                     properties = event.get("Properties") or {}
@@ -324,15 +346,18 @@ def job_timings(event_log_dir: Path, since_ms: int, until_ms: int) -> list[str]:
     lines = []
     busy = 0
     for job_id, job in sorted(jobs.items()):
-        start, end = int(job["start"]), int(job.get("end", start))  # type: ignore[call-overload]
+        start = int(str(job["start"]))
+        end = int(str(job.get("end", start)))
         if not since_ms <= start <= until_ms:
             continue
         busy += end - start
         lines.append(f"    job {job_id:3d} {end - start:6d} ms  {job['site']}")
-        for stage_id in job["stages"]:  # type: ignore[attr-defined]
+        for stage_id in cast(list[int], job["stages"]):
             if stage_id in stages:
                 name, tasks, submitted, completed = stages[stage_id]
-                lines.append(f"        stage {stage_id:3d} {completed - submitted:6d} ms  {tasks:3d} tasks  {name}")
+                lines.append(
+                    f"        stage {stage_id:3d} {completed - submitted:6d} ms  {tasks:3d} tasks  {name}"
+                )
     lines.append(f"    in Spark jobs: {busy} ms of {until_ms - since_ms} ms")
     return lines
 
@@ -401,6 +426,7 @@ def main(argv: list[str]) -> int:
                 generated.write_text(f"{records} {args.brokers}\n")
             print(f"\n{records:,} records ({args.brokers} brokers, {records // args.brokers} samples each): "
                   f"generated in {time.perf_counter() - started:.1f} s")  # fmt: skip
+            load_before = os.getloadavg()[0]
             started_ms = int(time.time() * 1000)
 
             spark_run = timed_spark_job(
@@ -409,19 +435,25 @@ def main(argv: list[str]) -> int:
                 work / "out-parquet",
                 parsed_here=False,
             )
-            if args.profile:
-                print("\n".join(job_timings(event_log, started_ms, int(time.time() * 1000))))
+            ended_ms = int(time.time() * 1000)
             with measured(include_children=False) as pandas_run:
                 pandas_balance(folder)
             spark_rate = records / spark_run.seconds
             pandas_rate = records / pandas_run.seconds
+            print(
+                f"  load average before: {load_before:.1f} (2 cores; other work on the machine slows every figure)"
+            )
             print(f"  Spark from Parquet: {spark_run.seconds:7.1f} s  {spark_rate:12,.0f} records/s  "
-                  f"peak {spark_run.peak_rss_bytes / 2**20:,.0f} MiB (JVM + Python)")  # fmt: skip
+                  f"peak {spark_run.peak_rss_bytes / 2**20:,.0f} MiB (JVM + Python), "
+                  f"CPU {spark_run.cpu_seconds:.1f} s")  # fmt: skip
             print(f"  pandas baseline:    {pandas_run.seconds:7.1f} s  {pandas_rate:12,.0f} records/s  "
-                  f"peak {pandas_run.peak_rss_bytes / 2**20:,.0f} MiB")  # fmt: skip
+                  f"peak {pandas_run.peak_rss_bytes / 2**20:,.0f} MiB, CPU {pandas_run.cpu_seconds:.1f} s")  # fmt: skip
             print(f"  Spark / pandas:     {spark_rate / pandas_rate:.2f}x")
             verdict = "met" if spark_rate >= TARGET_RECORDS_PER_S else "NOT met"
             print(f"  target >= {TARGET_RECORDS_PER_S:,} records/s from Parquet: {verdict}")
+            if args.profile:
+                print("  Spark jobs of the timed run (from the event log):")
+                print("\n".join(job_timings(event_log, started_ms, ended_ms)))
             rows.append((records, spark_rate, pandas_rate))
 
             if args.bootstrap_servers:
