@@ -31,12 +31,14 @@ $(IMAGE)/opt/kaas/image.json: $(ARTIFACT_SUMS) packer/scripts/provision.sh $(wil
 
 $(ARTIFACT_SUMS): | artifacts
 
-## demo: a 3-VM local cluster doing real work, then the balance job over its metrics; leaves it running
+## demo: a 3-VM local cluster doing real work, the audit of what it produced, then the balance
+## job over its metrics (score and chart); leaves the cluster running
 demo: setup
 	$(BIN)/kaas up --nodes 3
-	$(BIN)/kaas demo
-	@mkdir -p build/demo
+	@rm -rf build/demo/ledger && mkdir -p build/demo
+	KAAS_PRODUCED_LEDGER_DIR=build/demo/ledger $(BIN)/kaas demo
 	@bootstrap=$$($(BIN)/kaas status --json | $(BIN)/python -c 'import json, sys; print(json.load(sys.stdin)["bootstrap_servers"])'); \
+	  $(BIN)/kaas analytics audit --bootstrap-servers $$bootstrap --ledger build/demo/ledger --out build/demo/audit && \
 	  $(BIN)/kaas plan export --bootstrap-server $${bootstrap%%,*} --output build/demo/LAYOUT.json && \
 	  $(BIN)/kaas analytics balance --bootstrap-servers $$bootstrap --out build/demo/analytics --layout build/demo/LAYOUT.json
 

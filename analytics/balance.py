@@ -171,6 +171,8 @@ def resource_balance(
         )
     keys = [*WINDOW_COLUMNS, "resource"]
     long = load_long(load, entity)
+    # One aggregation: the statistics and every (value, entity) of the group, so the hot
+    # entities are picked against the group's own mean without a second pass or a join.
     stats = long.groupBy(*keys).agg(
         F.count("value").alias("entities"),
         F.sum("value").alias("total"),
@@ -178,20 +180,18 @@ def resource_balance(
         F.stddev_pop("value").alias("stddev"),
         F.min("value").alias("min"),
         F.max("value").alias("max"),
+        F.collect_list(F.struct(F.col("value"), F.col(entity).alias("entity"))).alias("_values"),
     )
-    # Hot entities: the values against their window's mean. The statistics are one row
-    # per window and resource, small enough to broadcast: no sort of the long table.
     threshold = F.lit(hot_threshold) * F.col("mean")
-    hot = (
-        long.join(F.broadcast(stats.select(*keys, "mean")), keys)
-        .where((F.col("mean") > 0) & (F.col("value") > threshold))
-        .groupBy(*keys)
-        # Sorted as ids (2 before 10), then shown as text, so brokers and zones share a type.
-        .agg(F.sort_array(F.collect_list(entity)).cast("array<string>").alias("hot"))
+    hot_entities = F.transform(
+        F.filter("_values", lambda item: item["value"] > threshold), lambda item: item["entity"]
+    )
+    # Sorted as ids (2 before 10), then shown as text, so brokers and zones share a type.
+    hot = F.when(F.col("mean") > 0, F.sort_array(hot_entities).cast("array<string>")).otherwise(
+        F.array().cast("array<string>")
     )
     return (
-        stats.join(hot, keys, "left")
-        .withColumn("hot", F.coalesce(F.col("hot"), F.array().cast("array<string>")))
+        stats.withColumn("hot", hot)
         .withColumns(
             {
                 "cv": F.when(F.col("mean") > 0, F.col("stddev") / F.col("mean")).otherwise(0.0),
@@ -346,16 +346,18 @@ def split_before_after(broker_load: DataFrame, plan_applied_at: datetime | None)
 
     With `plan_applied_at` (timezone-aware), "before" is every window that ended by
     then and "after" every window that started after it. Without it, "before" is the
-    first window and "after" the latest.
+    first window and "after" the latest. Rows come in no particular order (a global
+    sort would cost a Spark job of its own; the chart sorts its few rows).
     """
     if plan_applied_at is None:
-        bounds = broker_load.groupBy("cluster").agg(
-            F.min("window_start").alias("_first"), F.max("window_start").alias("_last")
-        )
-        phased = broker_load.join(bounds, "cluster").withColumn(
+        # A window over the cluster, not a join with an aggregate: one Spark job, not two.
+        per_cluster = Window.partitionBy("cluster")
+        first = F.min("window_start").over(per_cluster)
+        last = F.max("window_start").over(per_cluster)
+        phased = broker_load.withColumn(
             "phase",
-            F.when(F.col("window_start") == F.col("_last"), "after").when(
-                F.col("window_start") == F.col("_first"), "before"
+            F.when(F.col("window_start") == last, "after").when(
+                F.col("window_start") == first, "before"
             ),
         )
     else:
@@ -373,5 +375,4 @@ def split_before_after(broker_load: DataFrame, plan_applied_at: datetime | None)
         .groupBy("cluster", "broker_id")
         .pivot("phase", ["before", "after"])
         .agg(*[F.avg(resource).alias(resource) for resource in RESOURCES])
-        .orderBy("cluster", "broker_id")
     )

@@ -9,18 +9,24 @@ per-partition load, and returns the summary that the job prints and writes as JS
 from __future__ import annotations
 
 import json
+import shutil
+from collections import Counter
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import Any, cast
 
 import pandas as pd
+import pyarrow as pa
 import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from analytics import balance, charts, layout, plan_compare
-from analytics.metrics import ParsedMetrics, flattened, quarantine_counts
+from analytics.metrics import ParsedMetrics, flattened
 from analytics.planner_score import score_measured_load
 
 SUMMARY_SCHEMA_VERSION = 1
@@ -54,7 +60,7 @@ class BalanceResult:
     outputs: dict[str, str] = field(default_factory=dict)
 
 
-def _choose_cluster(broker_load: DataFrame, wanted: str | None) -> tuple[str, int, int]:
+def _choose_cluster(broker_load: pd.DataFrame, wanted: str | None) -> tuple[str, int, int]:
     """The cluster to score, how many of its records were aggregated, and how many valid
     records there were in all.
 
@@ -62,8 +68,8 @@ def _choose_cluster(broker_load: DataFrame, wanted: str | None) -> tuple[str, in
     once more only to learn which clusters they hold.
     """
     samples = {
-        row["cluster"]: int(row["records"])
-        for row in broker_load.groupBy("cluster").agg(F.sum("samples").alias("records")).collect()
+        str(cluster): int(records)
+        for cluster, records in broker_load.groupby("cluster")["samples"].sum().items()
     }
     if wanted is None:
         if not samples:
@@ -125,67 +131,96 @@ def run_balance(
         """Write a table and continue from the written copy, so that no later output
         recomputes it from the (large, or remote) source."""
         _write(frame, out_dir / name, outputs, name)
-        return spark.read.parquet(outputs[name])
+        # With the schema given, reading back starts no Spark job to infer it from footers.
+        return spark.read.schema(frame.schema).parquet(outputs[name])
 
-    quarantined, reasons = 0, {}
+    quarantined = 0
+    reasons: dict[str, int] = {}
     if options.write_normalised:
         # Parsed here: quarantine and flat tables are written once, and read back.
         quarantine = stage(parsed.quarantine, "quarantine")
-        quarantined = quarantine.count()
-        reasons = {
-            row["reason"]: int(row["records"]) for row in quarantine_counts(quarantine).collect()
-        }
+        quarantined, reasons = _quarantine_counts(outputs["quarantine"])
         if parsed.valid_records is not None:
             # The JSON is parsed once more only here; the flat tables come from this copy.
             parsed = flattened(stage(parsed.valid_records, "valid_records"), quarantine)
-        parsed = ParsedMetrics(
-            broker_metrics=stage(parsed.broker_metrics, "broker_metrics"),
-            topic_metrics=stage(parsed.topic_metrics, "topic_metrics"),
-            partition_metrics=stage(parsed.partition_metrics, "partition_metrics"),
-            quarantine=quarantine,
+        flat = _in_parallel(
+            {
+                name: partial(stage, getattr(parsed, name), name)
+                for name in ("broker_metrics", "topic_metrics", "partition_metrics")
+            }
         )
+        parsed = ParsedMetrics(**flat, quarantine=quarantine)
     # Each large table is scanned once, into a small per-window table; all the rest
-    # works from those.
-    all_broker_load = stage(
-        balance.broker_window_load(parsed.broker_metrics, options.window), "broker_load"
+    # works from those. The three scans are independent Spark jobs, run side by side so
+    # that one job's planning, last task and commit overlap another's work.
+    window = options.window
+    staged = _in_parallel(
+        {
+            "broker_load": partial(
+                stage, balance.broker_window_load(parsed.broker_metrics, window), "broker_load"
+            ),
+            "replica_window": partial(
+                stage,
+                balance.replica_window_state(parsed.partition_metrics, window),
+                "replica_window",
+            ),
+            "topic_window": partial(
+                stage, balance.topic_window_rates(parsed.topic_metrics, window), "topic_window"
+            ),
+        }
     )
-    replicas = stage(
-        balance.replica_window_state(parsed.partition_metrics, options.window), "replica_window"
-    )
-    topic_rates = stage(
-        balance.topic_window_rates(parsed.topic_metrics, options.window), "topic_window"
-    )
-    cluster, scored_records, valid_records = _choose_cluster(all_broker_load, options.cluster)
+    # The per-window broker load is small (windows x brokers): read straight from its
+    # Parquet files, with no Spark job.
+    all_broker_load_pd = _read_parquet(outputs["broker_load"])
+    cluster, scored_records, valid_records = _choose_cluster(all_broker_load_pd, options.cluster)
 
     def of_cluster(frame: DataFrame) -> DataFrame:
         return frame.where(F.col("cluster") == cluster)
 
-    # Small (brokers x windows) and used by every later step: kept in memory.
-    broker_load = of_cluster(all_broker_load).cache()
-    zone_load = stage(balance.zone_window_load(broker_load), "zone_load")
-    for name, stats in (
-        (
-            "broker_balance",
+    broker_load = of_cluster(staged["broker_load"])
+
+    def zone_tables() -> None:
+        zone_load = stage(balance.zone_window_load(broker_load), "zone_load")
+        _write(
+            balance.resource_balance(zone_load, "zone", options.hot_threshold),
+            out_dir / "zone_balance",
+            outputs,
+            "zone_balance",
+        )
+
+    # The small tables, again side by side: each is one short Spark job.
+    small: dict[str, Callable[[], Any]] = {
+        "zones": zone_tables,
+        "broker_balance": partial(
+            _write,
             balance.resource_balance(broker_load, "broker_id", options.hot_threshold),
+            out_dir / "broker_balance",
+            outputs,
+            "broker_balance",
         ),
-        ("zone_balance", balance.resource_balance(zone_load, "zone", options.hot_threshold)),
-    ):
-        _write(stats, out_dir / name, outputs, name)
-    partition_load = stage(
-        balance.partition_load_from(of_cluster(replicas), of_cluster(topic_rates)),
-        "partition_load",
-    )
+        "partition_load": partial(
+            stage,
+            balance.partition_load_from(
+                of_cluster(staged["replica_window"]), of_cluster(staged["topic_window"])
+            ),
+            "partition_load",
+        ),
+    }
+    if options.charts:
+        small["before_after"] = partial(
+            _to_pandas, balance.split_before_after(broker_load, options.plan_applied_at)
+        )
+    done = _in_parallel(small)
+    partition_load = done["partition_load"]
     # The small tables are read straight from their Parquet files: no Spark job needed.
-    broker_load_pd = _read_parquet(outputs["broker_load"], cluster)
+    broker_load_pd = all_broker_load_pd[all_broker_load_pd["cluster"] == cluster].reset_index(
+        drop=True
+    )
     broker_balance_pd = _read_parquet(outputs["broker_balance"], cluster)
     zone_balance_pd = _read_parquet(outputs["zone_balance"], cluster)
 
     scores, score_detail = _scores_per_window(broker_load_pd)
-    spark.createDataFrame(
-        scores if not scores.empty else [],
-        "window_start timestamp, window_end timestamp, score double",
-    ).write.mode("overwrite").parquet(str(out_dir / "scores"))
-    outputs["scores"] = str(out_dir / "scores")
+    outputs["scores"] = str(_write_scores(scores, out_dir / "scores"))
 
     latest_start = broker_load_pd["window_start"].max()
     latest = broker_load_pd[broker_load_pd["window_start"] == latest_start]
@@ -237,7 +272,7 @@ def run_balance(
         )
         outputs["layout"] = summary["layout"]["path"]
     if options.charts:
-        before_after = _to_pandas(balance.split_before_after(broker_load, options.plan_applied_at))
+        before_after = done["before_after"]
         outputs["broker_load_chart"] = str(
             charts.broker_load_chart(before_after, cluster, out_dir / "charts" / "broker_load.png")
         )
@@ -253,12 +288,53 @@ def run_balance(
     return BalanceResult(summary=summary, outputs=outputs)
 
 
+def _in_parallel(work: dict[str, Callable[[], Any]]) -> dict[str, Any]:
+    """Run independent Spark actions from threads (Spark runs their jobs side by side);
+    the first failure is raised."""
+    with ThreadPoolExecutor(max_workers=len(work), thread_name_prefix="balance") as pool:
+        futures = {name: pool.submit(action) for name, action in work.items()}
+        return {name: future.result() for name, future in futures.items()}
+
+
+def _quarantine_counts(path: str) -> tuple[int, dict[str, int]]:
+    """Refused records and their count per reason, from the written quarantine (small:
+    read with pyarrow, no Spark job). A record with two reasons counts under each."""
+    reasons = pq.read_table(path, columns=["reasons"]).column("reasons").to_pylist()
+    per_reason = Counter(reason for listed in reasons for reason in listed or ())
+    ordered = sorted(per_reason.items(), key=lambda item: (-item[1], item[0]))
+    return len(reasons), dict(ordered)
+
+
+_SCORES_SCHEMA = pa.schema(
+    [
+        ("window_start", pa.timestamp("us", tz="UTC")),
+        ("window_end", pa.timestamp("us", tz="UTC")),
+        ("score", pa.float64()),
+    ]
+)
+
+
+def _write_scores(scores: pd.DataFrame, path: Path) -> Path:
+    """The per-window scores (computed on the driver) as a Parquet folder like Spark's,
+    written by pyarrow: a Spark job only to write a few hundred rows would cost more."""
+    if path.exists():
+        shutil.rmtree(path)
+    path.mkdir(parents=True)
+    frame = scores.copy()
+    for column in ("window_start", "window_end"):
+        frame[column] = pd.to_datetime(frame[column], utc=True)
+    table = pa.Table.from_pandas(frame, schema=_SCORES_SCHEMA, preserve_index=False)
+    pq.write_table(table, path / "part-00000.parquet")
+    return path
+
+
 def _to_pandas(frame: DataFrame) -> pd.DataFrame:
     return cast(pd.DataFrame, frame.toPandas())
 
 
-def _read_parquet(path: str, cluster: str) -> pd.DataFrame:
-    table = pq.read_table(path, filters=[("cluster", "=", cluster)])
+def _read_parquet(path: str, cluster: str | None = None) -> pd.DataFrame:
+    filters = [("cluster", "=", cluster)] if cluster is not None else None
+    table = pq.read_table(path, filters=filters)
     return cast(pd.DataFrame, table.to_pandas())
 
 

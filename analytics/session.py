@@ -109,8 +109,13 @@ def build_spark_session(settings: SparkSettings) -> SparkSession:
         if jars:
             # spark.jars, never spark.jars.packages: nothing is downloaded at run time.
             builder = builder.config("spark.jars", ",".join(str(jar) for jar in jars))
-        builder = builder.config("spark.ui.enabled", "false").config(
-            "spark.ui.showConsoleProgress", "false"
+        builder = (
+            builder.config("spark.ui.enabled", "false")
+            .config("spark.ui.showConsoleProgress", "false")
+            # On a starved shared box the driver can miss heartbeats for minutes; past the
+            # default 120 s it declares its own local executor lost and the job fails.
+            .config("spark.network.timeout", "600s")
+            .config("spark.executor.heartbeatInterval", "60s")
         )
     builder = (
         builder.config("spark.sql.shuffle.partitions", str(settings.shuffle_partitions))

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
 
+from analytics import metrics
 from analytics.metrics import ParsedMetrics
 from analytics.session import missing_connector_jars
 
@@ -18,6 +19,26 @@ QUARANTINE_SCHEMA = (
     "source_topic string, source_partition int, source_offset bigint, source_timestamp timestamp, "
     "key string, value string, reasons array<string>"
 )
+
+
+_IDENTITY_SCHEMA = "cluster string, broker_id int, rack string, timestamp timestamp"
+
+
+def _fields_schema(fields: tuple[tuple[str, str], ...], prefix: str = "") -> str:
+    # partition is an int in the flat tables (Kafka's own type), a JSON integer in the schema.
+    spark_type = {"partition": "int"}
+    return ", ".join(f"`{prefix}{name}` {spark_type.get(name, kind)}" for name, kind in fields)
+
+
+# The flat tables' schemas as the balance job writes them (metrics.flattened), so that
+# reading them back infers nothing: inferring reads Parquet footers in a Spark job per table.
+NORMALISED_SCHEMAS = {
+    "broker_metrics": f"{_IDENTITY_SCHEMA}, interval_s double, "
+    f"{_fields_schema(metrics.BROKER_FIELDS)}, {_fields_schema(metrics.HOST_FIELDS, 'host_')}, "
+    "read_errors int",
+    "topic_metrics": f"{_IDENTITY_SCHEMA}, {_fields_schema(metrics.TOPIC_FIELDS)}",
+    "partition_metrics": f"{_IDENTITY_SCHEMA}, {_fields_schema(metrics.PARTITION_FIELDS)}",
+}
 
 
 class SourceError(ValueError):
@@ -99,12 +120,11 @@ def read_normalised_parquet(spark: SparkSession, path: Path) -> ParsedMetrics:
             f"Parquet input {path} lacks {', '.join(missing)}: expected the folders "
             f"{', '.join(NORMALISED_TABLES)} that the balance job writes"
         )
-    return ParsedMetrics(
-        broker_metrics=spark.read.parquet(str(path / "broker_metrics")),
-        topic_metrics=spark.read.parquet(str(path / "topic_metrics")),
-        partition_metrics=spark.read.parquet(str(path / "partition_metrics")),
-        quarantine=spark.createDataFrame([], QUARANTINE_SCHEMA),
-    )
+    tables = {
+        name: spark.read.schema(NORMALISED_SCHEMAS[name]).parquet(str(path / name))
+        for name in NORMALISED_TABLES
+    }
+    return ParsedMetrics(**tables, quarantine=spark.createDataFrame([], QUARANTINE_SCHEMA))
 
 
 def read_ledger(spark: SparkSession, path: Path) -> DataFrame:

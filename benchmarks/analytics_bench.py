@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import sys
 import tempfile
@@ -27,6 +28,7 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 import psutil
@@ -55,6 +57,9 @@ WINDOW_MS = 300_000
 class Measurement:
     seconds: float
     peak_rss_bytes: int
+    cpu_seconds: float = 0.0
+    """CPU time this process and its children (the JVM) used in the span: on a shared
+    machine the wall time depends on the other load, this much less."""
 
 
 class PeakMemory:
@@ -90,13 +95,27 @@ class PeakMemory:
         self.peak = max(self.peak, self._sample())
 
 
+def cpu_seconds(include_children: bool) -> float:
+    """User + system CPU time of this process and (optionally) its live children."""
+    process = psutil.Process()
+    processes = [process, *(process.children(recursive=True) if include_children else [])]
+    total = 0.0
+    for each in processes:
+        with suppress(psutil.NoSuchProcess):
+            times = each.cpu_times()
+            total += times.user + times.system
+    return total
+
+
 @contextmanager
 def measured(include_children: bool) -> Iterator[Measurement]:
     measurement = Measurement(0.0, 0)
     with PeakMemory(include_children) as memory:
+        cpu_before = cpu_seconds(include_children)
         started = time.perf_counter()
         yield measurement
         measurement.seconds = time.perf_counter() - started
+        measurement.cpu_seconds = cpu_seconds(include_children) - cpu_before
     measurement.peak_rss_bytes = memory.peak
 
 
@@ -293,6 +312,56 @@ def parsed_from_kafka(spark: SparkSession, bootstrap_servers: str, topic: str) -
     return parse_metric_records(read_kafka_topics(spark, bootstrap_servers, [topic]))
 
 
+def job_timings(event_log_dir: Path, since_ms: int, until_ms: int) -> list[str]:
+    """Per Spark job (and its stages) started in [since_ms, until_ms], from the event log:
+    where the job's time goes. The event log is what the Spark UI shows, as JSON lines."""
+    jobs: dict[int, dict[str, object]] = {}
+    stages: dict[int, tuple[str, int, int, int]] = {}
+    # Spark 4 writes a folder of rolling files per application.
+    for log in sorted(event_log_dir.rglob("events_*")):
+        with log.open(encoding="utf-8") as handle:
+            for line in handle:
+                try:
+                    event = json.loads(line)
+                except json.JSONDecodeError:
+                    continue  # the line Spark is writing now
+                kind = event.get("Event")
+                if kind == "SparkListenerJobStart":
+                    properties = event.get("Properties") or {}
+                    jobs[event["Job ID"]] = {
+                        "start": event["Submission Time"],
+                        "site": properties.get("callSite.short", "?"),
+                        "stages": [info["Stage ID"] for info in event["Stage Infos"]],
+                    }
+                elif kind == "SparkListenerJobEnd" and event["Job ID"] in jobs:
+                    jobs[event["Job ID"]]["end"] = event["Completion Time"]
+                elif kind == "SparkListenerStageCompleted":
+                    info = event["Stage Info"]
+                    stages[info["Stage ID"]] = (
+                        info["Stage Name"],
+                        info["Number of Tasks"],
+                        info.get("Submission Time", 0),
+                        info.get("Completion Time", 0),
+                    )
+    lines = []
+    busy = 0
+    for job_id, job in sorted(jobs.items()):
+        start = int(str(job["start"]))
+        end = int(str(job.get("end", start)))
+        if not since_ms <= start <= until_ms:
+            continue
+        busy += end - start
+        lines.append(f"    job {job_id:3d} {end - start:6d} ms  {job['site']}")
+        for stage_id in cast(list[int], job["stages"]):
+            if stage_id in stages:
+                name, tasks, submitted, completed = stages[stage_id]
+                lines.append(
+                    f"        stage {stage_id:3d} {completed - submitted:6d} ms  {tasks:3d} tasks  {name}"
+                )
+    lines.append(f"    in Spark jobs: {busy} ms of {until_ms - since_ms} ms")
+    return lines
+
+
 def timed_spark_job(
     spark: SparkSession, read: Callable[[], ParsedMetrics], out: Path, parsed_here: bool
 ) -> Measurement:
@@ -315,14 +384,34 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--brokers", type=int, default=1000)
     parser.add_argument("--bootstrap-servers", help="a Kafka cluster for the Kafka-source part")
     parser.add_argument(
-        "--work-dir", type=Path, help="where generated data goes (default: a temporary folder)"
+        "--work-dir",
+        type=Path,
+        help="where generated data goes (default: a temporary folder); kept, and reused by "
+        "the next run, when given",
+    )
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="write Spark's event log and print each Spark job and stage of the timed span",
     )
     args = parser.parse_args(argv)
     counts = [int(text) for text in args.records.split(",") if text.strip()]
     work = args.work_dir or Path(tempfile.mkdtemp(prefix="kaas-analytics-bench-"))
     work.mkdir(parents=True, exist_ok=True)
 
-    spark = build_spark_session(SparkSettings(app_name="kaas-analytics-bench"))
+    event_log = work / "event-log"
+    extra_conf: tuple[tuple[str, str], ...] = ()
+    if args.profile:
+        shutil.rmtree(event_log, ignore_errors=True)
+        event_log.mkdir(parents=True)
+        extra_conf = (
+            ("spark.eventLog.enabled", "true"),
+            ("spark.eventLog.dir", str(event_log)),
+            ("spark.eventLog.compress", "false"),
+        )
+    spark = build_spark_session(
+        SparkSettings(app_name="kaas-analytics-bench", extra_conf=extra_conf)
+    )
     print(
         f"machine: {psutil.cpu_count()} cores, {psutil.virtual_memory().total / 2**30:.0f} GiB; Spark local[2], driver 2g"
     )
@@ -331,9 +420,14 @@ def main(argv: list[str]) -> int:
         for records in counts:
             folder = work / f"records-{records}"
             started = time.perf_counter()
-            generate_tables(spark, records, args.brokers, folder)
+            generated = folder / "GENERATED"
+            if args.work_dir is None or not generated.exists():
+                generate_tables(spark, records, args.brokers, folder)
+                generated.write_text(f"{records} {args.brokers}\n")
             print(f"\n{records:,} records ({args.brokers} brokers, {records // args.brokers} samples each): "
                   f"generated in {time.perf_counter() - started:.1f} s")  # fmt: skip
+            load_before = os.getloadavg()[0]
+            started_ms = int(time.time() * 1000)
 
             spark_run = timed_spark_job(
                 spark,
@@ -341,17 +435,25 @@ def main(argv: list[str]) -> int:
                 work / "out-parquet",
                 parsed_here=False,
             )
+            ended_ms = int(time.time() * 1000)
             with measured(include_children=False) as pandas_run:
                 pandas_balance(folder)
             spark_rate = records / spark_run.seconds
             pandas_rate = records / pandas_run.seconds
+            print(
+                f"  load average before: {load_before:.1f} (2 cores; other work on the machine slows every figure)"
+            )
             print(f"  Spark from Parquet: {spark_run.seconds:7.1f} s  {spark_rate:12,.0f} records/s  "
-                  f"peak {spark_run.peak_rss_bytes / 2**20:,.0f} MiB (JVM + Python)")  # fmt: skip
+                  f"peak {spark_run.peak_rss_bytes / 2**20:,.0f} MiB (JVM + Python), "
+                  f"CPU {spark_run.cpu_seconds:.1f} s")  # fmt: skip
             print(f"  pandas baseline:    {pandas_run.seconds:7.1f} s  {pandas_rate:12,.0f} records/s  "
-                  f"peak {pandas_run.peak_rss_bytes / 2**20:,.0f} MiB")  # fmt: skip
+                  f"peak {pandas_run.peak_rss_bytes / 2**20:,.0f} MiB, CPU {pandas_run.cpu_seconds:.1f} s")  # fmt: skip
             print(f"  Spark / pandas:     {spark_rate / pandas_rate:.2f}x")
             verdict = "met" if spark_rate >= TARGET_RECORDS_PER_S else "NOT met"
             print(f"  target >= {TARGET_RECORDS_PER_S:,} records/s from Parquet: {verdict}")
+            if args.profile:
+                print("  Spark jobs of the timed run (from the event log):")
+                print("\n".join(job_timings(event_log, started_ms, ended_ms)))
             rows.append((records, spark_rate, pandas_rate))
 
             if args.bootstrap_servers:
@@ -371,7 +473,8 @@ def main(argv: list[str]) -> int:
                 print(
                     "  Spark from Kafka:   skipped: no --bootstrap-servers given (needs a running cluster)"
                 )
-            shutil.rmtree(folder, ignore_errors=True)
+            if args.work_dir is None:
+                shutil.rmtree(folder, ignore_errors=True)
     finally:
         spark.stop()
         if args.work_dir is None:

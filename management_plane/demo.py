@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import os
 import time
 import uuid
 from collections import Counter
 from pathlib import Path
 
+from analytics.ledger import ProducedLedger
 from management_plane.errors import KaasError
 from management_plane.local.state import require_state
 from management_plane.workload import (
+    LEDGER_DIR_ENV,
     consume_group,
     create_topic,
     durable_producer,
@@ -18,6 +21,12 @@ from management_plane.workload import (
 )
 
 KEYS = 1000
+
+
+def ledger_dir(home: Path) -> Path:
+    """Where the demo's produced-messages ledger goes: KAAS_PRODUCED_LEDGER_DIR, else HOME/ledger."""
+    configured = os.environ.get(LEDGER_DIR_ENV)
+    return Path(configured) if configured else home / "ledger"
 
 
 def run_demo(home: Path, messages: int, partitions: int, consumers: int) -> int:
@@ -33,12 +42,19 @@ def run_demo(home: Path, messages: int, partitions: int, consumers: int) -> int:
     print(f"topic {topic}: {partitions} partitions, replication factor {replication}")
 
     keys = min(KEYS, messages)
-    produced = produce_keyed(durable_producer(bootstrap), topic, messages, keys)
+    # Every acknowledged message is counted per partition and minute, for the audit job.
+    ledger = ProducedLedger(producer="demo")
+    produced = produce_keyed(durable_producer(bootstrap), topic, messages, keys, ledger=ledger)
+    ledger_path = ledger.write(ledger_dir(home) / f"{topic}.jsonl")
     if produced.errors:
         raise KaasError(f"{len(produced.errors)} produce errors, first: {produced.errors[0]}")
     rate = messages / produced.seconds if produced.seconds else float("inf")
     print(
         f"produced {messages} keyed messages (acks=all, idempotent) in {produced.seconds:.1f}s: {rate:,.0f} msg/s"
+    )
+    print(
+        f"ledger: {ledger.total()} acknowledged messages in {len(ledger.entries())} "
+        f"(partition, minute) counts, {ledger_path}"
     )
 
     consumed = consume_group(bootstrap, topic, f"{topic}-group", consumers, expected=messages)
@@ -58,6 +74,10 @@ def run_demo(home: Path, messages: int, partitions: int, consumers: int) -> int:
         return 1
     print(
         f"OK: all {messages} messages arrived exactly once and in order per key ({total:.1f}s in all)"
+    )
+    print(
+        f"audit: kaas analytics audit --bootstrap-servers {bootstrap} --ledger {ledger_path.parent} "
+        "--out build/demo/audit"
     )
     print(f"the cluster is still running: stop it with `kaas down --home {home}` (or `make down`)")
     return 0

@@ -4,6 +4,7 @@ malformed records in it, the score goes to ZooKeeper, and the audit checks compl
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ from analytics.session import default_jars_dir
 from analytics.sources import SourceError, ensure_kafka_connector, read_kafka_topics
 from analytics.testing import metric_record, spark_session_fixture  # noqa: F401
 from analytics.writeback import ZooKeeperScoreWriter, score_document, score_znode_path
+from management_plane.workload import LEDGER_DIR_ENV, durable_producer, produce_keyed
 
 pytestmark = pytest.mark.integration
 
@@ -180,10 +182,12 @@ def test_audit_finds_every_acknowledged_message_and_the_group_lag(
     )
     consumer.subscribe([topic])
     consumed = 0
+    # Joining the group takes a while on a busy machine: a deadline for all, not per poll.
+    deadline = time.monotonic() + 120
     while consumed < 50:
-        message = consumer.poll(10)
-        assert message is not None, "no message within 10 s"
-        if message.error() is None:
+        assert time.monotonic() < deadline, f"only {consumed} of 50 messages within 120 s"
+        message = consumer.poll(1)
+        if message is not None and message.error() is None:
             consumed += 1
     consumer.commit(asynchronous=False)
     consumer.close()
@@ -209,3 +213,54 @@ def test_audit_finds_every_acknowledged_message_and_the_group_lag(
     assert lag["group"] == group
     # The consumer committed the position after what it had read; all but those are behind.
     assert 0 < lag["total_lag"] <= 200 - 50
+
+
+def test_the_workload_records_a_ledger_the_audit_finds_complete(
+    kafka_cluster: Any,
+    spark: SparkSession,
+    connector_ready: None,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The drills' and the demo's producer (management_plane.workload.produce_keyed) writes
+    its ledger when KAAS_PRODUCED_LEDGER_DIR is set; the audit finds it 100% complete."""
+    topic = kafka_cluster.unique_topic("ledgered")
+    create_topic(kafka_cluster.bootstrap_servers, topic, partitions=3)
+    ledger_dir = tmp_path / "ledger"
+    monkeypatch.setenv(LEDGER_DIR_ENV, str(ledger_dir))
+    producer = durable_producer(kafka_cluster.bootstrap_servers)
+    first = produce_keyed(producer, topic, messages=300, keys=12, key_prefix="a")
+    second = produce_keyed(producer, topic, messages=200, keys=12, key_prefix="b")
+    assert first.errors == [] and second.errors == []
+
+    files = sorted(ledger_dir.glob("*.jsonl"))
+    assert len(files) == 2, files
+    entries = [json.loads(line) for path in files for line in path.read_text().splitlines()]
+    recorded: dict[int, int] = {}
+    for entry in entries:
+        assert entry["topic"] == topic
+        recorded[entry["partition"]] = recorded.get(entry["partition"], 0) + entry["count"]
+    acknowledged: dict[int, int] = {}
+    for _key, _sequence, partition, _offset in first.acknowledged + second.acknowledged:
+        acknowledged[partition] = acknowledged.get(partition, 0) + 1
+    assert recorded == acknowledged
+
+    result = run_audit(
+        spark,
+        AuditOptions(
+            bootstrap_servers=kafka_cluster.bootstrap_servers,
+            ledger=ledger_dir,
+            out=tmp_path / "audit",
+            groups=("no-such-group",),
+        ),
+    )
+    completeness = result.summary["completeness"]
+    assert (completeness["produced"], completeness["in_kafka"], completeness["missing"]) == (
+        500,
+        500,
+        0,
+    )
+    assert completeness["completeness_percent"] == 100.0
+    assert result.exit_code == 0
+    # A group that never committed anything has no offsets to compare: no lag rows.
+    assert result.summary["consumer_groups"] == []
