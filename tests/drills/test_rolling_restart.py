@@ -8,6 +8,7 @@ import json
 import threading
 import time
 from collections import Counter
+from typing import Any
 
 import pytest
 from confluent_kafka.admin import AdminClient, ConfigResource
@@ -172,16 +173,24 @@ def test_dynamic_change_reaches_every_broker_without_a_restart(
         assert [(vm.directory / "kafka.pid").read_text() for vm in cluster.layout.vms] == pids, (
             "a broker restarted"
         )
-        entries = [
-            json.loads(zk.get(f"{paths.journal}/{c}")[0])
-            for c in sorted(zk.get_children(paths.journal))[journal_before:]
-        ]
-        assert not [e for e in entries if e["action"] == "restart"]
-        assert {
-            e["broker_id"]
-            for e in entries
-            if e["action"] == "apply_dynamic" and e["result"] == "done, read back"
-        } == {0, 1, 2}
+
+        def entries() -> list[dict[str, Any]]:
+            return [
+                json.loads(zk.get(f"{paths.journal}/{c}")[0])
+                for c in sorted(zk.get_children(paths.journal))[journal_before:]
+            ]
+
+        def applied_by() -> set[int]:
+            return {
+                e["broker_id"]
+                for e in entries()
+                if e["action"] == "apply_dynamic" and e["result"] == "done, read back"
+            }
+
+        # An agent journals after its read-back, which may come a moment after the value
+        # is visible to this test.
+        wait_until(lambda: applied_by() == {0, 1, 2}, 60, "every agent to journal its apply")
+        assert not [e for e in entries() if e["action"] == "restart"]
         # The file follows, so that a later restart keeps the value.
         assert all(
             "log.cleaner.threads=2" in (vm.config_dir / "server.properties").read_text()
