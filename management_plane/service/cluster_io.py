@@ -1,0 +1,177 @@
+"""The controller's view of one running cluster: its spec in ZooKeeper (the service is its one
+writer), the agents' member znodes, Kafka's broker registrations and partition metadata.
+
+Thin adapters: every decision about what these readings mean is the caller's.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass, replace
+from typing import Any, TypeVar
+
+from confluent_kafka.admin import AdminClient
+from kazoo.client import KazooClient
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+
+from planner.spec import ClusterSpec, SpecError, parse_spec
+from planner.zkpaths import ClusterPaths
+
+logging.getLogger("kazoo.client").setLevel(logging.ERROR)
+_RDKAFKA_LOG = logging.getLogger("kaas.service.rdkafka")
+_RDKAFKA_LOG.setLevel(logging.CRITICAL)
+
+ZOOKEEPER_PORT = 2181
+KAFKA_PORT = 9092
+
+T = TypeVar("T")
+
+
+class ClusterUnreachable(RuntimeError):
+    """ZooKeeper or Kafka did not answer; a step reading this waits and tries again."""
+
+
+@dataclass(frozen=True)
+class PartitionState:
+    topic: str
+    partition: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+
+
+def zookeeper_hosts(addresses: list[str]) -> str:
+    return ",".join(f"{a}:{ZOOKEEPER_PORT}" for a in addresses)
+
+
+def bootstrap_servers(addresses: list[str]) -> str:
+    return ",".join(f"{a}:{KAFKA_PORT}" for a in addresses)
+
+
+class ClusterIO:
+    def __init__(self, cluster: str, addresses: list[str]) -> None:
+        if not addresses:
+            raise ClusterUnreachable(f"cluster {cluster} has no running VM to reach")
+        self.cluster = cluster
+        self.paths = ClusterPaths(cluster)
+        self.hosts = zookeeper_hosts(addresses)
+        self.bootstrap = bootstrap_servers(addresses)
+
+    @contextmanager
+    def _zk(self) -> Iterator[KazooClient]:
+        client = KazooClient(hosts=self.hosts, timeout=10, connection_retry=None)
+        try:
+            client.start(timeout=15)
+        except Exception as exc:
+            client.close()
+            raise ClusterUnreachable(f"ZooKeeper of {self.cluster} ({self.hosts}): {exc}") from None
+        try:
+            yield client
+        finally:
+            client.stop()
+            client.close()
+
+    def _with_zk(self, action: Callable[[KazooClient], T]) -> T:
+        with self._zk() as zk:
+            return action(zk)
+
+    # -- the spec -------------------------------------------------------------------------
+
+    def read_spec(self) -> ClusterSpec | None:
+        def read(zk: KazooClient) -> ClusterSpec | None:
+            try:
+                raw, _ = zk.get(self.paths.spec)
+            except NoNodeError:
+                return None
+            return parse_spec(raw)
+
+        return self._with_zk(read)
+
+    def write_spec(self, change: Callable[[ClusterSpec | None], ClusterSpec]) -> ClusterSpec:
+        """Apply `change` to the current spec and write it with a version check (the
+        generation is bumped here, by the one writer). A spec no agent could parse is never
+        written: parse_spec runs on the encoded value first."""
+
+        def write(zk: KazooClient) -> ClusterSpec:
+            for _ in range(5):
+                try:
+                    raw, stat = zk.get(self.paths.spec)
+                    current: ClusterSpec | None = parse_spec(raw)
+                    version = stat.version
+                except NoNodeError:
+                    current, version = None, -1
+                except SpecError:
+                    current, version = None, zk.exists(self.paths.spec).version
+                desired = change(current)
+                generation = (current.generation + 1) if current else max(1, desired.generation)
+                desired = replace(desired, generation=generation)
+                parse_spec(desired.encode())
+                try:
+                    if version < 0:
+                        zk.create(self.paths.spec, desired.encode(), makepath=True)
+                    else:
+                        zk.set(self.paths.spec, desired.encode(), version=version)
+                    return desired
+                except (BadVersionError, NodeExistsError):
+                    continue
+            raise ClusterUnreachable(f"the spec of {self.cluster} kept changing under the writer")
+
+        return self._with_zk(write)
+
+    # -- agents and brokers ---------------------------------------------------------------
+
+    def members(self) -> dict[int, dict[str, Any]]:
+        """The agents' member znodes by broker id."""
+
+        def read(zk: KazooClient) -> dict[int, dict[str, Any]]:
+            found: dict[int, dict[str, Any]] = {}
+            try:
+                children = zk.get_children(self.paths.members)
+            except NoNodeError:
+                return found
+            for child in children:
+                try:
+                    value = json.loads(zk.get(f"{self.paths.members}/{child}")[0])
+                except (NoNodeError, ValueError):
+                    continue
+                if isinstance(value, dict) and child.isdigit():
+                    found[int(child)] = value
+            return found
+
+        return self._with_zk(read)
+
+    def registered_brokers(self) -> set[int]:
+        def read(zk: KazooClient) -> set[int]:
+            try:
+                return {int(c) for c in zk.get_children(self.paths.kafka_broker_ids)}
+            except NoNodeError:
+                return set()
+
+        return self._with_zk(read)
+
+    def release_broker_claim(self, broker_id: int) -> None:
+        """Forget a recycled broker's id claim, so that a later VM may claim the id afresh."""
+
+        def delete(zk: KazooClient) -> None:
+            with suppress(NoNodeError):
+                zk.delete(self.paths.broker_id_claim(broker_id))
+
+        self._with_zk(delete)
+
+    # -- Kafka ----------------------------------------------------------------------------
+
+    def partitions(self) -> list[PartitionState]:
+        admin = AdminClient(
+            {"bootstrap.servers": self.bootstrap, "socket.timeout.ms": 5000}, logger=_RDKAFKA_LOG
+        )
+        try:
+            metadata = admin.list_topics(timeout=10)
+        except Exception as exc:
+            raise ClusterUnreachable(f"Kafka of {self.cluster} ({self.bootstrap}): {exc}") from None
+        return [
+            PartitionState(str(topic.topic), p.id, tuple(p.replicas), tuple(p.isrs))
+            for topic in metadata.topics.values()
+            for p in topic.partitions.values()
+        ]
