@@ -183,6 +183,13 @@ class LocalProvider:
     def release_broker_resources(self, cluster: str, broker_id: int) -> None:
         """Local VMs keep no per-broker resources."""
 
+    def zookeeper_admin_secret(self, cluster: str) -> str | None:
+        """The ZooKeeper super user's password of the cluster (reconfig needs it)."""
+        try:
+            return (self.cluster_home(cluster) / "secrets" / "zookeeper-admin").read_text().strip()
+        except OSError:
+            return None
+
     def delete_cluster(self, cluster: str) -> None:
         """Stop every VM of the cluster and delete its folder."""
         local = self._local(cluster)

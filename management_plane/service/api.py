@@ -5,7 +5,6 @@ Every write is an operation: the handler validates, stores the operation and ret
 (202); the engine does the work. Errors are JSON {"code", "message"}.
 """
 
-
 from typing import Annotated, Any
 
 from fastapi import Depends, FastAPI, Query, Request

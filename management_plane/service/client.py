@@ -85,6 +85,12 @@ def add_commands(commands: Any) -> None:
         help="a /24 of loopback the local provider may give a cluster (repeatable; default 127.0.2..127.0.10)",
     )
 
+    serve.add_argument(
+        "--no-engine",
+        action="store_true",
+        help="store operations without running them (API tests, maintenance)",
+    )
+
     cluster = commands.add_parser("cluster", help="clusters of the management plane")
     actions = cluster.add_subparsers(dest="action", required=True)
     create = with_api(actions.add_parser("create", help="create a cluster"))
@@ -198,6 +204,7 @@ def run(args: argparse.Namespace) -> int:
                 port=args.port,
                 database_url=args.database_url,
                 local_address_bases=tuple(args.local_address_base or DEFAULT_LOCAL_ADDRESS_BASES),
+                run_engine=not args.no_engine,
             )
         )
     client = _client(args)

@@ -297,6 +297,29 @@ class Controller:
             self.provider.release_broker_resources(op.cluster, broker_id)
         return done(f"recycled {', '.join(olds)}")
 
+    def step_ensemble(self, op: OperationRow, batch: int) -> Outcome:
+        secret_of = getattr(self.provider, "zookeeper_admin_secret", None)
+        secret = secret_of(op.cluster) if secret_of is not None else None
+        if secret is None:
+            return done("the provider's agents keep the ZooKeeper ensemble")
+        gone = {
+            vm["address"]
+            for vm_id in op.context["batches"][batch]
+            if (vm := self.db.vm(vm_id)) is not None
+        }
+        spec = self._spec(op.cluster)
+        try:
+            changed = self._io(op.cluster).repair_ensemble(
+                secret, gone, spec.zookeeper_participants
+            )
+        except ClusterUnreachable:
+            raise
+        except Exception as exc:  # a reconfig racing an agent's: read the new config, again
+            return wait(f"ZooKeeper reconfig not done yet ({type(exc).__name__}: {exc})")
+        if changed is not None:
+            return wait(changed)  # run again: done once the config needs nothing more
+        return done("ZooKeeper ensemble at its spec size without the recycled VMs")
+
     def step_undrain(self, op: OperationRow, batch: int) -> Outcome:
         brokers = frozenset(self._old_brokers(op, batch))
         spec = self._io(op.cluster).read_spec()

@@ -30,6 +30,8 @@ class ServeSettings:
     """default: SQLite (WAL) at HOME/kaas.db"""
     local_address_bases: tuple[str, ...] = DEFAULT_LOCAL_ADDRESS_BASES
     poll_interval_s: float = 2.0
+    run_engine: bool = True
+    """False: accept and store operations without running them (API tests, maintenance)"""
 
 
 def build_service(settings: ServeSettings) -> tuple[Service, str | None]:
@@ -54,7 +56,10 @@ def serve(settings: ServeSettings) -> int:
     unfinished = service.db.unfinished_operations()
     if unfinished:
         log.info("resuming_operations", ids=[op.op_id for op in unfinished])
-    service.engine.start()
+    if settings.run_engine:
+        service.engine.start()
+    else:
+        log.warning("engine_paused", note="operations are stored, not run")
     print(f"kaas serve: listening on http://{settings.host}:{settings.port}", flush=True)
     try:
         uvicorn.run(

@@ -17,9 +17,17 @@ PENDING, RUNNING, SUCCEEDED, FAILED = "pending", "running", "succeeded", "failed
 DONE, WAIT, FAIL = "done", "wait", "fail"
 
 # The steps of one replacement batch (seed 002, Aiven's immutable replacement).
-REPLACE_BATCH = ("create_vm", "wait_joined", "drain", "wait_drained", "recycle", "undrain")
+REPLACE_BATCH = (
+    "create_vm",
+    "wait_joined",
+    "drain",
+    "wait_drained",
+    "recycle",
+    "ensemble",
+    "undrain",
+)
 # Scale-down: the same path without a new VM.
-REMOVE_BATCH = ("drain", "wait_drained", "recycle", "undrain")
+REMOVE_BATCH = ("drain", "wait_drained", "recycle", "ensemble", "undrain")
 
 KINDS = (
     "create_cluster",
