@@ -47,6 +47,14 @@ class StepTimeouts:
         }.get(name, self.other)
 
 
+PROTOCOL_KEY = "inter.broker.protocol.version"
+
+
+def protocol_version(kafka_version: str) -> str:
+    """Kafka 3.8.1 speaks inter-broker protocol 3.8."""
+    return ".".join(kafka_version.split(".")[:2])
+
+
 def done(message: str, **context: Any) -> Outcome:
     return Outcome(DONE, message, context)
 
@@ -326,6 +334,35 @@ class Controller:
         if spec is not None and spec.draining_broker_ids & brokers:
             self._write_spec(op.cluster, draining_broker_ids=spec.draining_broker_ids - brokers)
         return done(f"brokers {sorted(brokers)} no longer draining")
+
+    def step_pin_protocol(self, op: OperationRow, _batch: int) -> Outcome:
+        spec = self._io(op.cluster).read_spec() or self._spec(op.cluster)
+        if PROTOCOL_KEY in spec.broker_config:
+            return done(
+                f"{PROTOCOL_KEY} is set by the cluster's config "
+                f"({spec.broker_config[PROTOCOL_KEY]}); left as it is",
+                pinned_protocol=False,
+            )
+        pinned = protocol_version(spec.kafka_version)
+        written = self._write_spec(
+            op.cluster, broker_config={**spec.broker_config, PROTOCOL_KEY: pinned}
+        )
+        return done(
+            f"{PROTOCOL_KEY} pinned to {pinned} while versions mix",
+            pinned_protocol=True,
+            spec_generation=written.generation,
+        )
+
+    def step_unpin_protocol(self, op: OperationRow, _batch: int) -> Outcome:
+        spec = self._io(op.cluster).read_spec() or self._spec(op.cluster)
+        if not op.context.get("pinned_protocol") or PROTOCOL_KEY not in spec.broker_config:
+            return done(f"{PROTOCOL_KEY} left as the cluster's config sets it")
+        config = {k: v for k, v in spec.broker_config.items() if k != PROTOCOL_KEY}
+        written = self._write_spec(op.cluster, broker_config=config)
+        return done(
+            f"{PROTOCOL_KEY} unpinned: every broker runs {spec.kafka_version}",
+            spec_generation=written.generation,
+        )
 
     def step_wait_applied(self, op: OperationRow, _batch: int) -> Outcome:
         generation = int(op.context.get("spec_generation", 0))

@@ -98,8 +98,20 @@ def expand_steps(kind: str, batch_count: int = 0) -> list[str]:
     """Every step of an operation of `kind`, in order."""
     if kind == "create_cluster":
         return ["create_vms", "write_spec", "wait_joined", "finish"]
-    if kind in ("replace_vm", "upgrade", "change_instance_type"):
+    if kind in ("replace_vm", "change_instance_type"):
         return ["write_spec", *replacement_steps(batch_count), "finish"]
+    if kind == "upgrade":
+        # inter.broker.protocol.version in two phases: pinned to the running version while
+        # old and new brokers mix, raised once every broker runs the new one.
+        return [
+            "pin_protocol",
+            "wait_applied:0",
+            "write_spec",
+            *replacement_steps(batch_count),
+            "unpin_protocol",
+            "wait_applied:1",
+            "finish",
+        ]
     if kind == "scale_up":
         return ["create_vm:0", "wait_joined:0", "write_spec", "finish"]
     if kind == "scale_down":

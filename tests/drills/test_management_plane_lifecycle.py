@@ -44,7 +44,7 @@ def test_create_scale_configure_shrink_delete(service: ServiceHandle) -> None:
     out = kaas(service, "cluster", "create", "life", "--brokers", "3", "--wait")
     assert re.search(r"\[#+\] 4/4 succeeded", out), out
     service.remember_clusters()
-    status, cluster = service.call("GET", "/v1/clusters/life")
+    _, cluster = service.call("GET", "/v1/clusters/life")
     bootstrap = cluster["bootstrap_servers"]
     topic = harness.ClusterHandle.unique_topic("life")
     create_topic(bootstrap, topic, partitions=4)
@@ -53,13 +53,13 @@ def test_create_scale_configure_shrink_delete(service: ServiceHandle) -> None:
     out = kaas(service, "cluster", "scale", "life", "--brokers", "4", "--wait")
     assert "succeeded" in out, out
     service.remember_clusters()
-    status, cluster = service.call("GET", "/v1/clusters/life")
+    _, cluster = service.call("GET", "/v1/clusters/life")
     assert sorted(vm["broker_id"] for vm in cluster["vms"]) == [0, 1, 2, 3]
     assert cluster["spec"]["broker_count"] == 4
 
     out = kaas(service, "cluster", "config", "life", "log.retention.hours=48", "--wait")
     assert "succeeded" in out, out
-    status, cluster = service.call("GET", "/v1/clusters/life")
+    _status, cluster = service.call("GET", "/v1/clusters/life")
     assert cluster["spec"]["broker_config"]["log.retention.hours"] == "48"
     zk = KazooClient(hosts=",".join(f"{vm['address']}:2181" for vm in cluster["vms"]))
     zk.start(timeout=15)
@@ -78,7 +78,7 @@ def test_create_scale_configure_shrink_delete(service: ServiceHandle) -> None:
 
     out = kaas(service, "cluster", "scale", "life", "--brokers", "3", "--wait")
     assert "succeeded" in out, out
-    status, cluster = service.call("GET", "/v1/clusters/life")
+    _, cluster = service.call("GET", "/v1/clusters/life")
     assert sorted(vm["broker_id"] for vm in cluster["vms"]) == [0, 1, 2]
     assert cluster["spec"]["broker_count"] == 3 and cluster["spec"]["draining_broker_ids"] == []
     _, op = service.call("GET", "/v1/operations?cluster=life&limit=1")

@@ -201,3 +201,20 @@ def test_min_isr_is_checked_against_the_default_replication() -> None:
     with pytest.raises(ValidationError, match="replication factor 2"):
         validate_broker_config({"min.insync.replicas": "3"}, 2)
     assert validate_broker_config({"min.insync.replicas": "2"}, 3) == {"min.insync.replicas": "2"}
+
+
+def test_upgrade_pins_the_protocol_around_the_replacements() -> None:
+    steps = expand_steps("upgrade", 3)
+    assert steps[:3] == ["pin_protocol", "wait_applied:0", "write_spec"]
+    assert steps[-3:] == ["unpin_protocol", "wait_applied:1", "finish"]
+    replaced = [s for s in steps if s.startswith("recycle:")]
+    assert replaced == ["recycle:0", "recycle:1", "recycle:2"]
+    assert steps.index("wait_applied:0") < steps.index("create_vm:0")
+    assert steps.index("undrain:2") < steps.index("unpin_protocol")
+
+
+def test_protocol_version_is_major_minor() -> None:
+    from management_plane.service.controller import protocol_version
+
+    assert protocol_version("3.8.1") == "3.8"
+    assert protocol_version("3.9.2") == "3.9"
