@@ -316,17 +316,22 @@ class Controller:
             if (vm := self.db.vm(vm_id)) is not None
         }
         spec = self._spec(op.cluster)
+        changes = []
         try:
-            changed = self._io(op.cluster).repair_ensemble(
-                secret, gone, spec.zookeeper_participants
-            )
+            for _ in range(3):  # one reconfig per change; the last look must change nothing
+                changed = self._io(op.cluster).repair_ensemble(
+                    secret, gone, spec.zookeeper_participants
+                )
+                if changed is None:
+                    break
+                changes.append(changed)
         except ClusterUnreachable:
             raise
         except Exception as exc:  # a reconfig racing an agent's: read the new config, again
             return wait(f"ZooKeeper reconfig not done yet ({type(exc).__name__}: {exc})")
         if changed is not None:
-            return wait(changed)  # run again: done once the config needs nothing more
-        return done("ZooKeeper ensemble at its spec size without the recycled VMs")
+            return wait("; ".join(changes))
+        return done("; ".join(changes) or "ZooKeeper ensemble already at its spec size")
 
     def step_undrain(self, op: OperationRow, batch: int) -> Outcome:
         brokers = frozenset(self._old_brokers(op, batch))

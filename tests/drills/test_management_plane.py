@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer
 from confluent_kafka.admin import AdminClient
+from kazoo.client import KazooClient
 
 from management_plane.local.probes import port_open
 from management_plane.local.state import require_state
@@ -155,6 +156,16 @@ def test_replace_one_vm_under_load_with_the_service_killed_mid_way(
     state = require_state(service.home / "local" / "mp")
     assert old["vm_id"].split("/")[1] not in [vm.name for vm in state.layout.vms]
     assert not port_open(old["address"], 9092) and not port_open(old["address"], 2181)
+    # The voting ensemble is back at three without the old VM's server.
+    zk = KazooClient(hosts=",".join(f"{vm['address']}:2181" for vm in cluster["vms"]))
+    zk.start(timeout=15)
+    try:
+        config = zk.get("/zookeeper/config")[0].decode()
+    finally:
+        zk.stop()
+        zk.close()
+    assert config.count(":participant;") == 3, config
+    assert old["address"] + ":" not in config, config
     # The new broker holds every replica the old one held; the old holds none.
     after = assignment(cluster["bootstrap_servers"], topic)
     assert all(new_vm["broker_id"] in after[p][0] for p in held_by_old)
