@@ -4,6 +4,7 @@ schemathesis over the live OpenAPI document finding no 500."""
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import stat
 from collections.abc import Iterator
@@ -153,3 +154,45 @@ def test_schemathesis_finds_no_server_error(api: ServiceHandle) -> None:
         check()
     operations = set(calls)
     assert len(operations) >= 11, operations
+
+
+def test_the_command_line_reports_an_unreachable_service_and_a_missing_key(
+    tmp_path: Path,
+) -> None:
+    env = {
+        **os.environ,
+        "KAAS_SERVICE_HOME": str(tmp_path / "nowhere"),
+        "KAAS_API_URL": f"http://127.0.0.1:{free_port()}",
+    }
+    env.pop("KAAS_API_KEY", None)
+    missing = harness.kaas_cli("cluster", "list", env=env)
+    assert missing.returncode == 1 and "no API key" in missing.stderr
+    env["KAAS_API_KEY"] = "kaas_x_y"
+    unreachable = harness.kaas_cli("cluster", "list", env=env)
+    assert unreachable.returncode == 1 and "cannot reach the management plane" in unreachable.stderr
+
+
+def test_the_command_line_drives_the_api(api: ServiceHandle) -> None:
+    env = {**os.environ, "KAAS_SERVICE_HOME": str(api.home), "KAAS_API_URL": api.url}
+    env.pop("KAAS_API_KEY", None)
+    bad = harness.kaas_cli("cluster", "create", "cli-bad", "--brokers", "0", env=env)
+    assert (
+        bad.returncode == 1
+        and "broker_count must be at least 1, got 0 (400 invalid_request)" in bad.stderr
+    )
+    made = harness.kaas_cli(
+        "cluster", "create", "cli", "--config", "log.retention.hours=12", env=env
+    )
+    assert made.returncode == 0 and "create_cluster of cli queued (4 steps)" in made.stdout
+    shown = harness.kaas_cli("cluster", "get", "cli", env=env)
+    assert shown.returncode == 0 and "cluster cli: creating, Kafka 3.9.2, 3 brokers" in shown.stdout
+    listed = harness.kaas_cli("op", "list", env=env)
+    assert listed.returncode == 0 and "create_cluster" in listed.stdout
+
+
+def test_growing_a_cluster_without_agents_is_refused(kafka_cluster: harness.ClusterHandle) -> None:
+    from management_plane.errors import KaasError
+
+    with pytest.raises(KaasError, match="runs without agents"):
+        kafka_cluster.local.add_vm("zone-a")
+    assert kafka_cluster.local.remove_vm("vm99") is False
