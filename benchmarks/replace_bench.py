@@ -6,7 +6,7 @@
 2. the longest produce stall while it runs: the largest delivery latency of an acks=all
    idempotent producer sending one message every 20 ms, and the errors it saw.
 
-    .venv/bin/python benchmarks/replace_bench.py [--data-mib 256]
+    .venv/bin/python -m benchmarks.replace_bench [--data-mib 256]   (from the repository root)
 """
 
 from __future__ import annotations
