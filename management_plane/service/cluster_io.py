@@ -14,7 +14,6 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
-from confluent_kafka.admin import AdminClient
 from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
@@ -22,8 +21,6 @@ from planner.spec import ClusterSpec, SpecError, parse_spec
 from planner.zkpaths import ClusterPaths
 
 logging.getLogger("kazoo.client").setLevel(logging.ERROR)
-_RDKAFKA_LOG = logging.getLogger("kaas.service.rdkafka")
-_RDKAFKA_LOG.setLevel(logging.CRITICAL)
 
 ZOOKEEPER_PORT = 2181
 KAFKA_PORT = 9092
@@ -240,15 +237,34 @@ class ClusterIO:
     # -- Kafka ----------------------------------------------------------------------------
 
     def partitions(self) -> list[PartitionState]:
-        admin = AdminClient(
-            {"bootstrap.servers": self.bootstrap, "socket.timeout.ms": 5000}, logger=_RDKAFKA_LOG
-        )
-        try:
-            metadata = admin.list_topics(timeout=10)
-        except Exception as exc:
-            raise ClusterUnreachable(f"Kafka of {self.cluster} ({self.bootstrap}): {exc}") from None
-        return [
-            PartitionState(str(topic.topic), p.id, tuple(p.replicas), tuple(p.isrs))
-            for topic in metadata.topics.values()
-            for p in topic.partitions.values()
-        ]
+        """Every partition's replicas (with any reassignment's adding and removing ones) and
+        ISR, read from Kafka's own znodes: in ZooKeeper mode they are the truth, where a
+        broker's metadata cache may lag or answer a topic with an error and no partitions."""
+
+        def read(zk: KazooClient) -> list[PartitionState]:
+            topics_path = f"{self.paths.kafka_chroot}/brokers/topics"
+            try:
+                topics = zk.get_children(topics_path)
+            except NoNodeError:
+                return []
+            found = []
+            for topic in sorted(topics):
+                raw, _ = zk.get(f"{topics_path}/{topic}")
+                value = json.loads(raw)
+                adding = value.get("adding_replicas") or {}
+                removing = value.get("removing_replicas") or {}
+                for partition, replicas in sorted(value["partitions"].items()):
+                    every = {*replicas, *adding.get(partition, []), *removing.get(partition, [])}
+                    state_path = f"{topics_path}/{topic}/partitions/{partition}/state"
+                    try:
+                        isr = json.loads(zk.get(state_path)[0]).get("isr", [])
+                    except NoNodeError:
+                        isr = []  # no leader elected yet: not in sync
+                    found.append(
+                        PartitionState(
+                            topic, int(partition), tuple(sorted(every)), tuple(sorted(isr))
+                        )
+                    )
+            return found
+
+        return self._with_zk(read)
