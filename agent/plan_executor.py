@@ -100,10 +100,13 @@ class PlanExecutor:
             error = str(exc)
         admin = AdminClient({"bootstrap.servers": self.bootstrap(), "socket.timeout.ms": 10000})
         metadata = admin.list_topics(timeout=10)
+        # Kafka's internal topics are left where Kafka put them, except while a broker
+        # drains: it must give up their replicas too before its VM may go.
+        draining = bool(spec and spec.draining_broker_ids)
         live = {
             (str(t.topic), p.id): tuple(p.replicas)
             for t in metadata.topics.values()
-            if not str(t.topic).startswith("__")
+            if draining or not str(t.topic).startswith("__")
             for p in t.partitions.values()
         }
         try:
@@ -189,7 +192,10 @@ class PlanExecutor:
         self.memory.planned_for = plan_inputs(snap.spec_generation, snap.registered, snap.live)
         try:
             document = read_live_layout(
-                self.bootstrap(), self.settings.jolokia_port, timeout_s=10.0
+                self.bootstrap(),
+                self.settings.jolokia_port,
+                timeout_s=10.0,
+                include_internal=bool(spec.draining_broker_ids),
             )
             cluster = parse_layout(document)
         except (LiveLayoutError, LayoutError) as exc:

@@ -1,4 +1,4 @@
-"""`kaas`: local clusters, the planner, analytics and (later) every management-plane call."""
+"""`kaas`: local clusters, the planner, analytics and every management-plane call."""
 
 from __future__ import annotations
 
@@ -79,6 +79,10 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--partitions", type=int, default=12)
     demo.add_argument("--consumers", type=int, default=3)
 
+    from management_plane.service.client import add_commands
+
+    add_commands(commands)
+
     commands.add_parser("plan", help="partition placement (kaas plan --help)", add_help=False)
     commands.add_parser("analytics", help="PySpark jobs (kaas analytics --help)", add_help=False)
     return parser
@@ -137,6 +141,10 @@ def _print_status(status: dict[str, Any]) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
+    if args.command in ("serve", "cluster", "op"):
+        from management_plane.service.client import run
+
+        return run(args)
     from management_plane.local.cluster import LocalCluster
 
     home: Path = args.home or default_home()

@@ -50,10 +50,15 @@ def partition_sizes(jolokia_url: str, timeout_s: float = 10.0) -> dict[tuple[str
 
 
 def read_live_layout(
-    bootstrap: str, jolokia_port: int = 8778, timeout_s: float = 10.0
+    bootstrap: str,
+    jolokia_port: int = 8778,
+    timeout_s: float = 10.0,
+    include_internal: bool = False,
 ) -> dict[str, Any]:
     """The cluster as LAYOUT.json (planner/schemas/layout.schema.json): a partition's size is
-    the largest of its replicas' sizes (a lagging follower holds less)."""
+    the largest of its replicas' sizes (a lagging follower holds less). Kafka's internal
+    topics (`__consumer_offsets`...) are left out unless `include_internal`: a broker being
+    drained must give up their replicas too."""
     admin = AdminClient(
         {"bootstrap.servers": bootstrap, "socket.timeout.ms": int(timeout_s * 1000)}
     )
@@ -73,7 +78,7 @@ def read_live_layout(
     partitions = []
     for topic in sorted(metadata.topics.values(), key=lambda t: str(t.topic)):
         name = str(topic.topic)
-        if name.startswith("__"):
+        if name.startswith("__") and not include_internal:
             continue  # Kafka's internal topics are placed by Kafka
         for partition in sorted(topic.partitions.values(), key=lambda p: p.id):
             partitions.append(

@@ -14,7 +14,7 @@ import signal
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -27,8 +27,10 @@ from management_plane.local import probes, render
 from management_plane.local.image import LocalImage, find_java, load_image
 from management_plane.local.layout import (
     DEFAULT_ADDRESS_BASE,
+    ZONES,
     ClusterLayout,
     VmLayout,
+    next_vm,
     plan_layout,
     zookeeper_participants,
 )
@@ -61,6 +63,7 @@ ZOOKEEPER_STOP_TIMEOUT = 30.0
 AGENT_STOP_TIMEOUT = 30.0
 METRICS_TOPIC = "_kaas_metrics"  # the agents' default metrics_topic
 SERVING_MODES = ("leader", "follower", "observer", "standalone")
+RETIRED_DIR = "retired"  # logs of recycled VMs; their indexes (and addresses) are not reused
 
 
 @dataclass(frozen=True)
@@ -96,6 +99,20 @@ def _wait_for(
             log.debug("probe_failed", what=what, error=str(exc))
         time.sleep(0.5)
     raise KaasError(f"timed out after {timeout:.0f}s waiting for {what}: {hint}")
+
+
+def _live_ensemble(layout: ClusterLayout) -> list[str]:
+    """The server lines of the ensemble's current config (/zookeeper/config)."""
+    client = KazooClient(hosts=layout.zookeeper_hosts, timeout=10)
+    try:
+        client.start(timeout=30)
+        raw, _ = client.get("/zookeeper/config")
+    except Exception as exc:
+        raise KaasError(f"cannot read the ZooKeeper ensemble of {layout.name}: {exc}") from None
+    finally:
+        client.stop()
+        client.close()
+    return [line for line in raw.decode().splitlines() if line.startswith("server.")]
 
 
 def _write_vm_files(layout: ClusterLayout, vm: VmLayout, agents: bool = False) -> None:
@@ -295,9 +312,10 @@ class LocalCluster:
         address_base: str = DEFAULT_ADDRESS_BASE,
         kafka_version: str | None = None,
         agents: bool = False,
+        zones: tuple[str, ...] = ZONES,
     ) -> UpResult:
         started = time.monotonic()
-        layout = plan_layout(name, self.home, nodes, address_base)
+        layout = plan_layout(name, self.home, nodes, address_base, zones)
         java = find_java()
         image = self.image()
         version = kafka_version or image.default_kafka_version
@@ -441,6 +459,89 @@ class LocalCluster:
             "vms": vms,
             "problems": problems,
         }
+
+    # -- growing and shrinking a running cluster (the management plane's local provider) --
+
+    def retired_indexes(self) -> frozenset[int]:
+        retired = self.home / RETIRED_DIR
+        if not retired.is_dir():
+            return frozenset()
+        return frozenset(
+            int(p.name[2:])
+            for p in retired.iterdir()
+            if p.name[:2] == "vm" and p.name[2:].isdigit()
+        )
+
+    def add_vm(self, zone: str) -> VmLayout:
+        """Start one more VM in the running cluster (agents only): its ZooKeeper server starts
+        with the live ensemble's config plus itself, and its agent adds it to the ensemble
+        (participant or observer, per the spec) and claims a broker id; this returns once the
+        server serves and the agent runs, without waiting for the broker."""
+        with locked(self.home):
+            state = require_state(self.home)
+            if not state.agents:
+                raise KaasError(
+                    f"cluster {state.layout.name} runs without agents: a VM can only be added "
+                    "to a cluster whose VMs run kaas-agent (nothing else claims its broker id)"
+                )
+            java = find_java()
+            self.image()
+            vm = next_vm(state.layout, zone, self.retired_indexes())
+            _check_ports_free((vm,))
+            ensemble = _live_ensemble(state.layout)
+            layout = replace(state.layout, vms=(*state.layout.vms, vm))
+            state.layout = layout
+            for folder in (vm.config_dir, vm.kafka_data_dir, vm.zookeeper_data_dir, vm.logs_dir):
+                folder.mkdir(parents=True, exist_ok=True)
+            (vm.config_dir / "zoo.cfg.dynamic").write_text(
+                "".join(line + "\n" for line in ensemble) + render.zookeeper_server_line(vm) + "\n"
+            )
+            _write_vm_files(layout, vm, agents=True)
+            try:
+                self._start_zookeeper(state, vm, java)
+                write_state(state)
+                self._wait_zookeeper(state, (vm,))
+                self._start_agent(state, vm, java)
+            except BaseException:
+                self._stop_vm(state, vm)
+                state.layout = replace(layout, vms=layout.vms[:-1])
+                write_state(state)
+                raise
+            write_state(state)
+        log.info("vm_added", cluster=layout.name, vm=vm.name, address=vm.address, zone=zone)
+        return vm
+
+    def remove_vm(self, vm_name: str) -> bool:
+        """Stop one VM and delete its data, keeping its logs under retired/; False if the
+        cluster has no such VM (already removed)."""
+        with locked(self.home):
+            state = require_state(self.home)
+            try:
+                vm = state.layout.vm(vm_name)
+            except KaasError:
+                return False
+            if len(state.layout.vms) == 1:
+                raise KaasError(f"{vm_name} is the last VM of {state.layout.name}: use `kaas down`")
+            self._stop_vm(state, vm)
+            state.layout = replace(
+                state.layout, vms=tuple(v for v in state.layout.vms if v.name != vm_name)
+            )
+            state.processes.pop(vm.name, None)
+            write_state(state)
+            retired = self.home / RETIRED_DIR / vm.name
+            retired.mkdir(parents=True, exist_ok=True)
+            if vm.logs_dir.exists():
+                shutil.rmtree(retired / "logs", ignore_errors=True)
+                shutil.move(str(vm.logs_dir), str(retired / "logs"))
+            shutil.rmtree(vm.directory, ignore_errors=True)
+        log.info("vm_removed", cluster=state.layout.name, vm=vm_name)
+        return True
+
+    def _stop_vm(self, state: ClusterState, vm: VmLayout) -> None:
+        timeouts = {"kafka": KAFKA_STOP_TIMEOUT, "agent": AGENT_STOP_TIMEOUT}
+        for kind in reversed(state.kinds):
+            stop_process(state.record(vm.name, kind), timeouts.get(kind, ZOOKEEPER_STOP_TIMEOUT))
+            state.set_record(vm.name, kind, None)
 
     def vm_action(self, action: str, vm_name: str, only: str | None = None) -> str:
         with locked(self.home):

@@ -125,9 +125,13 @@ def validate_cluster_name(name: str) -> str:
 
 
 def plan_layout(
-    name: str, home: Path, nodes: int, address_base: str = DEFAULT_ADDRESS_BASE
+    name: str,
+    home: Path,
+    nodes: int,
+    address_base: str = DEFAULT_ADDRESS_BASE,
+    zones: tuple[str, ...] = ZONES,
 ) -> ClusterLayout:
-    """VM i (1-based) gets address <base>.i, zone ZONES[(i-1) % 3] and broker id i-1."""
+    """VM i (1-based) gets address <base>.i, zone zones[(i-1) % len(zones)] and broker id i-1."""
     validate_cluster_name(name)
     if nodes < 1:
         raise KaasError(f"--nodes must be at least 1, got {nodes}")
@@ -139,6 +143,8 @@ def plan_layout(
         raise KaasError(
             f"address base {address_base!r} is not the first three octets of an IPv4 address (e.g. 127.0.1)"
         ) from None
+    if not zones:
+        raise KaasError("a cluster needs at least one zone")
     if not first.is_loopback:
         raise KaasError(f"address base {address_base!r} is outside the loopback range 127.0.0.0/8")
     vms = tuple(
@@ -146,10 +152,30 @@ def plan_layout(
             name=f"vm{i}",
             index=i,
             address=f"{address_base}.{i}",
-            zone=ZONES[(i - 1) % len(ZONES)],
+            zone=zones[(i - 1) % len(zones)],
             broker_id=i - 1,
             directory=home / f"vm{i}",
         )
         for i in range(1, nodes + 1)
     )
     return ClusterLayout(name=name, home=home, vms=vms)
+
+
+def address_base_of(layout: ClusterLayout) -> str:
+    return layout.vms[0].address.rsplit(".", 1)[0]
+
+
+def next_vm(layout: ClusterLayout, zone: str, retired: frozenset[int] = frozenset()) -> VmLayout:
+    """The VM a running cluster adds next: the next index after every VM it has had (`retired`:
+    the indexes of recycled VMs), on the same address base, so an address is never reused."""
+    index = max({vm.index for vm in layout.vms} | retired) + 1
+    if index > MAX_NODES:
+        raise KaasError(f"cluster {layout.name} has used every VM index up to {MAX_NODES}")
+    return VmLayout(
+        name=f"vm{index}",
+        index=index,
+        address=f"{address_base_of(layout)}.{index}",
+        zone=zone,
+        broker_id=index - 1,
+        directory=layout.home / f"vm{index}",
+    )

@@ -8,7 +8,7 @@ import pytest
 from management_plane.errors import KaasError
 from management_plane.local import render
 from management_plane.local.image import load_image, verify_image
-from management_plane.local.layout import plan_layout
+from management_plane.local.layout import next_vm, plan_layout
 from management_plane.local.processes import ProcessRecord
 from management_plane.local.state import ClusterState, read_state, write_state
 
@@ -174,3 +174,19 @@ def test_image_knows_its_kafka_versions(tmp_path: Path) -> None:
 def test_missing_image_says_how_to_build_it(tmp_path: Path) -> None:
     with pytest.raises(KaasError, match="run `make setup`"):
         load_image(tmp_path / "nothing-here")
+
+
+def test_next_vm_takes_the_next_index_never_a_retired_one(tmp_path: Path) -> None:
+    layout = plan_layout("grow", tmp_path, 3, "127.0.9")
+    added = next_vm(layout, "zone-b")
+    assert (added.name, added.index, added.address, added.zone) == ("vm4", 4, "127.0.9.4", "zone-b")
+    assert added.directory == tmp_path / "vm4"
+    # vm4 and vm5 were recycled: the next VM is vm6, so no address is ever reused.
+    assert next_vm(layout, "zone-a", frozenset({4, 5})).address == "127.0.9.6"
+
+
+def test_zones_can_be_chosen(tmp_path: Path) -> None:
+    layout = plan_layout("two", tmp_path, 3, "127.0.9", zones=("zone-a", "zone-b"))
+    assert [vm.zone for vm in layout.vms] == ["zone-a", "zone-b", "zone-a"]
+    with pytest.raises(KaasError, match="at least one zone"):
+        plan_layout("none", tmp_path, 1, "127.0.9", zones=())

@@ -1,0 +1,197 @@
+"""The local provider: VMs are folders and processes on loopback addresses (management_plane/
+local), one local cluster per KaaS cluster under `<home>/<cluster>/`, each on its own /24
+address base taken from a pool.
+
+A VM id is `<cluster>/vmN`. The first VMs of a cluster start together (`bootstrap_cluster`:
+a ZooKeeper ensemble has to start as one); every later VM is added to the running cluster.
+There are no per-broker resources to keep: a recycled VM's data goes with it, and the
+replacement VM's agent claims a broker id of its own.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import structlog
+
+from management_plane.errors import KaasError
+from management_plane.local.cluster import LocalCluster
+from management_plane.local.image import LocalImage, load_image
+from management_plane.local.layout import ZONES, VmLayout, address_base_of
+from management_plane.local.processes import is_alive
+from management_plane.local.state import read_state
+from management_plane.providers.base import ProviderError, VmInfo, VmRequest
+
+log = structlog.get_logger("kaas.provider.local")
+
+INSTANCE_TYPES = ("local",)
+
+
+def _broker_id_on(vm: VmLayout) -> int | None:
+    """The broker id Kafka recorded on the VM's data volume, once it has run."""
+    try:
+        lines = (vm.kafka_data_dir / "meta.properties").read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        key, _, value = line.partition("=")
+        if key.strip() == "broker.id" and value.strip().isdigit():
+            return int(value.strip())
+    return None
+
+
+class LocalProvider:
+    name = "local"
+    zones = ZONES
+    instance_types = INSTANCE_TYPES
+
+    def __init__(
+        self, home: Path, address_bases: tuple[str, ...], image: LocalImage | None = None
+    ) -> None:
+        if not address_bases:
+            raise KaasError("the local provider needs at least one address base (e.g. 127.0.2)")
+        self.home = home.resolve()
+        self.address_bases = address_bases
+        self._image = image
+
+    def image(self) -> LocalImage:
+        if self._image is None:
+            self._image = load_image()
+        return self._image
+
+    def kafka_versions(self) -> tuple[str, ...]:
+        return tuple(sorted(self.image().kafka_libs_by_version))
+
+    def cluster_home(self, cluster: str) -> Path:
+        return self.home / cluster
+
+    def _local(self, cluster: str) -> LocalCluster:
+        return LocalCluster(self.cluster_home(cluster), self.image())
+
+    def _free_address_base(self) -> str:
+        used = set()
+        if self.home.is_dir():
+            for folder in self.home.iterdir():
+                state = read_state(folder) if folder.is_dir() else None
+                if state is not None and state.layout.vms:
+                    used.add(address_base_of(state.layout))
+        for base in self.address_bases:
+            if base not in used:
+                return base
+        raise ProviderError(
+            f"every local address base is taken ({', '.join(self.address_bases)}): delete a "
+            "cluster or start the service with more --local-address-base values"
+        )
+
+    def _info(self, cluster: str, vm: VmLayout, kafka_version: str, running: bool) -> VmInfo:
+        return VmInfo(
+            vm_id=f"{cluster}/{vm.name}",
+            cluster=cluster,
+            zone=vm.zone,
+            address=vm.address,
+            state="running" if running else "stopped",
+            instance_type=INSTANCE_TYPES[0],
+            kafka_version=kafka_version,
+            broker_id=_broker_id_on(vm),
+        )
+
+    @staticmethod
+    def _split(vm_id: str) -> tuple[str, str]:
+        cluster, _, name = vm_id.partition("/")
+        if not cluster or not name:
+            raise ProviderError(f"{vm_id!r} is not a local VM id (<cluster>/vmN)")
+        return cluster, name
+
+    # -- the Provider interface -----------------------------------------------------------
+
+    def bootstrap_cluster(self, requests: list[VmRequest]) -> list[VmInfo]:
+        """Start a new cluster's first VMs together (their ZooKeeper servers form the
+        ensemble); idempotent: a cluster already up is returned as it is."""
+        if not requests:
+            raise ProviderError("a cluster needs at least one VM")
+        cluster = requests[0].cluster
+        state = read_state(self.cluster_home(cluster))
+        base = (
+            address_base_of(state.layout)
+            if state is not None and state.layout.vms
+            else self._free_address_base()
+        )
+        zones = tuple(r.zone for r in requests)
+        try:
+            result = self._local(cluster).up(
+                len(requests),
+                name=cluster,
+                address_base=base,
+                kafka_version=requests[0].kafka_version,
+                agents=True,
+                zones=zones,
+            )
+        except KaasError as exc:
+            raise ProviderError(f"cannot start cluster {cluster}: {exc}") from None
+        return [
+            self._info(cluster, vm, result.state.kafka_version, True)
+            for vm in result.state.layout.vms
+        ]
+
+    def create_vm(self, request: VmRequest) -> VmInfo:
+        if request.instance_type not in INSTANCE_TYPES:
+            raise ProviderError(f"instance type {request.instance_type!r} is not local")
+        local = self._local(request.cluster)
+        if read_state(local.home) is None:
+            return self.bootstrap_cluster([request])[0]
+        try:
+            vm = local.add_vm(request.zone)
+        except KaasError as exc:
+            raise ProviderError(f"cannot add a VM to {request.cluster}: {exc}") from None
+        return self._info(request.cluster, vm, request.kafka_version, True)
+
+    def describe_vm(self, vm_id: str) -> VmInfo:
+        cluster, name = self._split(vm_id)
+        state = read_state(self.cluster_home(cluster))
+        if state is None:
+            raise ProviderError(f"VM {vm_id} is unknown: no local cluster {cluster}")
+        try:
+            vm = state.layout.vm(name)
+        except KaasError:
+            raise ProviderError(f"VM {vm_id} is unknown (recycled or never made)") from None
+        running = is_alive(state.record(vm.name, "zookeeper")) or is_alive(
+            state.record(vm.name, "agent")
+        )
+        return self._info(cluster, vm, state.kafka_version, running)
+
+    def list_vms(self, cluster: str) -> list[VmInfo]:
+        state = read_state(self.cluster_home(cluster))
+        if state is None:
+            return []
+        return [self.describe_vm(f"{cluster}/{vm.name}") for vm in state.layout.vms]
+
+    def recycle_vm(self, vm_id: str) -> None:
+        cluster, name = self._split(vm_id)
+        local = self._local(cluster)
+        state = read_state(local.home)
+        if state is None:
+            return
+        if len(state.layout.vms) == 1 and state.layout.vms[0].name == name:
+            local.down(purge=True)  # the last VM: the cluster's folder goes with it
+            return
+        try:
+            local.remove_vm(name)
+        except KaasError as exc:
+            raise ProviderError(f"cannot recycle {vm_id}: {exc}") from None
+        log.info("vm_recycled", vm=vm_id)
+
+    def release_broker_resources(self, cluster: str, broker_id: int) -> None:
+        """Local VMs keep no per-broker resources."""
+
+    def zookeeper_admin_secret(self, cluster: str) -> str | None:
+        """The ZooKeeper super user's password of the cluster (reconfig needs it)."""
+        try:
+            return (self.cluster_home(cluster) / "secrets" / "zookeeper-admin").read_text().strip()
+        except OSError:
+            return None
+
+    def delete_cluster(self, cluster: str) -> None:
+        """Stop every VM of the cluster and delete its folder."""
+        local = self._local(cluster)
+        if local.home.exists():
+            local.down(purge=True)

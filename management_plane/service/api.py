@@ -1,0 +1,266 @@
+"""The HTTP API (FastAPI; the OpenAPI document is at /openapi.json). No `from __future__
+import annotations` here: FastAPI reads the handlers' annotations, which name local aliases.
+
+Every write is an operation: the handler validates, stores the operation and returns it
+(202); the engine does the work. Errors are JSON {"code", "message"}.
+"""
+
+from typing import Annotated, Any
+
+from fastapi import Depends, FastAPI, Query, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from fastapi.security import APIKeyHeader
+from pydantic import BaseModel, ConfigDict, Field
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from management_plane.service.auth import Caller, authenticate
+from management_plane.service.db import OperationRow
+from management_plane.service.operations import OperationState, progress
+from management_plane.service.service import ApiError, Service
+from management_plane.service.validation import ValidationError
+
+API_KEY_HEADER = "X-API-Key"
+
+
+class ErrorOut(BaseModel):
+    code: str
+    message: str
+
+
+class ClusterCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str = Field(max_length=64, description="lower-case letters, digits and '-'")
+    broker_count: int = Field(3, description="number of broker VMs")
+    zones: list[str] | None = Field(None, description="availability zones (default: all)")
+    instance_type: str | None = None
+    kafka_version: str | None = Field(None, description="default: the newest available")
+    broker_config: dict[str, str] = Field(default_factory=dict)
+    batch_size: int = Field(1, description="VMs replaced at a time by later operations")
+
+
+class ScaleRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    broker_count: int
+    batch_size: int = 1
+
+
+class UpgradeRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    kafka_version: str
+    batch_size: int = 1
+
+
+class InstanceTypeRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    instance_type: str
+    batch_size: int = 1
+
+
+class ConfigRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    broker_config: dict[str, str | None] = Field(
+        description="configs to set; null removes a config"
+    )
+
+
+class ReplaceRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    vm_id: str = Field(max_length=200, description="the VM to replace (e.g. mycluster/vm2 or vm2)")
+
+
+class VmOut(BaseModel):
+    vm_id: str
+    zone: str
+    address: str
+    instance_type: str
+    kafka_version: str
+    broker_id: int | None
+    state: str
+
+
+class ClusterOut(BaseModel):
+    name: str
+    status: str
+    provider: str
+    instance_type: str
+    spec: dict[str, Any]
+    bootstrap_servers: str
+    vms: list[VmOut]
+
+
+class JournalEntryOut(BaseModel):
+    step: str
+    outcome: str
+    message: str
+    at: float
+
+
+class OperationOut(BaseModel):
+    op_id: int
+    cluster: str
+    kind: str
+    status: str
+    step: str | None
+    steps: list[str]
+    steps_done: int
+    message: str
+    params: dict[str, Any]
+    created_by: str
+    created_at: float
+    updated_at: float
+    journal: list[JournalEntryOut] = Field(default_factory=list)
+
+
+def operation_out(op: OperationRow, journal: list[dict[str, Any]] | None = None) -> OperationOut:
+    state = OperationState(op.status, tuple(op.steps), op.step_index, op.context, op.message)
+    finished, _ = progress(state)
+    return OperationOut(
+        op_id=op.op_id,
+        cluster=op.cluster,
+        kind=op.kind,
+        status=op.status,
+        step=op.step if op.status not in ("succeeded",) else None,
+        steps=op.steps,
+        steps_done=finished,
+        message=op.message,
+        params=op.params,
+        created_by=op.created_by,
+        created_at=op.created_at,
+        updated_at=op.updated_at,
+        journal=[
+            JournalEntryOut(step=j["step"], outcome=j["outcome"], message=j["message"], at=j["at"])
+            for j in journal or []
+        ],
+    )
+
+
+def _error(status: int, code: str, message: str) -> JSONResponse:
+    return JSONResponse(status_code=status, content={"code": code, "message": message})
+
+
+ERRORS: dict[int | str, dict[str, Any]] = {
+    400: {"model": ErrorOut, "description": "invalid input"},
+    401: {"model": ErrorOut, "description": "missing or wrong API key"},
+    404: {"model": ErrorOut, "description": "no such resource"},
+    409: {"model": ErrorOut, "description": "conflicts with the current state"},
+    422: {"model": ErrorOut, "description": "malformed request"},
+}
+
+
+def create_app(service: Service) -> FastAPI:
+    app = FastAPI(
+        title="KaaS management plane",
+        version="1",
+        description="Clusters, their VMs and the operations that change them.",
+    )
+    header = APIKeyHeader(name=API_KEY_HEADER, auto_error=False, description="an API key")
+
+    def caller(key: Annotated[str | None, Depends(header)]) -> Caller:
+        found = authenticate(service.db, key)
+        if found is None:
+            raise ApiError(401, "unauthorized", f"a valid API key is required in {API_KEY_HEADER}")
+        return found
+
+    def admin(who: Annotated[Caller, Depends(caller)]) -> Caller:
+        if who.role != "admin":
+            raise ApiError(403, "forbidden", "cluster operations need the admin key")
+        return who
+
+    Admin = Annotated[Caller, Depends(admin)]
+
+    @app.exception_handler(ApiError)
+    def _api_error(_request: Request, exc: ApiError) -> JSONResponse:
+        return _error(exc.status, exc.code, exc.message)
+
+    @app.exception_handler(ValidationError)
+    def _validation_error(_request: Request, exc: ValidationError) -> JSONResponse:
+        return _error(400, "invalid_request", str(exc))
+
+    @app.exception_handler(RequestValidationError)
+    def _request_error(_request: Request, exc: RequestValidationError) -> JSONResponse:
+        problems = []
+        for error in exc.errors():
+            where = ".".join(str(p) for p in error.get("loc", ()) if p != "body")
+            problems.append(f"{where or 'body'}: {error.get('msg')}")
+        return _error(422, "invalid_request", "; ".join(problems) or "malformed request")
+
+    @app.exception_handler(StarletteHTTPException)
+    def _http_error(_request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
+        return _error(exc.status_code, code, str(exc.detail))
+
+    @app.exception_handler(Exception)
+    def _internal(_request: Request, exc: Exception) -> JSONResponse:
+        return _error(500, "internal", f"internal error: {type(exc).__name__}")
+
+    @app.get("/v1/health", responses=ERRORS)
+    def health() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.post("/v1/clusters", status_code=202, responses=ERRORS)
+    def create_cluster(body: ClusterCreate, who: Admin) -> OperationOut:
+        return operation_out(service.create_cluster(body.model_dump(), who.name))
+
+    @app.get("/v1/clusters", responses=ERRORS)
+    def list_clusters(_who: Admin) -> list[ClusterOut]:
+        return [ClusterOut(**service.cluster_view(c["name"])) for c in service.db.list_clusters()]
+
+    @app.get("/v1/clusters/{name}", responses=ERRORS)
+    def get_cluster(name: str, _who: Admin) -> ClusterOut:
+        return ClusterOut(**service.cluster_view(name))
+
+    @app.post("/v1/clusters/{name}/scale", status_code=202, responses=ERRORS)
+    def scale(name: str, body: ScaleRequest, who: Admin) -> OperationOut:
+        return operation_out(service.scale(name, body.broker_count, body.batch_size, who.name))
+
+    @app.post("/v1/clusters/{name}/upgrade", status_code=202, responses=ERRORS)
+    def upgrade(name: str, body: UpgradeRequest, who: Admin) -> OperationOut:
+        return operation_out(
+            service.replace_all(
+                name, "upgrade", {"kafka_version": body.kafka_version}, body.batch_size, who.name
+            )
+        )
+
+    @app.post("/v1/clusters/{name}/instance-type", status_code=202, responses=ERRORS)
+    def instance_type(name: str, body: InstanceTypeRequest, who: Admin) -> OperationOut:
+        return operation_out(
+            service.replace_all(
+                name,
+                "change_instance_type",
+                {"instance_type": body.instance_type},
+                body.batch_size,
+                who.name,
+            )
+        )
+
+    @app.patch("/v1/clusters/{name}/config", status_code=202, responses=ERRORS)
+    def change_config(name: str, body: ConfigRequest, who: Admin) -> OperationOut:
+        return operation_out(service.change_config(name, body.broker_config, who.name))
+
+    @app.post("/v1/clusters/{name}/replace", status_code=202, responses=ERRORS)
+    def replace_vm(name: str, body: ReplaceRequest, who: Admin) -> OperationOut:
+        return operation_out(service.replace_vm(name, body.vm_id, who.name))
+
+    @app.delete("/v1/clusters/{name}", status_code=202, responses=ERRORS)
+    def delete_cluster(name: str, who: Admin) -> OperationOut:
+        return operation_out(service.delete_cluster(name, who.name))
+
+    @app.get("/v1/operations", responses=ERRORS)
+    def list_operations(
+        _who: Admin,
+        cluster: Annotated[str | None, Query(max_length=64)] = None,
+        limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    ) -> list[OperationOut]:
+        return [operation_out(op) for op in service.db.list_operations(cluster, limit)]
+
+    @app.get("/v1/operations/{op_id}", responses=ERRORS)
+    def get_operation(op_id: int, _who: Admin) -> OperationOut:
+        if not -(2**62) < op_id < 2**62:
+            raise ApiError(404, "not_found", f"no operation {op_id}")
+        op = service.db.operation(op_id)
+        if op is None:
+            raise ApiError(404, "not_found", f"no operation {op_id}")
+        return operation_out(op, service.db.operation_journal(op_id))
+
+    return app

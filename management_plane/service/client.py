@@ -1,0 +1,273 @@
+"""The `kaas` command line's side of the API: an HTTP client (standard library only) and the
+`kaas cluster ...` / `kaas op watch` commands."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from management_plane.errors import KaasError
+
+DEFAULT_URL = "http://127.0.0.1:8080"
+
+
+def default_service_home() -> Path:
+    return Path(os.environ.get("KAAS_SERVICE_HOME", str(Path.home() / ".kaas" / "service")))
+
+
+class ApiClient:
+    def __init__(self, url: str, key: str) -> None:
+        self.url = url.rstrip("/")
+        self.key = key
+
+    def call(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+        data = json.dumps(body).encode() if body is not None else None
+        request = urllib.request.Request(
+            self.url + path,
+            data=data,
+            method=method,
+            headers={"X-API-Key": self.key, "Content-Type": "application/json"},
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=60) as response:
+                return json.loads(response.read() or b"null")
+        except urllib.error.HTTPError as exc:
+            try:
+                error = json.loads(exc.read())
+                message = f"{error['message']} ({exc.code} {error['code']})"
+            except (ValueError, KeyError, TypeError):
+                message = f"HTTP {exc.code}"
+            raise KaasError(message) from None
+        except urllib.error.URLError as exc:
+            raise KaasError(
+                f"cannot reach the management plane at {self.url} ({exc.reason}): is `kaas serve` running?"
+            ) from None
+
+
+def add_commands(commands: Any) -> None:
+    def with_api(sub: argparse.ArgumentParser) -> argparse.ArgumentParser:
+        sub.add_argument(
+            "--api-url",
+            default=os.environ.get("KAAS_API_URL", DEFAULT_URL),
+            help=f"the management plane (default: $KAAS_API_URL or {DEFAULT_URL})",
+        )
+        sub.add_argument(
+            "--api-key-file",
+            type=Path,
+            default=None,
+            help="file holding the API key (default: $KAAS_API_KEY, else SERVICE_HOME/admin-key)",
+        )
+        return sub
+
+    serve = commands.add_parser("serve", help="run the management plane (HTTP API)")
+    serve.add_argument(
+        "--service-home",
+        type=Path,
+        default=None,
+        help="default: $KAAS_SERVICE_HOME or ~/.kaas/service",
+    )
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=8080)
+    serve.add_argument(
+        "--database-url", default=None, help="SQLAlchemy URL (default: SQLite in the service home)"
+    )
+    serve.add_argument(
+        "--local-address-base",
+        action="append",
+        default=None,
+        help="a /24 of loopback the local provider may give a cluster (repeatable; default 127.0.2..127.0.10)",
+    )
+
+    serve.add_argument(
+        "--no-engine",
+        action="store_true",
+        help="store operations without running them (API tests, maintenance)",
+    )
+
+    cluster = commands.add_parser("cluster", help="clusters of the management plane")
+    actions = cluster.add_subparsers(dest="action", required=True)
+    create = with_api(actions.add_parser("create", help="create a cluster"))
+    create.add_argument("name")
+    create.add_argument("--brokers", type=int, default=3)
+    create.add_argument("--zones", default=None, help="comma-separated zones")
+    create.add_argument("--instance-type", default=None)
+    create.add_argument("--kafka-version", default=None)
+    create.add_argument("--config", action="append", default=[], help="KEY=VALUE broker config")
+    create.add_argument("--wait", action="store_true", help="watch the operation to its end")
+    with_api(actions.add_parser("list", help="list clusters"))
+    get = with_api(actions.add_parser("get", help="one cluster and its VMs"))
+    get.add_argument("name")
+    scale = with_api(actions.add_parser("scale", help="change the broker count"))
+    scale.add_argument("name")
+    scale.add_argument("--brokers", type=int, required=True)
+    scale.add_argument("--batch-size", type=int, default=1)
+    scale.add_argument("--wait", action="store_true")
+    upgrade = with_api(
+        actions.add_parser("upgrade", help="change the Kafka version by replacement")
+    )
+    upgrade.add_argument("name")
+    upgrade.add_argument("--kafka-version", required=True)
+    upgrade.add_argument("--batch-size", type=int, default=1)
+    upgrade.add_argument("--wait", action="store_true")
+    replace = with_api(actions.add_parser("replace", help="replace one VM immutably"))
+    replace.add_argument("name")
+    replace.add_argument("vm", help="VM id (e.g. vm2)")
+    replace.add_argument("--wait", action="store_true")
+    config = with_api(actions.add_parser("config", help="change broker configs"))
+    config.add_argument("name")
+    config.add_argument("settings", nargs="+", help="KEY=VALUE (KEY= removes it)")
+    config.add_argument("--wait", action="store_true")
+    delete = with_api(actions.add_parser("delete", help="delete a cluster and its VMs"))
+    delete.add_argument("name")
+    delete.add_argument("--wait", action="store_true")
+
+    op = commands.add_parser("op", help="operations of the management plane")
+    op_actions = op.add_subparsers(dest="action", required=True)
+    watch = with_api(op_actions.add_parser("watch", help="follow an operation to its end"))
+    watch.add_argument("op_id", type=int)
+    with_api(op_actions.add_parser("list", help="recent operations"))
+
+
+def _client(args: argparse.Namespace) -> ApiClient:
+    key = os.environ.get("KAAS_API_KEY")
+    key_file = args.api_key_file or default_service_home() / "admin-key"
+    if args.api_key_file is not None or not key:
+        try:
+            key = key_file.read_text().strip()
+        except OSError:
+            raise KaasError(
+                f"no API key: set KAAS_API_KEY or pass --api-key-file (tried {key_file})"
+            ) from None
+    return ApiClient(args.api_url, key)
+
+
+def _config_pairs(pairs: list[str], allow_empty: bool) -> dict[str, str | None]:
+    config: dict[str, str | None] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise KaasError(f"{pair!r} is not KEY=VALUE")
+        config[key] = value if value or not allow_empty else None
+    return config
+
+
+def _bar(done: int, total: int, width: int = 30) -> str:
+    filled = int(width * done / total) if total else width
+    return "[" + "#" * filled + "-" * (width - filled) + f"] {done}/{total}"
+
+
+def watch_operation(client: ApiClient, op_id: int, interval: float = 2.0, out: Any = None) -> int:
+    out = out or sys.stdout
+    last = None
+    while True:
+        op = client.call("GET", f"/v1/operations/{op_id}")
+        line = f"op {op_id} {op['kind']} {_bar(op['steps_done'], len(op['steps']))} {op['status']}: {op['message']}"
+        if line != last:
+            print(line, file=out, flush=True)
+            last = line
+        if op["status"] in ("succeeded", "failed"):
+            return 0 if op["status"] == "succeeded" else 1
+        time.sleep(interval)
+
+
+def _print_cluster(cluster: dict[str, Any]) -> None:
+    spec = cluster["spec"]
+    print(
+        f"cluster {cluster['name']}: {cluster['status']}, Kafka {spec['kafka_version']}, "
+        f"{spec['broker_count']} brokers, provider {cluster['provider']}"
+    )
+    print(f"bootstrap servers: {cluster['bootstrap_servers']}")
+    if spec.get("draining_broker_ids"):
+        print(f"draining brokers: {spec['draining_broker_ids']}")
+    for vm in cluster["vms"]:
+        broker = "-" if vm["broker_id"] is None else vm["broker_id"]
+        print(
+            f"  {vm['vm_id']:<24}{vm['address']:<14}{vm['zone']:<9}broker {broker!s:<4}{vm['state']}"
+        )
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.command == "serve":
+        from management_plane.service.main import DEFAULT_LOCAL_ADDRESS_BASES, ServeSettings, serve
+
+        return serve(
+            ServeSettings(
+                home=args.service_home or default_service_home(),
+                host=args.host,
+                port=args.port,
+                database_url=args.database_url,
+                local_address_bases=tuple(args.local_address_base or DEFAULT_LOCAL_ADDRESS_BASES),
+                run_engine=not args.no_engine,
+            )
+        )
+    client = _client(args)
+    if args.command == "op":
+        if args.action == "watch":
+            return watch_operation(client, args.op_id)
+        for entry in client.call("GET", "/v1/operations"):
+            print(
+                f"{entry['op_id']:>5} {entry['cluster']:<16}{entry['kind']:<22}"
+                f"{entry['status']:<10}{entry['message']}"
+            )
+        return 0
+    name = getattr(args, "name", None)
+    op: dict[str, Any] | None = None
+    if args.action == "list":
+        for cluster in client.call("GET", "/v1/clusters"):
+            spec = cluster["spec"]
+            print(
+                f"{cluster['name']:<20}{cluster['status']:<10}Kafka {spec['kafka_version']:<8}"
+                f"{len(cluster['vms'])} VMs  {cluster['bootstrap_servers']}"
+            )
+        return 0
+    if args.action == "get":
+        _print_cluster(client.call("GET", f"/v1/clusters/{name}"))
+        return 0
+    if args.action == "create":
+        body: dict[str, Any] = {
+            "name": name,
+            "broker_count": args.brokers,
+            "instance_type": args.instance_type,
+            "kafka_version": args.kafka_version,
+            "broker_config": {k: v or "" for k, v in _config_pairs(args.config, False).items()},
+        }
+        if args.zones:
+            body["zones"] = [z.strip() for z in args.zones.split(",") if z.strip()]
+        op = client.call("POST", "/v1/clusters", body)
+    elif args.action == "scale":
+        op = client.call(
+            "POST",
+            f"/v1/clusters/{name}/scale",
+            {"broker_count": args.brokers, "batch_size": args.batch_size},
+        )
+    elif args.action == "upgrade":
+        op = client.call(
+            "POST",
+            f"/v1/clusters/{name}/upgrade",
+            {"kafka_version": args.kafka_version, "batch_size": args.batch_size},
+        )
+    elif args.action == "replace":
+        op = client.call("POST", f"/v1/clusters/{name}/replace", {"vm_id": args.vm})
+    elif args.action == "config":
+        op = client.call(
+            "PATCH",
+            f"/v1/clusters/{name}/config",
+            {"broker_config": _config_pairs(args.settings, True)},
+        )
+    elif args.action == "delete":
+        op = client.call("DELETE", f"/v1/clusters/{name}")
+    assert op is not None
+    print(
+        f"operation {op['op_id']}: {op['kind']} of {op['cluster']} queued ({len(op['steps'])} steps)"
+    )
+    if args.wait:
+        return watch_operation(client, int(op["op_id"]))
+    print(f"follow it with: kaas op watch {op['op_id']}")
+    return 0

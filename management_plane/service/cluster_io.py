@@ -1,0 +1,270 @@
+"""The controller's view of one running cluster: its spec in ZooKeeper (the service is its one
+writer), the agents' member znodes, Kafka's broker registrations and partition metadata.
+
+Thin adapters: every decision about what these readings mean is the caller's.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass, replace
+from typing import Any, TypeVar
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+
+from planner.spec import ClusterSpec, SpecError, parse_spec
+from planner.zkpaths import ClusterPaths
+
+logging.getLogger("kazoo.client").setLevel(logging.ERROR)
+
+ZOOKEEPER_PORT = 2181
+KAFKA_PORT = 9092
+
+T = TypeVar("T")
+
+
+class ClusterUnreachable(RuntimeError):
+    """ZooKeeper or Kafka did not answer; a step reading this waits and tries again."""
+
+
+@dataclass(frozen=True)
+class PartitionState:
+    topic: str
+    partition: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+
+
+def zookeeper_hosts(addresses: list[str]) -> str:
+    return ",".join(f"{a}:{ZOOKEEPER_PORT}" for a in addresses)
+
+
+def bootstrap_servers(addresses: list[str]) -> str:
+    return ",".join(f"{a}:{KAFKA_PORT}" for a in addresses)
+
+
+@dataclass(frozen=True)
+class ZkServerLine:
+    server_id: int
+    address: str
+    peer_port: int
+    election_port: int
+    role: str
+    client: str  # the part after ';' (client address and port)
+
+    def line(self, role: str) -> str:
+        return (
+            f"server.{self.server_id}={self.address}:{self.peer_port}:{self.election_port}:"
+            f"{role};{self.client}"
+        )
+
+
+_SERVER = re.compile(r"^server\.(\d+)=([^:]+):(\d+):(\d+)(?::(participant|observer))?;(.+)$")
+
+
+def parse_servers(config: str) -> dict[int, ZkServerLine]:
+    """The server lines of /zookeeper/config (the lines without a client part are skipped:
+    every server KaaS starts names its client port)."""
+    servers = {}
+    for line in config.splitlines():
+        match = _SERVER.match(line.strip())
+        if match:
+            server_id = int(match[1])
+            servers[server_id] = ZkServerLine(
+                server_id,
+                match[2],
+                int(match[3]),
+                int(match[4]),
+                match[5] or "participant",
+                match[6],
+            )
+    return servers
+
+
+class ClusterIO:
+    def __init__(self, cluster: str, addresses: list[str]) -> None:
+        if not addresses:
+            raise ClusterUnreachable(f"cluster {cluster} has no running VM to reach")
+        self.cluster = cluster
+        self.paths = ClusterPaths(cluster)
+        self.hosts = zookeeper_hosts(addresses)
+        self.bootstrap = bootstrap_servers(addresses)
+
+    @contextmanager
+    def _zk(self) -> Iterator[KazooClient]:
+        client = KazooClient(hosts=self.hosts, timeout=10, connection_retry=None)
+        try:
+            client.start(timeout=15)
+        except Exception as exc:
+            client.close()
+            raise ClusterUnreachable(f"ZooKeeper of {self.cluster} ({self.hosts}): {exc}") from None
+        try:
+            yield client
+        finally:
+            client.stop()
+            client.close()
+
+    def _with_zk(self, action: Callable[[KazooClient], T]) -> T:
+        with self._zk() as zk:
+            return action(zk)
+
+    # -- the spec -------------------------------------------------------------------------
+
+    def read_spec(self) -> ClusterSpec | None:
+        def read(zk: KazooClient) -> ClusterSpec | None:
+            try:
+                raw, _ = zk.get(self.paths.spec)
+            except NoNodeError:
+                return None
+            return parse_spec(raw)
+
+        return self._with_zk(read)
+
+    def write_spec(self, change: Callable[[ClusterSpec | None], ClusterSpec]) -> ClusterSpec:
+        """Apply `change` to the current spec and write it with a version check (the
+        generation is bumped here, by the one writer). A spec no agent could parse is never
+        written: parse_spec runs on the encoded value first."""
+
+        def write(zk: KazooClient) -> ClusterSpec:
+            for _ in range(5):
+                try:
+                    raw, stat = zk.get(self.paths.spec)
+                    current: ClusterSpec | None = parse_spec(raw)
+                    version = stat.version
+                except NoNodeError:
+                    current, version = None, -1
+                except SpecError:
+                    current, version = None, zk.exists(self.paths.spec).version
+                desired = change(current)
+                generation = (current.generation + 1) if current else max(1, desired.generation)
+                desired = replace(desired, generation=generation)
+                parse_spec(desired.encode())
+                try:
+                    if version < 0:
+                        zk.create(self.paths.spec, desired.encode(), makepath=True)
+                    else:
+                        zk.set(self.paths.spec, desired.encode(), version=version)
+                    return desired
+                except (BadVersionError, NodeExistsError):
+                    continue
+            raise ClusterUnreachable(f"the spec of {self.cluster} kept changing under the writer")
+
+        return self._with_zk(write)
+
+    # -- agents and brokers ---------------------------------------------------------------
+
+    def members(self) -> dict[int, dict[str, Any]]:
+        """The agents' member znodes by broker id."""
+
+        def read(zk: KazooClient) -> dict[int, dict[str, Any]]:
+            found: dict[int, dict[str, Any]] = {}
+            try:
+                children = zk.get_children(self.paths.members)
+            except NoNodeError:
+                return found
+            for child in children:
+                try:
+                    value = json.loads(zk.get(f"{self.paths.members}/{child}")[0])
+                except (NoNodeError, ValueError):
+                    continue
+                if isinstance(value, dict) and child.isdigit():
+                    found[int(child)] = value
+            return found
+
+        return self._with_zk(read)
+
+    def registered_brokers(self) -> set[int]:
+        def read(zk: KazooClient) -> set[int]:
+            try:
+                return {int(c) for c in zk.get_children(self.paths.kafka_broker_ids)}
+            except NoNodeError:
+                return set()
+
+        return self._with_zk(read)
+
+    def release_broker_claim(self, broker_id: int) -> None:
+        """Forget a recycled broker's id claim, so that a later VM may claim the id afresh."""
+
+        def delete(zk: KazooClient) -> None:
+            with suppress(NoNodeError):
+                zk.delete(self.paths.broker_id_claim(broker_id))
+
+        self._with_zk(delete)
+
+    # -- the ZooKeeper ensemble -------------------------------------------------------------
+
+    def repair_ensemble(
+        self, admin_secret: str, gone_addresses: set[str], participants: int
+    ) -> str | None:
+        """One reconfig (ZooKeeper's own dynamic reconfiguration, as the super user): drop the
+        servers of recycled VMs, and promote observers to participants while the ensemble has
+        fewer than `participants`. Returns what it changed, None if nothing needed changing.
+        The agents add a new VM's server as an observer when the ensemble is full; after its
+        predecessor leaves, only a promotion brings the voting ensemble back to size."""
+
+        def repair(zk: KazooClient) -> str | None:
+            zk.add_auth("digest", f"super:{admin_secret}")
+            raw, _ = zk.get("/zookeeper/config")
+            text = raw.decode()
+            servers = parse_servers(text)
+            versions = [
+                ln.split("=", 1)[1] for ln in text.splitlines() if ln.startswith("version=")
+            ]
+            leaving = sorted(i for i, s in servers.items() if s.address in gone_addresses)
+            voting = [i for i, s in servers.items() if s.role == "participant" and i not in leaving]
+            observers = sorted(
+                i for i, s in servers.items() if s.role == "observer" and i not in leaving
+            )
+            promote = observers[: max(0, participants - len(voting))]
+            if not leaving and not promote:
+                return None
+            joining = ",".join(servers[i].line("participant") for i in promote) or None
+            zk.reconfig(
+                joining=joining,
+                leaving=",".join(str(i) for i in leaving) or None,
+                new_members=None,
+                from_config=int(versions[0], 16) if versions else -1,
+            )
+            return f"ZooKeeper ensemble: removed servers {leaving}, promoted observers {promote}"
+
+        return self._with_zk(repair)
+
+    # -- Kafka ----------------------------------------------------------------------------
+
+    def partitions(self) -> list[PartitionState]:
+        """Every partition's replicas (with any reassignment's adding and removing ones) and
+        ISR, read from Kafka's own znodes: in ZooKeeper mode they are the truth, where a
+        broker's metadata cache may lag or answer a topic with an error and no partitions."""
+
+        def read(zk: KazooClient) -> list[PartitionState]:
+            topics_path = f"{self.paths.kafka_chroot}/brokers/topics"
+            try:
+                topics = zk.get_children(topics_path)
+            except NoNodeError:
+                return []
+            found = []
+            for topic in sorted(topics):
+                raw, _ = zk.get(f"{topics_path}/{topic}")
+                value = json.loads(raw)
+                adding = value.get("adding_replicas") or {}
+                removing = value.get("removing_replicas") or {}
+                for partition, replicas in sorted(value["partitions"].items()):
+                    every = {*replicas, *adding.get(partition, []), *removing.get(partition, [])}
+                    state_path = f"{topics_path}/{topic}/partitions/{partition}/state"
+                    try:
+                        isr = json.loads(zk.get(state_path)[0]).get("isr", [])
+                    except NoNodeError:
+                        isr = []  # no leader elected yet: not in sync
+                    found.append(
+                        PartitionState(
+                            topic, int(partition), tuple(sorted(every)), tuple(sorted(isr))
+                        )
+                    )
+            return found
+
+        return self._with_zk(read)

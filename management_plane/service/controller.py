@@ -1,0 +1,409 @@
+"""The steps of every operation: what each does to the provider, the spec and the database.
+
+Every step is safe to run again after a crash at any point: it first looks at what is already
+true (VMs the provider has that the database does not know are adopted, a spec that already
+says the thing is left alone) and only then acts. A step returns an Outcome: done (next
+step), wait (run me again soon) or fail.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass, replace
+from typing import Any
+
+import structlog
+
+from management_plane.errors import KaasError
+from management_plane.providers.base import Provider, ProviderError, VmInfo, VmRequest
+from management_plane.service.cluster_io import ClusterIO, ClusterUnreachable
+from management_plane.service.db import Database, OperationRow
+from management_plane.service.operations import DONE, FAIL, WAIT, Outcome, step_batch, step_name
+from planner.spec import ClusterSpec, parse_spec
+
+log = structlog.get_logger("kaas.controller")
+
+
+@dataclass(frozen=True)
+class StepTimeouts:
+    """Seconds a step may take before its operation fails (documented defaults)."""
+
+    create: float = 900.0
+    joined: float = 600.0
+    drained: float = 3600.0
+    applied: float = 1200.0
+    other: float = 300.0
+
+    def for_step(self, step: str) -> float:
+        name = step_name(step)
+        return {
+            "create_vms": self.create,
+            "create_vm": self.create,
+            "wait_joined": self.joined,
+            "wait_drained": self.drained,
+            "wait_applied": self.applied,
+            "recycle_all": self.create,
+        }.get(name, self.other)
+
+
+PROTOCOL_KEY = "inter.broker.protocol.version"
+
+
+def protocol_version(kafka_version: str) -> str:
+    """Kafka 3.8.1 speaks inter-broker protocol 3.8."""
+    return ".".join(kafka_version.split(".")[:2])
+
+
+def done(message: str, **context: Any) -> Outcome:
+    return Outcome(DONE, message, context)
+
+
+def wait(message: str, **context: Any) -> Outcome:
+    return Outcome(WAIT, message, context)
+
+
+class Controller:
+    def __init__(self, db: Database, provider: Provider) -> None:
+        self.db = db
+        self.provider = provider
+
+    # -- helpers --------------------------------------------------------------------------
+
+    def _cluster(self, name: str) -> dict[str, Any]:
+        row = self.db.cluster(name)
+        if row is None:
+            raise KaasError(f"cluster {name} is not in the database")
+        return row
+
+    def _spec(self, name: str) -> ClusterSpec:
+        return parse_spec(self._cluster(name)["spec"])
+
+    def _io(self, cluster: str, exclude: tuple[str, ...] = ()) -> ClusterIO:
+        addresses = [
+            vm["address"]
+            for vm in self.db.cluster_vms(cluster)
+            if vm["vm_id"] not in exclude and vm["state"] in ("running", "draining", "joining")
+        ]
+        return ClusterIO(cluster, addresses)
+
+    def _record(self, info: VmInfo, state: str) -> None:
+        self.db.upsert_vm(
+            info.vm_id,
+            info.cluster,
+            info.zone,
+            info.address,
+            info.instance_type,
+            info.kafka_version,
+            state,
+            info.broker_id,
+        )
+
+    def _write_spec(self, cluster: str, **changes: Any) -> ClusterSpec:
+        stored = self._spec(cluster)
+
+        def change(current: ClusterSpec | None) -> ClusterSpec:
+            base = current or stored
+            return replace(base, **changes)
+
+        written = self._io(cluster).write_spec(change)
+        self.db.update_cluster(cluster, spec=json.dumps(written.to_json(), sort_keys=True))
+        return written
+
+    # -- dispatch -------------------------------------------------------------------------
+
+    def run(self, op: OperationRow) -> Outcome:
+        step = op.step
+        assert step is not None
+        handler = getattr(self, f"step_{step_name(step)}", None)
+        if handler is None:
+            return Outcome(FAIL, f"no such step {step!r}")
+        try:
+            outcome: Outcome = handler(op, step_batch(step))
+            return outcome
+        except ClusterUnreachable as exc:
+            return wait(f"{step}: cluster not reachable yet ({exc})")
+        except (ProviderError, KaasError) as exc:
+            return wait(f"{step}: {exc}")
+
+    # -- steps ----------------------------------------------------------------------------
+
+    def step_create_vms(self, op: OperationRow, _batch: int) -> Outcome:
+        p = op.params
+        zones = p["zones"]
+        requests = [
+            VmRequest(
+                cluster=op.cluster,
+                zone=zones[i % len(zones)],
+                instance_type=p["instance_type"],
+                kafka_version=p["kafka_version"],
+                tags={"kaas:cluster": op.cluster, "kaas:role": "broker"},
+            )
+            for i in range(p["broker_count"])
+        ]
+        known = {vm.vm_id for vm in self.provider.list_vms(op.cluster)}
+        bootstrap = getattr(self.provider, "bootstrap_cluster", None)
+        if bootstrap is not None:
+            infos: list[VmInfo] = bootstrap(requests)
+        else:
+            infos = self.provider.list_vms(op.cluster)
+            for request in requests[len(infos) :]:
+                infos.append(self.provider.create_vm(request))
+        for info in infos:
+            self._record(info, "joining" if info.vm_id not in known else "running")
+        return done(f"{len(infos)} VMs started: {', '.join(i.vm_id for i in infos)}")
+
+    def step_write_spec(self, op: OperationRow, _batch: int) -> Outcome:
+        changes: dict[str, Any] = dict(op.params.get("spec_changes", {}))
+        if "zones" in changes:
+            changes["zones"] = tuple(changes["zones"])
+        if op.kind == "create_cluster":
+            stored = self._spec(op.cluster)
+            written = self._io(op.cluster).write_spec(lambda _current: stored)
+            self.db.update_cluster(op.cluster, spec=json.dumps(written.to_json(), sort_keys=True))
+        else:
+            written = self._write_spec(op.cluster, **changes)
+        return done(
+            f"spec generation {written.generation} written", spec_generation=written.generation
+        )
+
+    def _members_by_address(self, cluster: str) -> tuple[dict[str, dict[str, Any]], set[int]]:
+        io = self._io(cluster)
+        members = {str(m.get("address")): m | {"broker_id": b} for b, m in io.members().items()}
+        return members, io.registered_brokers()
+
+    def _joined(self, cluster: str, vm_ids: list[str]) -> Outcome | None:
+        members, registered = self._members_by_address(cluster)
+        waiting = []
+        for vm_id in vm_ids:
+            vm = self.db.vm(vm_id)
+            if vm is None:
+                return Outcome(FAIL, f"VM {vm_id} vanished from the database")
+            member = members.get(vm["address"])
+            if member is None:
+                waiting.append(f"{vm_id}: agent not joined yet")
+                continue
+            broker_id = int(member["broker_id"])
+            if broker_id not in registered or "healthy" not in str(member.get("sentence")):
+                waiting.append(f"{vm_id} (broker {broker_id}): {member.get('sentence')}")
+                continue
+            if vm["state"] == "joining" or vm["broker_id"] != broker_id:
+                self.db.update_vm(vm_id, broker_id=broker_id, state="running")
+        if waiting:
+            return wait("waiting for " + "; ".join(waiting))
+        return None
+
+    def step_wait_joined(self, op: OperationRow, batch: int) -> Outcome:
+        if op.kind == "create_cluster":
+            vm_ids = [vm["vm_id"] for vm in self.db.cluster_vms(op.cluster)]
+        else:
+            vm_ids = op.context.get("new_vms", {}).get(str(batch), [])
+        pending = self._joined(op.cluster, vm_ids)
+        if pending is not None:
+            return pending
+        if op.kind == "create_cluster":
+            self.db.update_cluster(op.cluster, status="running")
+        brokers = [self.db.vm(v)["broker_id"] for v in vm_ids]  # type: ignore[index]
+        return done(f"{', '.join(vm_ids)} joined as brokers {brokers}")
+
+    def step_create_vm(self, op: OperationRow, batch: int) -> Outcome:
+        new_vms: dict[str, list[str]] = dict(op.context.get("new_vms", {}))
+        created = list(new_vms.get(str(batch), []))
+        spec = self._spec(op.cluster)
+        cluster = self._cluster(op.cluster)
+        if op.kind == "scale_up":
+            count = int(op.params["add"])
+            zones = self._zones_for_new(op.cluster, spec, count)
+        else:
+            olds = op.context["batches"][batch]
+            zones = [self.db.vm(v)["zone"] for v in olds]  # type: ignore[index]
+            count = len(olds)
+        # A VM the provider has but the database does not is one this step made before the
+        # service stopped: adopt it rather than make another.
+        known = {vm["vm_id"] for vm in self.db.cluster_vms(op.cluster, include_terminated=True)}
+        for info in self.provider.list_vms(op.cluster):
+            if info.vm_id not in known and len(created) < count:
+                self._record(info, "joining")
+                created.append(info.vm_id)
+        while len(created) < count:
+            request = VmRequest(
+                cluster=op.cluster,
+                zone=zones[len(created)],
+                instance_type=op.params.get("instance_type", cluster["instance_type"]),
+                kafka_version=op.params.get("kafka_version", spec.kafka_version),
+                tags={"kaas:cluster": op.cluster, "kaas:role": "broker"},
+            )
+            info = self.provider.create_vm(request)
+            self._record(info, "joining")
+            created.append(info.vm_id)
+            new_vms[str(batch)] = created
+            # Persisted through the outcome's context only at the end; the adoption above
+            # covers a crash between two creations.
+        new_vms[str(batch)] = created
+        return done(f"created {', '.join(created)}", new_vms=new_vms)
+
+    def _zones_for_new(self, cluster: str, spec: ClusterSpec, count: int) -> list[str]:
+        load = Counter({z: 0 for z in spec.zones})
+        load.update(vm["zone"] for vm in self.db.cluster_vms(cluster) if vm["zone"] in load)
+        zones = []
+        for _ in range(count):
+            zone = min(spec.zones, key=lambda z: (load[z], spec.zones.index(z)))
+            zones.append(zone)
+            load[zone] += 1
+        return zones
+
+    def _old_brokers(self, op: OperationRow, batch: int) -> list[int]:
+        ids = []
+        for vm_id in op.context["batches"][batch]:
+            vm = self.db.vm(vm_id)
+            if vm is None or vm["broker_id"] is None:
+                raise KaasError(f"the broker id of {vm_id} is unknown")
+            ids.append(int(vm["broker_id"]))
+        return ids
+
+    def step_drain(self, op: OperationRow, batch: int) -> Outcome:
+        brokers = self._old_brokers(op, batch)
+        spec = self._io(op.cluster).read_spec()
+        if spec is None:
+            raise ClusterUnreachable(f"cluster {op.cluster} has no spec in ZooKeeper")
+        if not set(brokers) <= spec.draining_broker_ids:
+            self._write_spec(
+                op.cluster, draining_broker_ids=spec.draining_broker_ids | frozenset(brokers)
+            )
+        for vm_id in op.context["batches"][batch]:
+            self.db.update_vm(vm_id, state="draining")
+        return done(f"brokers {brokers} marked draining: the planner moves their data away")
+
+    def step_wait_drained(self, op: OperationRow, batch: int) -> Outcome:
+        brokers = set(self._old_brokers(op, batch))
+        partitions = self._io(op.cluster).partitions()
+        holding = sum(1 for p in partitions for r in p.replicas if r in brokers)
+        short = sum(1 for p in partitions if set(p.isr) != set(p.replicas))
+        if holding or short:
+            return wait(
+                f"brokers {sorted(brokers)} still hold {holding} replicas; "
+                f"{short} partitions below a full ISR"
+            )
+        return done(f"brokers {sorted(brokers)} hold no replica and every ISR is complete")
+
+    def step_recycle(self, op: OperationRow, batch: int) -> Outcome:
+        olds = op.context["batches"][batch]
+        brokers = self._old_brokers(op, batch)
+        # The last check before any data could go: nothing may live on these brokers.
+        partitions = self._io(op.cluster, exclude=tuple(olds)).partitions()
+        holding = [f"{p.topic}-{p.partition}" for p in partitions if set(p.replicas) & set(brokers)]
+        if holding:
+            return Outcome(
+                FAIL, f"refusing to recycle {olds}: brokers {brokers} hold {holding[:5]}"
+            )
+        for vm_id in olds:
+            self.provider.recycle_vm(vm_id)
+            self.db.update_vm(vm_id, state="terminated")
+        io = self._io(op.cluster)
+        for broker_id in brokers:
+            io.release_broker_claim(broker_id)
+            self.provider.release_broker_resources(op.cluster, broker_id)
+        return done(f"recycled {', '.join(olds)}")
+
+    def step_ensemble(self, op: OperationRow, batch: int) -> Outcome:
+        secret_of = getattr(self.provider, "zookeeper_admin_secret", None)
+        secret = secret_of(op.cluster) if secret_of is not None else None
+        if secret is None:
+            return done("the provider's agents keep the ZooKeeper ensemble")
+        gone = {
+            vm["address"]
+            for vm_id in op.context["batches"][batch]
+            if (vm := self.db.vm(vm_id)) is not None
+        }
+        spec = self._spec(op.cluster)
+        changes = []
+        try:
+            for _ in range(3):  # one reconfig per change; the last look must change nothing
+                changed = self._io(op.cluster).repair_ensemble(
+                    secret, gone, spec.zookeeper_participants
+                )
+                if changed is None:
+                    break
+                changes.append(changed)
+        except ClusterUnreachable:
+            raise
+        except Exception as exc:  # a reconfig racing an agent's: read the new config, again
+            return wait(f"ZooKeeper reconfig not done yet ({type(exc).__name__}: {exc})")
+        if changed is not None:
+            return wait("; ".join(changes))
+        return done("; ".join(changes) or "ZooKeeper ensemble already at its spec size")
+
+    def step_undrain(self, op: OperationRow, batch: int) -> Outcome:
+        brokers = frozenset(self._old_brokers(op, batch))
+        spec = self._io(op.cluster).read_spec()
+        if spec is not None and spec.draining_broker_ids & brokers:
+            self._write_spec(op.cluster, draining_broker_ids=spec.draining_broker_ids - brokers)
+        return done(f"brokers {sorted(brokers)} no longer draining")
+
+    def step_pin_protocol(self, op: OperationRow, _batch: int) -> Outcome:
+        spec = self._io(op.cluster).read_spec() or self._spec(op.cluster)
+        if PROTOCOL_KEY in spec.broker_config:
+            return done(
+                f"{PROTOCOL_KEY} is set by the cluster's config "
+                f"({spec.broker_config[PROTOCOL_KEY]}); left as it is",
+                pinned_protocol=False,
+            )
+        pinned = protocol_version(spec.kafka_version)
+        written = self._write_spec(
+            op.cluster, broker_config={**spec.broker_config, PROTOCOL_KEY: pinned}
+        )
+        return done(
+            f"{PROTOCOL_KEY} pinned to {pinned} while versions mix",
+            pinned_protocol=True,
+            spec_generation=written.generation,
+        )
+
+    def step_unpin_protocol(self, op: OperationRow, _batch: int) -> Outcome:
+        spec = self._io(op.cluster).read_spec() or self._spec(op.cluster)
+        if not op.context.get("pinned_protocol") or PROTOCOL_KEY not in spec.broker_config:
+            return done(f"{PROTOCOL_KEY} left as the cluster's config sets it")
+        config = {k: v for k, v in spec.broker_config.items() if k != PROTOCOL_KEY}
+        written = self._write_spec(op.cluster, broker_config=config)
+        return done(
+            f"{PROTOCOL_KEY} unpinned: every broker runs {spec.kafka_version}",
+            spec_generation=written.generation,
+        )
+
+    def step_wait_applied(self, op: OperationRow, _batch: int) -> Outcome:
+        generation = int(op.context.get("spec_generation", 0))
+        members = self._io(op.cluster).members()
+        behind = [
+            f"broker {b}: {m.get('sentence')}"
+            for b, m in sorted(members.items())
+            if int(m.get("spec_generation", -1)) < generation or m.get("pending_restart")
+        ]
+        expected = len(self.db.cluster_vms(op.cluster))
+        if behind or len(members) < expected:
+            return wait(f"{len(members)}/{expected} agents; waiting for " + "; ".join(behind))
+        return done(f"every agent applied spec generation {generation}")
+
+    def step_recycle_all(self, op: OperationRow, _batch: int) -> Outcome:
+        deleter = getattr(self.provider, "delete_cluster", None)
+        vms = self.db.cluster_vms(op.cluster)
+        if deleter is not None:
+            deleter(op.cluster)
+        else:
+            for info in self.provider.list_vms(op.cluster):
+                self.provider.recycle_vm(info.vm_id)
+            for vm in vms:
+                if vm["broker_id"] is not None:
+                    self.provider.release_broker_resources(op.cluster, int(vm["broker_id"]))
+        for vm in vms:
+            self.db.update_vm(vm["vm_id"], state="terminated")
+        return done(f"recycled {len(vms)} VMs")
+
+    def step_finish(self, op: OperationRow, _batch: int) -> Outcome:
+        status = "deleted" if op.kind == "delete_cluster" else "running"
+        if op.kind != "delete_cluster":
+            spec = self._io(op.cluster).read_spec()
+            if spec is not None:
+                self.db.update_cluster(op.cluster, spec=json.dumps(spec.to_json(), sort_keys=True))
+            if "instance_type" in op.params:
+                self.db.update_cluster(op.cluster, instance_type=op.params["instance_type"])
+        self.db.update_cluster(op.cluster, status=status)
+        return done(f"{op.kind} of {op.cluster} finished")

@@ -1,0 +1,125 @@
+"""The operations engine: one thread that runs every unfinished operation, step by step,
+persisting each transition before the next step runs.
+
+At start it simply reads the unfinished operations from the database, so a service killed
+mid-operation resumes at the step it had reached. Operations on one cluster run one at a
+time, in the order they were made.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import structlog
+
+from management_plane.service.controller import Controller, StepTimeouts
+from management_plane.service.db import Database, OperationRow
+from management_plane.service.operations import (
+    FAIL,
+    FAILED,
+    OperationState,
+    Outcome,
+    transition,
+)
+
+log = structlog.get_logger("kaas.engine")
+
+
+class Engine:
+    def __init__(
+        self,
+        db: Database,
+        controller: Controller,
+        poll_interval_s: float = 2.0,
+        timeouts: StepTimeouts | None = None,
+    ) -> None:
+        self.db = db
+        self.controller = controller
+        self.poll_interval_s = poll_interval_s
+        self.timeouts = timeouts or StepTimeouts()
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="kaas-engine", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self, timeout: float = 30.0) -> None:
+        self._stop.set()
+        self._wake.set()
+        self._thread.join(timeout)
+
+    def wake(self) -> None:
+        """A new operation was queued: run it now rather than at the next poll."""
+        self._wake.set()
+
+    def _loop(self) -> None:
+        log.info("engine_started", unfinished=len(self.db.unfinished_operations()))
+        while not self._stop.is_set():
+            try:
+                self.run_once()
+            except Exception as exc:  # the engine outlives any one bad step
+                log.exception("engine_cycle_failed", error=str(exc))
+            self._wake.wait(self.poll_interval_s)
+            self._wake.clear()
+
+    def run_once(self) -> None:
+        """Advance every cluster's oldest unfinished operation as far as it goes now."""
+        seen: set[str] = set()
+        for op in self.db.unfinished_operations():
+            if op.cluster in seen:
+                continue
+            seen.add(op.cluster)
+            self._advance(op)
+
+    def _advance(self, op: OperationRow) -> None:
+        current: OperationRow | None = op
+        while current is not None and not self._stop.is_set():
+            step = current.step
+            if step is None:
+                return
+            if current.status == "running" and (
+                time.time() - current.step_started_at > self.timeouts.for_step(step)
+            ):
+                outcome = Outcome(
+                    FAIL,
+                    f"step {step} did not finish within {self.timeouts.for_step(step):.0f}s: "
+                    f"{current.message}",
+                )
+            else:
+                outcome = self.controller.run(current)
+            state = OperationState(
+                current.status,
+                tuple(current.steps),
+                current.step_index,
+                current.context,
+                current.message,
+            )
+            moved = transition(state, outcome)
+            new = moved.state
+            self.db.save_operation(
+                current.op_id,
+                new.status,
+                new.step_index,
+                new.context,
+                new.message,
+                journal=(moved.journal, step) if moved.journal else None,
+                step_started=moved.step_started,
+            )
+            if moved.journal:
+                log.info(
+                    "operation_step",
+                    op_id=current.op_id,
+                    cluster=current.cluster,
+                    step=step,
+                    outcome=moved.journal,
+                    message=new.message,
+                )
+            if new.status == FAILED and current.kind == "create_cluster":
+                self.db.update_cluster(current.cluster, status="failed")
+            if new.status == FAILED and current.kind != "create_cluster":
+                self.db.update_cluster(current.cluster, status="running")
+            if outcome.kind != "done" or new.finished:
+                return
+            current = self.db.operation(current.op_id)

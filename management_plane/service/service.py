@@ -1,0 +1,279 @@
+"""What the API's handlers ask of the service: validate, then queue one operation.
+
+Nothing here touches a cluster: the engine runs the operation's steps. One unfinished
+operation per cluster at a time (a second write gets 409), so operations never interleave.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from management_plane.service.cluster_io import bootstrap_servers
+from management_plane.service.controller import Controller
+from management_plane.service.db import UNFINISHED, Database, OperationRow
+from management_plane.service.engine import Engine
+from management_plane.service.operations import batches, expand_steps
+from management_plane.service.validation import (
+    ClusterRequest,
+    ValidationError,
+    check_scale_down,
+    validate_batch_size,
+    validate_broker_config,
+    validate_broker_count,
+    validate_cluster_request,
+    validate_instance_type,
+    validate_kafka_version,
+    validate_name,
+    zookeeper_participants,
+)
+from planner.spec import ClusterSpec, parse_spec
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, code: str, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+
+
+class Service:
+    def __init__(
+        self, home: Path, db: Database, provider: Any, engine: Engine | None = None
+    ) -> None:
+        self.home = home
+        self.db = db
+        self.provider = provider
+        self.engine = engine or Engine(db, Controller(db, provider))
+
+    # -- helpers --------------------------------------------------------------------------
+
+    def _cluster(self, name: str) -> dict[str, Any]:
+        validate_name(name)
+        row = self.db.cluster(name)
+        if row is None or row["status"] == "deleted":
+            raise ApiError(404, "not_found", f"no cluster named {name}")
+        return row
+
+    def _idle(self, name: str) -> None:
+        busy = [op for op in self.db.list_operations(name, 20) if op.status in UNFINISHED]
+        if busy:
+            op = busy[-1]
+            raise ApiError(
+                409,
+                "cluster_busy",
+                f"cluster {name} is running operation {op.op_id} ({op.kind}, step {op.step}); "
+                "wait for it to finish",
+            )
+
+    def _queue(
+        self,
+        cluster: str,
+        kind: str,
+        params: dict[str, Any],
+        caller: str,
+        batch_count: int = 0,
+        context: dict[str, Any] | None = None,
+    ) -> OperationRow:
+        op = self.db.add_operation(
+            cluster, kind, params, expand_steps(kind, batch_count), caller, context
+        )
+        self.engine.wake()
+        return op
+
+    def cluster_view(self, name: str) -> dict[str, Any]:
+        row = self._cluster(name)
+        vms = self.db.cluster_vms(name)
+        return {
+            "name": row["name"],
+            "status": row["status"],
+            "provider": row["provider"],
+            "instance_type": row["instance_type"],
+            "spec": json.loads(row["spec"]),
+            "bootstrap_servers": bootstrap_servers([v["address"] for v in vms]),
+            "vms": [
+                {
+                    k: v[k]
+                    for k in (
+                        "vm_id",
+                        "zone",
+                        "address",
+                        "instance_type",
+                        "kafka_version",
+                        "broker_id",
+                        "state",
+                    )
+                }
+                for v in vms
+            ],
+        }
+
+    def _resolve_vm(self, cluster: str, vm_id: str) -> dict[str, Any]:
+        for vm in self.db.cluster_vms(cluster):
+            if vm["vm_id"] == vm_id or vm["vm_id"].rsplit("/", 1)[-1] == vm_id:
+                return vm
+        raise ApiError(404, "not_found", f"cluster {cluster} has no running VM {vm_id!r}")
+
+    # -- operations -----------------------------------------------------------------------
+
+    def create_cluster(self, body: dict[str, Any], caller: str) -> OperationRow:
+        versions = self.provider.kafka_versions()
+        request = validate_cluster_request(
+            ClusterRequest(
+                name=body["name"],
+                broker_count=body["broker_count"],
+                zones=tuple(body["zones"] or self.provider.zones),
+                instance_type=body["instance_type"] or self.provider.instance_types[0],
+                kafka_version=body["kafka_version"] or versions[-1],
+                broker_config=body["broker_config"],
+            ),
+            versions,
+            tuple(self.provider.zones),
+            tuple(self.provider.instance_types),
+        )
+        validate_batch_size(body["batch_size"])
+        existing = self.db.cluster(request.name)
+        if existing is not None and existing["status"] != "deleted":
+            raise ApiError(409, "exists", f"cluster {request.name} exists already")
+        if existing is not None:
+            raise ApiError(
+                409,
+                "exists",
+                f"the name {request.name} belonged to a deleted cluster; pick another",
+            )
+        spec = ClusterSpec(
+            cluster=request.name,
+            kafka_version=request.kafka_version,
+            broker_count=request.broker_count,
+            zones=request.zones,
+            zookeeper_participants=zookeeper_participants(request.broker_count),
+            broker_config=request.broker_config,
+        )
+        self.db.add_cluster(
+            request.name,
+            self.provider.name,
+            request.instance_type,
+            json.dumps(spec.to_json(), sort_keys=True),
+        )
+        params = {
+            "name": request.name,
+            "broker_count": request.broker_count,
+            "zones": list(request.zones),
+            "instance_type": request.instance_type,
+            "kafka_version": request.kafka_version,
+            "broker_config": request.broker_config,
+        }
+        return self._queue(request.name, "create_cluster", params, caller)
+
+    def replace_vm(self, name: str, vm_id: str, caller: str) -> OperationRow:
+        self._cluster(name)
+        vm = self._resolve_vm(name, vm_id)
+        self._idle(name)
+        if vm["broker_id"] is None:
+            raise ApiError(
+                409, "not_ready", f"{vm['vm_id']} has no broker yet; wait for it to join"
+            )
+        return self._queue(
+            name,
+            "replace_vm",
+            {"vm_id": vm["vm_id"]},
+            caller,
+            batch_count=1,
+            context={"batches": [[vm["vm_id"]]]},
+        )
+
+    def replace_all(
+        self, name: str, kind: str, change: dict[str, str], batch_size: int, caller: str
+    ) -> OperationRow:
+        row = self._cluster(name)
+        validate_batch_size(batch_size)
+        spec = parse_spec(row["spec"])
+        if kind == "upgrade":
+            version = validate_kafka_version(
+                change["kafka_version"], self.provider.kafka_versions()
+            )
+            stale = [v["vm_id"] for v in self.db.cluster_vms(name) if v["kafka_version"] != version]
+            spec_changes: dict[str, Any] = {"kafka_version": version}
+            if spec.kafka_version == version and not stale:
+                raise ApiError(409, "no_change", f"cluster {name} runs Kafka {version} already")
+        else:
+            wanted = validate_instance_type(
+                change["instance_type"], tuple(self.provider.instance_types)
+            )
+            stale = [v["vm_id"] for v in self.db.cluster_vms(name) if v["instance_type"] != wanted]
+            spec_changes = {}
+            if not stale:
+                raise ApiError(409, "no_change", f"every VM of {name} is {wanted} already")
+        self._idle(name)
+        groups = batches(stale, batch_size)
+        return self._queue(
+            name,
+            kind,
+            {**change, "spec_changes": spec_changes, "batch_size": batch_size},
+            caller,
+            batch_count=len(groups),
+            context={"batches": groups},
+        )
+
+    def scale(self, name: str, broker_count: int, batch_size: int, caller: str) -> OperationRow:
+        row = self._cluster(name)
+        validate_broker_count(broker_count)
+        validate_batch_size(batch_size)
+        spec = parse_spec(row["spec"])
+        vms = self.db.cluster_vms(name)
+        current = len(vms)
+        if broker_count == current:
+            raise ApiError(409, "no_change", f"cluster {name} has {current} brokers already")
+        changes = {
+            "broker_count": broker_count,
+            "zookeeper_participants": zookeeper_participants(broker_count),
+        }
+        if broker_count > current:
+            self._idle(name)
+            return self._queue(
+                name,
+                "scale_up",
+                {"add": broker_count - current, "spec_changes": changes},
+                caller,
+                context={"batches": [[]]},
+            )
+        check_scale_down(current, broker_count, spec.broker_config)
+        # The newest VMs go first; the broker set the planner balances shrinks from the top.
+        leaving = [v["vm_id"] for v in sorted(vms, key=lambda v: -(v["broker_id"] or 0))][
+            : current - broker_count
+        ]
+        self._idle(name)
+        groups = batches(leaving, batch_size)
+        return self._queue(
+            name,
+            "scale_down",
+            {"remove": leaving, "spec_changes": changes, "batch_size": batch_size},
+            caller,
+            batch_count=len(groups),
+            context={"batches": groups},
+        )
+
+    def change_config(self, name: str, config: dict[str, str | None], caller: str) -> OperationRow:
+        row = self._cluster(name)
+        spec = parse_spec(row["spec"])
+        if not config:
+            raise ValidationError("broker_config must name at least one config")
+        merged = dict(spec.broker_config)
+        for key, value in config.items():
+            if value is None:
+                merged.pop(key, None)
+            else:
+                merged[key] = value
+        clean = validate_broker_config(merged, spec.broker_count)
+        self._idle(name)
+        return self._queue(
+            name, "change_config", {"spec_changes": {"broker_config": clean}}, caller
+        )
+
+    def delete_cluster(self, name: str, caller: str) -> OperationRow:
+        self._cluster(name)
+        self._idle(name)
+        self.db.update_cluster(name, status="deleting")
+        return self._queue(name, "delete_cluster", {}, caller)

@@ -1,0 +1,200 @@
+"""Validation of what a caller asks of a cluster (pure). Every error names the field and why.
+
+Broker configs are a whitelist, as managed services have: a tenant-facing service lets users
+tune retention, sizes and replication defaults, never listeners, paths, ids or security.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+CLUSTER_NAME = re.compile(r"^[a-z][a-z0-9-]{0,38}[a-z0-9]$|^[a-z]$")
+MAX_BROKERS = 64
+MAX_BATCH = 16
+
+# name -> kind: int (non-negative integer), bool, or a tuple of allowed values.
+BROKER_CONFIG_WHITELIST: dict[str, str | tuple[str, ...]] = {
+    "default.replication.factor": "int",
+    "min.insync.replicas": "int",
+    "num.partitions": "int",
+    "offsets.topic.replication.factor": "int",
+    "transaction.state.log.replication.factor": "int",
+    "transaction.state.log.min.isr": "int",
+    "log.retention.hours": "int",
+    "log.retention.ms": "int",
+    "log.retention.bytes": "int",
+    "log.segment.bytes": "int",
+    "log.cleaner.enable": "bool",
+    "log.cleanup.policy": ("delete", "compact", "compact,delete"),
+    "message.max.bytes": "int",
+    "replica.fetch.max.bytes": "int",
+    "compression.type": ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"),
+    "auto.create.topics.enable": "bool",
+    "delete.topic.enable": "bool",
+    "unclean.leader.election.enable": "bool",
+    "group.initial.rebalance.delay.ms": "int",
+    "inter.broker.protocol.version": "version",
+    "log.message.format.version": "version",
+}
+
+# Configs whose value may not exceed the broker count (a topic's replicas need distinct brokers).
+REPLICATION_KEYS = (
+    "default.replication.factor",
+    "offsets.topic.replication.factor",
+    "transaction.state.log.replication.factor",
+)
+
+
+class ValidationError(ValueError):
+    """Bad input; the message names the field and the problem."""
+
+
+@dataclass(frozen=True)
+class ClusterRequest:
+    name: str
+    broker_count: int
+    zones: tuple[str, ...]
+    instance_type: str
+    kafka_version: str
+    broker_config: dict[str, str]
+
+
+def validate_name(name: str, field: str = "name") -> str:
+    if not isinstance(name, str) or not CLUSTER_NAME.match(name):
+        raise ValidationError(
+            f"{field} {name!r} is invalid: 1-40 lower-case letters, digits or '-', "
+            "starting with a letter and not ending with '-'"
+        )
+    return name
+
+
+def validate_broker_count(count: int, field: str = "broker_count") -> int:
+    if isinstance(count, bool) or not isinstance(count, int):
+        raise ValidationError(f"{field} must be an integer")
+    if count < 1:
+        raise ValidationError(f"{field} must be at least 1, got {count}")
+    if count > MAX_BROKERS:
+        raise ValidationError(f"{field} must be at most {MAX_BROKERS}, got {count}")
+    return count
+
+
+def validate_batch_size(size: int) -> int:
+    if isinstance(size, bool) or not isinstance(size, int) or not 1 <= size <= MAX_BATCH:
+        raise ValidationError(f"batch_size must be an integer from 1 to {MAX_BATCH}, got {size!r}")
+    return size
+
+
+def validate_kafka_version(version: str, known: tuple[str, ...]) -> str:
+    if version not in known:
+        raise ValidationError(
+            f"kafka_version {version!r} is not available; choose one of {', '.join(known)}"
+        )
+    return version
+
+
+def validate_zones(zones: tuple[str, ...], known: tuple[str, ...]) -> tuple[str, ...]:
+    if not zones:
+        raise ValidationError("zones must name at least one zone")
+    if len(set(zones)) != len(zones):
+        raise ValidationError(f"zones has duplicates: {', '.join(zones)}")
+    unknown = [z for z in zones if z not in known]
+    if unknown:
+        raise ValidationError(
+            f"zones {', '.join(unknown)} unknown to the provider; it offers {', '.join(known)}"
+        )
+    return zones
+
+
+def validate_instance_type(instance_type: str, known: tuple[str, ...]) -> str:
+    if instance_type not in known:
+        raise ValidationError(
+            f"instance_type {instance_type!r} is not offered; choose one of {', '.join(known)}"
+        )
+    return instance_type
+
+
+def _version_like(value: str) -> bool:
+    return re.fullmatch(r"\d+\.\d+(-IV\d+)?(\.\d+)?", value) is not None
+
+
+def validate_broker_config(config: dict[str, str], broker_count: int) -> dict[str, str]:
+    clean: dict[str, str] = {}
+    for key, raw in config.items():
+        if key not in BROKER_CONFIG_WHITELIST:
+            raise ValidationError(
+                f"broker_config.{key} is not a config this service lets you set "
+                f"(allowed: {', '.join(sorted(BROKER_CONFIG_WHITELIST))})"
+            )
+        value = str(raw).strip()
+        kind = BROKER_CONFIG_WHITELIST[key]
+        if kind == "int" and not value.isdigit():
+            raise ValidationError(
+                f"broker_config.{key} must be a non-negative integer, got {raw!r}"
+            )
+        if kind == "bool" and value not in ("true", "false"):
+            raise ValidationError(f"broker_config.{key} must be true or false, got {raw!r}")
+        if kind == "version" and not _version_like(value):
+            raise ValidationError(f"broker_config.{key} must be a version like 3.8, got {raw!r}")
+        if isinstance(kind, tuple) and value not in kind:
+            raise ValidationError(
+                f"broker_config.{key} must be one of {', '.join(kind)}, got {raw!r}"
+            )
+        clean[key] = value
+    for key in REPLICATION_KEYS:
+        if key in clean and int(clean[key]) < 1:
+            raise ValidationError(f"broker_config.{key} must be at least 1")
+        if key in clean and int(clean[key]) > broker_count:
+            raise ValidationError(
+                f"broker_config.{key} is {clean[key]}, above the broker count {broker_count}: "
+                "every replica needs a broker of its own"
+            )
+    if "min.insync.replicas" in clean:
+        min_isr = int(clean["min.insync.replicas"])
+        replication = int(clean.get("default.replication.factor", min(3, broker_count)))
+        if min_isr < 1 or min_isr > replication:
+            raise ValidationError(
+                f"broker_config.min.insync.replicas is {min_isr}; it must be from 1 to the "
+                f"replication factor {replication}"
+            )
+    return clean
+
+
+def validate_cluster_request(
+    request: ClusterRequest,
+    known_versions: tuple[str, ...],
+    known_zones: tuple[str, ...],
+    known_instance_types: tuple[str, ...],
+) -> ClusterRequest:
+    validate_name(request.name)
+    validate_broker_count(request.broker_count)
+    validate_zones(request.zones, known_zones)
+    validate_instance_type(request.instance_type, known_instance_types)
+    validate_kafka_version(request.kafka_version, known_versions)
+    config = validate_broker_config(request.broker_config, request.broker_count)
+    return ClusterRequest(
+        name=request.name,
+        broker_count=request.broker_count,
+        zones=request.zones,
+        instance_type=request.instance_type,
+        kafka_version=request.kafka_version,
+        broker_config=config,
+    )
+
+
+def zookeeper_participants(broker_count: int) -> int:
+    """The ensemble size the agents keep: 1 below three VMs, 3 below five, else 5."""
+    return 1 if broker_count < 3 else 3 if broker_count < 5 else 5
+
+
+def check_scale_down(current: int, target: int, config: dict[str, str]) -> None:
+    """A smaller cluster must still hold every replica: refuse going below the replication
+    factor the cluster's configs ask for."""
+    needed = max([int(config[k]) for k in REPLICATION_KEYS if k in config] or [1])
+    if target < needed:
+        raise ValidationError(
+            f"broker_count {target} is below the replication factor {needed} this cluster's "
+            "configs require; lower those first"
+        )
+    if target >= current:
+        raise ValidationError(f"broker_count {target} is not below the current {current}")

@@ -1,0 +1,93 @@
+"""Upgrading a cluster from Kafka 3.8.1 to 3.9.2 by immutable replacement, under an acks=all
+producer and a consumer: inter.broker.protocol.version is pinned to 3.8 while versions mix
+and unpinned once every broker runs 3.9.2; zero acknowledged messages lost."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+
+from management_plane.local.state import require_state
+from management_plane.workload import (
+    consume_group,
+    create_topic,
+    durable_producer,
+    produce_keyed,
+    verify_per_key_order,
+)
+from tests import harness
+from tests.drills.test_management_plane import Load
+from tests.mp_service import ServiceHandle, free_port
+
+pytestmark = pytest.mark.drill
+
+
+@pytest.fixture
+def service(tmp_path: Path) -> Iterator[ServiceHandle]:
+    handle = ServiceHandle(tmp_path / "service", free_port(), harness.FRESH_CLUSTER_BASE)
+    handle.start()
+    try:
+        yield handle
+    finally:
+        handle.tear_down()
+
+
+def broker_versions(home: Path) -> dict[str, str]:
+    """The Kafka version each VM's running broker was started from (its class path)."""
+    state = require_state(home)
+    versions = {}
+    for vm in state.layout.vms:
+        record = state.record(vm.name, "kafka")
+        assert record is not None, f"{vm.name} runs no broker"
+        command = " ".join(psutil.Process(record.pid).cmdline())
+        versions[vm.name] = next(v for v in ("3.8.1", "3.9.2") if f"/kafka/{v}/" in command)
+    return versions
+
+
+def test_upgrade_by_replacement_with_the_protocol_in_two_phases(service: ServiceHandle) -> None:
+    status, op = service.call(
+        "POST", "/v1/clusters", {"name": "up", "broker_count": 3, "kafka_version": "3.8.1"}
+    )
+    assert status == 202, op
+    service.wait_operation(op["op_id"], 600)
+    service.remember_clusters()
+    home = service.home / "local" / "up"
+    assert set(broker_versions(home).values()) == {"3.8.1"}
+    _, cluster = service.call("GET", "/v1/clusters/up")
+    bootstrap = cluster["bootstrap_servers"]
+    topic = harness.ClusterHandle.unique_topic("upgrade")
+    create_topic(bootstrap, topic, partitions=3)
+    seed = produce_keyed(durable_producer(bootstrap), topic, 5000, 10, key_prefix="seed")
+    assert seed.errors == []
+
+    with Load(bootstrap, topic) as load:
+        status, op = service.call(
+            "POST", "/v1/clusters/up/upgrade", {"kafka_version": "3.9.2", "batch_size": 1}
+        )
+        assert status == 202, op
+        final = service.wait_operation(op["op_id"], 3000)
+        service.remember_clusters()
+
+    messages = {j["step"]: j["message"] for j in final["journal"] if j["outcome"] == "done"}
+    assert "pinned to 3.8" in messages["pin_protocol"]
+    assert "unpinned" in messages["unpin_protocol"]
+    _, cluster = service.call("GET", "/v1/clusters/up")
+    assert cluster["spec"]["kafka_version"] == "3.9.2"
+    assert "inter.broker.protocol.version" not in cluster["spec"]["broker_config"]
+    assert [vm["kafka_version"] for vm in cluster["vms"]] == ["3.9.2"] * 3
+    assert set(broker_versions(home).values()) == {"3.9.2"}
+    assert not {"up/vm1", "up/vm2", "up/vm3"} & {vm["vm_id"] for vm in cluster["vms"]}
+
+    assert [e for r in load.results for e in r.errors] == []
+    acknowledged = seed.acknowledged + [a for r in load.results for a in r.acknowledged]
+    consumed = consume_group(
+        cluster["bootstrap_servers"], topic, f"{topic}-audit", 1, expected=len(acknowledged)
+    )
+    check = verify_per_key_order(
+        dict(Counter(k for k, _, _, _ in acknowledged)), consumed.records_by_consumer
+    )
+    assert check.missing == 0, f"{check.missing} acknowledged messages lost"

@@ -1,0 +1,140 @@
+"""The management plane as tests run it: the real `kaas serve` in a process of its own, and
+a small HTTP client that returns status and JSON body (errors included)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from management_plane.local.cluster import LocalCluster
+from management_plane.local.state import read_state
+from tests import harness
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@dataclass
+class ServiceHandle:
+    home: Path
+    port: int
+    address_base: str
+    engine: bool = True
+    process: subprocess.Popen[bytes] | None = None
+    log_files: list[Path] = field(default_factory=list)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def key(self) -> str:
+        return (self.home / "admin-key").read_text().strip()
+
+    def start(self) -> None:
+        log_file = self.home / f"serve-{len(self.log_files)}.log"
+        self.home.mkdir(parents=True, exist_ok=True)
+        self.log_files.append(log_file)
+        command = [
+            sys.executable,
+            "-m",
+            "management_plane.cli",
+            "serve",
+            "--service-home",
+            str(self.home),
+            "--port",
+            str(self.port),
+            "--local-address-base",
+            self.address_base,
+        ]
+        if not self.engine:
+            command.append("--no-engine")
+        with log_file.open("wb") as out:
+            self.process = subprocess.Popen(
+                command, stdout=out, stderr=subprocess.STDOUT, env=dict(os.environ)
+            )
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            assert self.process.poll() is None, f"kaas serve exited: {log_file.read_text()}"
+            try:
+                if self.call("GET", "/v1/health")[0] == 200:
+                    return
+            except OSError:
+                pass
+            time.sleep(0.3)
+        raise AssertionError(f"kaas serve did not answer within 60s: {log_file.read_text()}")
+
+    def kill(self) -> None:
+        """SIGKILL: no clean-up of any kind, as a crashed host would leave it."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGKILL)
+            self.process.wait(30)
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(30)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+    def call(
+        self, method: str, path: str, body: Any = None, key: str | None = "admin"
+    ) -> tuple[int, Any]:
+        headers = {"Content-Type": "application/json"}
+        if key == "admin":
+            key = self.key
+        if key is not None:
+            headers["X-API-Key"] = key
+        data = json.dumps(body).encode() if body is not None else None
+        request = urllib.request.Request(self.url + path, data=data, method=method, headers=headers)
+        try:
+            with urllib.request.urlopen(request, timeout=60) as response:
+                return response.status, json.loads(response.read() or b"null")
+        except urllib.error.HTTPError as exc:
+            return exc.code, json.loads(exc.read() or b"null")
+
+    def operation(self, op_id: int) -> dict[str, Any]:
+        status, body = self.call("GET", f"/v1/operations/{op_id}")
+        assert status == 200, body
+        return dict(body)
+
+    def wait_operation(self, op_id: int, timeout: float) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        op: dict[str, Any] = {}
+        while time.monotonic() < deadline:
+            op = self.operation(op_id)
+            if op["status"] in ("succeeded", "failed"):
+                assert op["status"] == "succeeded", f"operation {op_id} failed: {op['message']}"
+                return op
+            time.sleep(1)
+        raise AssertionError(f"operation {op_id} not finished in {timeout}s: {op.get('message')}")
+
+    def cluster_homes(self) -> list[Path]:
+        local = self.home / "local"
+        return [p for p in local.iterdir() if p.is_dir()] if local.is_dir() else []
+
+    def remember_clusters(self) -> None:
+        for home in self.cluster_homes():
+            if read_state(home) is not None:
+                harness.remember(home)
+
+    def tear_down(self) -> None:
+        self.stop()
+        for home in self.cluster_homes():
+            if read_state(home) is not None:
+                harness.remember(home)
+                LocalCluster(home).down(purge=True)
