@@ -11,6 +11,7 @@ import pytest
 from management_plane.local.probes import port_open
 from tests import harness
 from tests.harness import ClusterHandle
+from tests.mp_service import ServiceHandle, free_port
 
 
 @pytest.fixture(scope="session")
@@ -31,6 +32,18 @@ def kafka_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterH
 def zk_hosts(kafka_cluster: ClusterHandle) -> str:
     """host:port list of the shared cluster's real ZooKeeper ensemble (no chroot)."""
     return kafka_cluster.zookeeper_hosts
+
+
+@pytest.fixture
+def service(tmp_path: Path) -> Iterator[ServiceHandle]:
+    """The real management-plane service (`kaas serve`) in a process of its own; the local
+    clusters it makes live in the fresh-cluster address range."""
+    handle = ServiceHandle(tmp_path / "service", free_port(), harness.FRESH_CLUSTER_BASE)
+    handle.start()
+    try:
+        yield handle
+    finally:
+        handle.tear_down()
 
 
 @pytest.fixture

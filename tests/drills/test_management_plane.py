@@ -9,8 +9,6 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer
@@ -28,19 +26,9 @@ from management_plane.workload import (
     verify_per_key_order,
 )
 from tests import harness
-from tests.mp_service import ServiceHandle, free_port
+from tests.mp_service import ServiceHandle
 
 pytestmark = pytest.mark.drill
-
-
-@pytest.fixture
-def service(tmp_path: Path) -> Iterator[ServiceHandle]:
-    handle = ServiceHandle(tmp_path / "service", free_port(), harness.FRESH_CLUSTER_BASE)
-    handle.start()
-    try:
-        yield handle
-    finally:
-        handle.tear_down()
 
 
 def assignment(bootstrap: str, topic: str) -> dict[int, tuple[list[int], list[int]]]:

@@ -7,8 +7,6 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from kazoo.client import KazooClient
@@ -17,19 +15,9 @@ from management_plane.local.state import read_state
 from management_plane.workload import create_topic, durable_producer, produce_keyed
 from planner.zkpaths import ClusterPaths
 from tests import harness
-from tests.mp_service import ServiceHandle, free_port
+from tests.mp_service import ServiceHandle
 
 pytestmark = pytest.mark.drill
-
-
-@pytest.fixture
-def service(tmp_path: Path) -> Iterator[ServiceHandle]:
-    handle = ServiceHandle(tmp_path / "service", free_port(), harness.FRESH_CLUSTER_BASE)
-    handle.start()
-    try:
-        yield handle
-    finally:
-        handle.tear_down()
 
 
 def kaas(service: ServiceHandle, *args: str) -> str:

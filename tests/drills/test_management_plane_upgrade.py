@@ -5,7 +5,6 @@ and unpinned once every broker runs 3.9.2; zero acknowledged messages lost."""
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
@@ -21,19 +20,9 @@ from management_plane.workload import (
 )
 from tests import harness
 from tests.drills.test_management_plane import Load
-from tests.mp_service import ServiceHandle, free_port
+from tests.mp_service import ServiceHandle
 
 pytestmark = pytest.mark.drill
-
-
-@pytest.fixture
-def service(tmp_path: Path) -> Iterator[ServiceHandle]:
-    handle = ServiceHandle(tmp_path / "service", free_port(), harness.FRESH_CLUSTER_BASE)
-    handle.start()
-    try:
-        yield handle
-    finally:
-        handle.tear_down()
 
 
 def broker_versions(home: Path) -> dict[str, str]:
