@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import random
 
+from planner.disk_phases import DiskPhases
 from planner.feasibility import InfeasibleError, check_feasible
 from planner.leader_phases import LeaderPhases
 from planner.model import Cluster, PlannerSettings
@@ -32,12 +33,13 @@ def optimize_state(state: PlacementState, seed: int = 0) -> None:
     check_feasible(state.cluster, settings)
     rng = random.Random(seed)
     replicas = ReplicaPhases(state, rng)
+    disk = DiskPhases(replicas)
     leaders = LeaderPhases(state, replicas.tiebreak)
     for _ in range(settings.max_rounds):
         changed = replicas.repair_hard_goals()
-        changed += replicas.balance_counts()
         changed += replicas.balance_topics()
-        changed += replicas.balance_disk()
+        changed += replicas.balance_counts()
+        changed += disk.balance_disk()
         changed += leaders.balance_counts()
         changed += leaders.balance_load()
         if not changed:

@@ -1,4 +1,5 @@
-"""The phases that move data: hard-goal repair, replicas per broker, topic spread, disk.
+"""The phases that move data: hard-goal repair, replicas per broker, topic spread (the
+disk phase, planner.disk_phases, moves through this class).
 
 Each phase acts only on a goal out of tolerance and never breaks a goal of higher priority,
 so on a balanced cluster none of them moves anything. Which replica to move is chosen among
@@ -364,7 +365,8 @@ class ReplicaPhases:
                 and s.count[b] > s.count_range[b].low
                 and (s.rack_of[b] == dst_rack or self._cross_rack_allowed(b, dst))
             ),
-            key=lambda b: (s.rack_of[b] != dst_rack, -s.count[b], self.tiebreak[b]),
+            # Among equally full sources, the heaviest disk: the move then evens bytes too.
+            key=lambda b: (s.rack_of[b] != dst_rack, -s.count[b], -self._disk_ratio(b), b),
         )
         for src in sources:
             p = self.choose_replica(src, dst)
@@ -373,9 +375,19 @@ class ReplicaPhases:
                 return True
         return False
 
+    def _disk_ratio(self, b: int) -> float:
+        target = self.s.disk_target[b]
+        return self.s.disk[b] / target if target > 0 else 1.0
+
     # ----- phase 3: each topic spread over the brokers ---------------------------------
 
     def balance_topics(self) -> int:
+        """Runs before the count phase: a broker that holds too much of a topic gives it to
+        a broker of its rack even when that takes it under its count range, if the rack's
+        over-full brokers still have a replica to spare for it (or the receiver was under
+        its range, which leaves the rack's shortfall as it was): the count phase then
+        refills it with a move it had to make anyway, and the topic costs one move
+        instead of a swap of two."""
         s = self.s
         moves = 0
         for b in self.active_brokers:
@@ -400,13 +412,22 @@ class ReplicaPhases:
             counts = s.topic_count
             room = [d for d in brokers if d != src and counts[d].get(t, 0) < even]
             targets += heapq.nsmallest(20, room, key=lambda d: (s.count[d], self.tiebreak[d]))
-        can_give = s.count[src] > s.count_range[src].low
+        in_range = s.count[src] > s.count_range[src].low
+        spare: int | None = None  # the rack's spare replicas, computed when needed
         for dst in targets:
-            if can_give and self._room(dst) > 0:
-                for p in mine:
-                    if self._fits(p, src, dst):
-                        self._moved(p, src, dst)
-                        return 1
+            if self._room(dst) <= 0:
+                continue
+            if not in_range:
+                if s.rack_of[dst] != src_rack:
+                    continue
+                if self._deficit(dst) <= 0:
+                    spare = self._rack_spare(src_rack) if spare is None else spare
+                    if spare <= 0:
+                        continue
+            p = self._sized_choice(mine, src, dst)
+            if p is not None:
+                self._moved(p, src, dst)
+                return 1
         for dst in targets:
             swap = self._topic_swap(src, dst, mine)
             if swap:
@@ -415,6 +436,28 @@ class ReplicaPhases:
                 self._moved(q, dst, src)
                 return 2
         return 0
+
+    def _rack_spare(self, rack: int) -> int:
+        """Replicas the rack's over-full brokers have beyond what its under-full ones
+        lack: how many brokers the count phase can still refill for free."""
+        s = self.s
+        spare = 0
+        for b in s.rack_brokers[rack]:
+            r = s.count_range[b]
+            spare += max(0, s.count[b] - r.high) - max(0, r.low - s.count[b])
+        return spare
+
+    def _sized_choice(self, candidates: list[int], src: int, dst: int) -> int | None:
+        """The candidate that fits and whose size takes both disks nearest their targets
+        (a choice blind to size would cost disk moves later)."""
+        s = self.s
+        ideal = self._ideal_size(src, dst)
+        best, best_gap = None, _NO_SCORE
+        for p in candidates:
+            gap = abs(s.size[p] - ideal)
+            if gap < best_gap and self._fits(p, src, dst):
+                best, best_gap = p, gap
+        return best
 
     def _topic_swap(self, src: int, dst: int, mine: list[int]) -> tuple[int, int] | None:
         s = self.s
@@ -435,157 +478,3 @@ class ReplicaPhases:
             if best is not None:
                 return p, best
         return None
-
-    # ----- phase 4: disk bytes -----------------------------------------------------------
-
-    def balance_disk(self) -> int:
-        s = self.s
-        tol = s.settings.disk_tolerance
-        moves = 0
-        for _ in range(6):
-            deviation = {
-                b: s.disk[b] / s.disk_target[b] - 1
-                for b in self.active_brokers
-                if s.disk_target[b] > 0
-            }
-            outside = sorted(
-                (b for b, d in deviation.items() if abs(d) > tol),
-                key=lambda b: (-abs(deviation[b]), self.tiebreak[b]),
-            )
-            if not outside:
-                break
-            progress = 0
-            for b in outside:
-                progress += self._fix_disk(b)
-            moves += progress
-            if not progress:
-                break
-        return moves
-
-    def _disk_partners(self, b: int, heavier: bool) -> list[int]:
-        s = self.s
-        rack = s.rack_of[b]
-        partners = [
-            d
-            for d in self.active_brokers
-            if d != b
-            and s.disk_target[d] > 0
-            and ((s.disk[d] > s.disk_target[d]) == heavier)
-            and (s.rack_of[d] == rack or s.any_flexible_partition)
-        ]
-        partners.sort(
-            key=lambda d: (
-                s.rack_of[d] != rack,
-                -abs(s.disk[d] / s.disk_target[d] - 1),
-                self.tiebreak[d],
-            )
-        )
-        return partners[:6]
-
-    def _fix_disk(self, b: int) -> int:
-        s = self.s
-        tol = s.settings.disk_tolerance
-        moves = 0
-        heavy = s.disk[b] > s.disk_target[b]
-        for partner in self._disk_partners(b, heavier=not heavy):
-            src, dst = (b, partner) if heavy else (partner, b)
-            done = self._disk_exchange(src, dst)
-            moves += done
-            if abs(s.disk[b] / s.disk_target[b] - 1) <= tol:
-                break
-        return moves
-
-    def _excess(self, b: int) -> float:
-        """Bytes by which b is outside its disk tolerance band (0 inside it)."""
-        s = self.s
-        tol = s.settings.disk_tolerance
-        target = s.disk_target[b]
-        return max(0.0, s.disk[b] - target * (1 + tol), target * (1 - tol) - s.disk[b])
-
-    def _disk_window(self, src: int, dst: int) -> tuple[float, float, float] | None:
-        """(least, best, most) bytes worth sending from src to dst: enough to buy a tenth of
-        the two brokers' excess, never pushing either outside the band on the other side."""
-        s = self.s
-        tol = s.settings.disk_tolerance
-        most = min(
-            s.disk[src] - s.disk_target[src] * (1 - tol),
-            s.disk_target[dst] * (1 + tol) - s.disk[dst],
-        )
-        excess = self._excess(src) + self._excess(dst)
-        if most <= 0 or excess <= 0:
-            return None
-        least = 0.1 * excess
-        best = min(max(self._excess(src), self._excess(dst)), most)
-        return (least, best, most) if least <= most else None
-
-    def _disk_exchange(self, src: int, dst: int) -> int:
-        """One move (or swap) of bytes from src to dst that keeps counts and topics in
-        range; returns the replicas moved."""
-        s = self.s
-        window = self._disk_window(src, dst)
-        if window is None:
-            return 0
-        least, best, most = window
-        chosen, chosen_gap = None, _NO_SCORE
-        if s.count[src] > s.count_range[src].low and self._room(dst) > 0:
-            for p in s.hosted[src]:
-                size = s.size[p]
-                if not least <= size <= most or abs(size - best) >= chosen_gap:
-                    continue
-                if self._fits(p, src, dst) and not self._topic_worse(p, dst):
-                    # Keeping topics at their even share leaves room for later changes.
-                    gap = abs(size - best) + (most - least) * self._above_even(p, dst)
-                    if gap < chosen_gap:
-                        chosen, chosen_gap = p, gap
-        if chosen is not None:
-            self._moved(chosen, src, dst)
-            return 1
-        swap = self._disk_swap(src, dst, least, best, most)
-        if swap is None:
-            return 0
-        p, q = swap
-        self._moved(p, src, dst)
-        self._moved(q, dst, src)
-        return 2
-
-    def _above_even(self, p: int, dst: int) -> bool:
-        t = self.s.topic_of[p]
-        return self.s.topic_count[dst].get(t, 0) + 1 > self._even(t, dst)
-
-    def _topic_worse(self, p: int, dst: int) -> bool:
-        s, t = self.s, self.s.topic_of[p]
-        return s.topic_count[dst].get(t, 0) + 1 > self._upper(t, dst)
-
-    def _disk_swap(
-        self, src: int, dst: int, least: float, best: float, most: float
-    ) -> tuple[int, int] | None:
-        s = self.s
-        back = sorted((s.size[q], q) for q in s.hosted[dst])
-        back_sizes = [size for size, _ in back]
-        chosen, chosen_gap = None, _NO_SCORE
-        checked: dict[int, bool] = {}
-        for p in s.hosted[src]:
-            size_p = s.size[p]
-            if size_p < least:
-                continue
-            # Partners whose size leaves a difference in the window, nearest to `best` first.
-            lo = bisect.bisect_left(back_sizes, size_p - most)
-            hi = bisect.bisect_right(back_sizes, size_p - least)
-            if lo >= hi:
-                continue
-            centre = min(max(bisect.bisect_left(back_sizes, size_p - best), lo), hi - 1)
-            for i in range(max(lo, centre - 2), min(hi, centre + 3)):
-                size_q, q = back[i]
-                gap = abs(size_p - size_q - best)
-                if gap >= chosen_gap:
-                    continue
-                gap += (most - least) * (self._above_even(p, dst) + self._above_even(q, src))
-                if gap >= chosen_gap:
-                    continue
-                if q not in checked:
-                    checked[q] = self._fits(q, dst, src) and not self._topic_worse(q, src)
-                if not checked[q]:
-                    continue
-                if self._fits(p, src, dst) and not self._topic_worse(p, dst):
-                    chosen, chosen_gap = (p, q), gap
-        return chosen

@@ -167,3 +167,23 @@ def test_an_added_broker_receives_its_share_with_the_fewest_moves() -> None:
     plan = make_plan(grown)
     # 36 replicas over 6 brokers: 6 each; the three new brokers need 18, the lower bound.
     assert plan.replicas_moved == 18
+
+
+def test_a_crowded_topic_on_a_full_broker_costs_one_move_not_a_swap() -> None:
+    # One rack, RF 1, 15 replicas: 5 per broker. Broker 1 holds 2 too many; broker 2 holds
+    # its 5 but 5 of topic x's 6 (soft goal 3 tolerates 4); broker 3 lacks 2. Broker 2
+    # gives an x to broker 3 and broker 1 refills it: 3 moves. Evening the counts first
+    # and then swapping for the topic costs 4.
+    brokers = tuple(Broker(i, "a") for i in (1, 2, 3))
+    on = {1: ["x", "y", "y", "y", "z", "z", "z"], 2: ["x"] * 5, 3: ["y", "y", "z"]}
+    numbers: dict[str, int] = {}
+    parts = []
+    for broker, topics in on.items():
+        for topic in topics:
+            numbers[topic] = numbers.get(topic, 0) + 1
+            parts.append(Partition(topic, numbers[topic], (broker,)))
+    plan = make_plan(Cluster(brokers, tuple(parts)))
+    held = {b: [p.topic for p in plan.target.partitions if p.replicas == (b,)] for b in (1, 2, 3)}
+    assert sorted(len(t) for t in held.values()) == [5, 5, 5], held
+    assert max(t.count("x") for t in held.values()) <= 4, held
+    assert plan.replicas_moved == 3
