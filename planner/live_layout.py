@@ -60,7 +60,13 @@ def read_live_layout(
     topics (`__consumer_offsets`...) are left out unless `include_internal`: a broker being
     drained must give up their replicas too."""
     admin = AdminClient(
-        {"bootstrap.servers": bootstrap, "socket.timeout.ms": int(timeout_s * 1000)}
+        {
+            "bootstrap.servers": bootstrap,
+            "socket.timeout.ms": int(timeout_s * 1000),
+            # A failure is raised below as one LiveLayoutError; librdkafka's own lines on
+            # stderr would only come before it.
+            "log_level": 0,
+        }
     )
     try:
         cluster = admin.describe_cluster(request_timeout=timeout_s).result(timeout=timeout_s)

@@ -391,7 +391,28 @@ class KafkaTenants:
         """Until the cluster's metadata shows a topic change: another broker may answer the
         next metadata request a moment before the controller's update reaches it."""
         deadline = time.monotonic() + self.timeout_s
-        while not shows({topic.name for topic in self.list_topics(tenant)}):
+        metadata = self._call(
+            "reading metadata", lambda: self.admin.list_topics(timeout=self.timeout_s)
+        )
+        # Every broker's own metadata, since the next limit check may ask any of them.
+        probes = [
+            AdminClient({"bootstrap.servers": f"{b.host}:{b.port}"})
+            for b in metadata.brokers.values()
+        ]
+
+        def everywhere() -> bool:
+            for probe in probes:
+                answer = probe.list_topics(timeout=self.timeout_s)
+                names = {
+                    name
+                    for name, t in answer.topics.items()
+                    if t.error is None and tenant.owns(name)
+                }
+                if not shows(names):
+                    return False
+            return True
+
+        while not everywhere():
             if time.monotonic() >= deadline:
                 raise TenantKafkaError(
                     f"tenant {tenant.name}: the topic change does not show in the cluster's "
