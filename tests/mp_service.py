@@ -118,6 +118,7 @@ class ServiceHandle:
         while time.monotonic() < deadline:
             op = self.operation(op_id)
             if op["status"] in ("succeeded", "failed"):
+                print(step_timings(op))
                 assert op["status"] == "succeeded", f"operation {op_id} failed: {op['message']}"
                 return op
             time.sleep(1)
@@ -138,3 +139,15 @@ class ServiceHandle:
             if read_state(home) is not None:
                 harness.remember(home)
                 LocalCluster(home).down(purge=True)
+
+
+def step_timings(op: dict[str, Any]) -> str:
+    """One line naming each finished step of an operation and the seconds it took, so that a
+    drill's output says where its time went."""
+    previous = float(op["created_at"])
+    parts = []
+    for entry in op["journal"]:
+        if entry["outcome"] == "done":
+            parts.append(f"{entry['step']}={entry['at'] - previous:.0f}s")
+            previous = entry["at"]
+    return f"operation {op['op_id']} {op['kind']} {op['status']}: " + " ".join(parts)
