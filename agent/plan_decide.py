@@ -135,7 +135,7 @@ def _maybe_plan(snap: PlanSnapshot) -> PlanAction:
     due = snap.now - snap.last_planned_at >= snap.replan_interval_s
     if snap.last_planned_at == 0 or snap.planned_for != seen or due:
         why = (
-            "first look"
+            "first look (or a plan just finished)"
             if snap.last_planned_at == 0
             else "brokers, spec or partitions changed"
             if snap.planned_for != seen

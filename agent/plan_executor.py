@@ -172,9 +172,11 @@ class PlanExecutor:
             return self._check_batch(action, snap, spec)
         if kind == "finish":
             self._advance(snap, state="done", detail=action.reason)
-            # The finished plan's result is the new base: no replan until something changes.
-            self.memory.last_planned_at = snap.now
-            self.memory.planned_for = plan_inputs(snap.spec_generation, snap.registered, snap.live)
+            # Plan once more at the next tick: a spec change or a broker that came while the
+            # plan ran (a drain asked for mid-plan) is planned for at once, not at the next
+            # periodic check; with nothing changed the new plan is empty and the planner holds.
+            self.memory.last_planned_at = 0.0
+            self.memory.planned_for = None
             self.journal("plan_done", action.reason, "done")
             return f"planner: {action.reason}"
         if kind == "supersede":
