@@ -137,7 +137,11 @@ class TenantService:
         with self._guard:
             found = self._adapters.get((internal, sasl))
             if found is None:
-                found = self._adapters[(internal, sasl)] = self._factory(internal, sasl)
+                try:
+                    found = self._factory(internal, sasl)
+                except KaasError as exc:  # e.g. no Kafka libs on the service's host
+                    raise api_error(exc) from None
+                self._adapters[(internal, sasl)] = found
             return found
 
     def _lock(self, tenant: str) -> threading.Lock:
