@@ -11,6 +11,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -69,9 +70,16 @@ def service_on_shared(
         if handle.process is None or handle.process.poll() is not None:
             handle.start()
         status, tenants = handle.call("GET", f"/v1/clusters/{cluster}/tenants")
-        for tenant in tenants if status == 200 else []:
-            handle.call("DELETE", f"/v1/clusters/{cluster}/tenants/{tenant['name']}")
+        # In parallel: each deletion waits mostly on two ConfigCommand JVMs.
+        with ThreadPoolExecutor(max_workers=4) as pool:
+            deleted = list(
+                pool.map(
+                    lambda t: handle.call("DELETE", f"/v1/clusters/{cluster}/tenants/{t['name']}"),
+                    tenants if status == 200 else [],
+                )
+            )
         handle.tear_down()
+        assert all(code == 200 for code, _ in deleted), deleted
 
 
 @pytest.fixture(scope="module")
