@@ -141,7 +141,7 @@ def _print_status(status: dict[str, Any]) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    if args.command in ("serve", "cluster", "op"):
+    if args.command in ("serve", "cluster", "tenant", "topic", "op"):
         from management_plane.service.client import run
 
         return run(args)

@@ -151,3 +151,40 @@ def step_timings(op: dict[str, Any]) -> str:
             parts.append(f"{entry['step']}={entry['at'] - previous:.0f}s")
             previous = entry["at"]
     return f"operation {op['op_id']} {op['kind']} {op['status']}: " + " ".join(parts)
+
+
+def adopt_cluster(service_home: Path, cluster: harness.ClusterHandle) -> str:
+    """Enter a running harness cluster (the shared one) into a service's database, through
+    the service's own access layer, as a running cluster of the local provider: tenant tests
+    then use the session's cluster instead of making one through the service. Call before
+    the service starts. Returns the cluster's name."""
+    from management_plane.service.db import Database
+    from planner.spec import ClusterSpec
+
+    service_home.mkdir(parents=True, exist_ok=True)
+    db = Database(f"sqlite:///{service_home / 'kaas.db'}")
+    try:
+        layout = cluster.layout
+        version = read_state(cluster.home).kafka_version  # type: ignore[union-attr]
+        spec = ClusterSpec(
+            cluster=layout.name,
+            kafka_version=version,
+            broker_count=len(layout.vms),
+            zones=tuple(sorted({vm.zone for vm in layout.vms})),
+        )
+        db.add_cluster(layout.name, "local", "local", json.dumps(spec.to_json(), sort_keys=True))
+        db.update_cluster(layout.name, status="running")
+        for vm in layout.vms:
+            db.upsert_vm(
+                f"{layout.name}/{vm.name}",
+                layout.name,
+                vm.zone,
+                vm.address,
+                "local",
+                version,
+                "running",
+                broker_id=vm.broker_id,
+            )
+    finally:
+        db.close()
+    return layout.name

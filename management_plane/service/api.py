@@ -18,6 +18,7 @@ from management_plane.service.auth import Caller, authenticate
 from management_plane.service.db import OperationRow
 from management_plane.service.operations import OperationState, progress
 from management_plane.service.service import ApiError, Service
+from management_plane.service.tenant_routes import add_tenant_routes
 from management_plane.service.validation import ValidationError
 
 API_KEY_HEADER = "X-API-Key"
@@ -142,6 +143,7 @@ def _error(status: int, code: str, message: str) -> JSONResponse:
 ERRORS: dict[int | str, dict[str, Any]] = {
     400: {"model": ErrorOut, "description": "invalid input"},
     401: {"model": ErrorOut, "description": "missing or wrong API key"},
+    403: {"model": ErrorOut, "description": "this key may not do that"},
     404: {"model": ErrorOut, "description": "no such resource"},
     409: {"model": ErrorOut, "description": "conflicts with the current state"},
     422: {"model": ErrorOut, "description": "malformed request"},
@@ -152,7 +154,8 @@ def create_app(service: Service) -> FastAPI:
     app = FastAPI(
         title="KaaS management plane",
         version="1",
-        description="Clusters, their VMs and the operations that change them.",
+        description="Clusters, their VMs, tenants and their topics, and the operations that "
+        "change them.",
     )
     header = APIKeyHeader(name=API_KEY_HEADER, auto_error=False, description="an API key")
 
@@ -164,7 +167,12 @@ def create_app(service: Service) -> FastAPI:
 
     def admin(who: Annotated[Caller, Depends(caller)]) -> Caller:
         if who.role != "admin":
-            raise ApiError(403, "forbidden", "cluster operations need the admin key")
+            raise ApiError(
+                403,
+                "forbidden",
+                "this needs the admin key (a tenant key may only "
+                "read its own tenant and manage its own topics)",
+            )
         return who
 
     Admin = Annotated[Caller, Depends(admin)]
@@ -262,5 +270,8 @@ def create_app(service: Service) -> FastAPI:
         if op is None:
             raise ApiError(404, "not_found", f"no operation {op_id}")
         return operation_out(op, service.db.operation_journal(op_id))
+
+    if service.tenants is not None:
+        add_tenant_routes(app, service.tenants, caller, admin, ERRORS)
 
     return app

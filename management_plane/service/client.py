@@ -1,5 +1,5 @@
 """The `kaas` command line's side of the API: an HTTP client (standard library only) and the
-`kaas cluster ...` / `kaas op watch` commands."""
+`kaas cluster ...`, `kaas tenant ...`, `kaas topic ...` and `kaas op ...` commands."""
 
 from __future__ import annotations
 
@@ -128,6 +128,45 @@ def add_commands(commands: Any) -> None:
     delete.add_argument("name")
     delete.add_argument("--wait", action="store_true")
 
+    tenant = commands.add_parser("tenant", help="tenants of a cluster (admin key)")
+    tenant_actions = tenant.add_subparsers(dest="action", required=True)
+    tenant_create = with_api(
+        tenant_actions.add_parser(
+            "create", help="onboard a tenant: prints its password and API key, once"
+        )
+    )
+    tenant_create.add_argument("cluster")
+    tenant_create.add_argument("name")
+    tenant_create.add_argument(
+        "--plan", default="small", help="small, medium, large, or a JSON plan object"
+    )
+    tenant_create.add_argument("--prefix", default=None, help="default: NAME.")
+    tenant_list = with_api(tenant_actions.add_parser("list", help="a cluster's tenants"))
+    tenant_list.add_argument("cluster")
+    for action, text in (("get", "one tenant (its own key may)"), ("delete", "delete a tenant")):
+        one = with_api(tenant_actions.add_parser(action, help=text))
+        one.add_argument("cluster")
+        one.add_argument("name")
+
+    topic = commands.add_parser("topic", help="a tenant's topics (its own key or the admin key)")
+    topic_actions = topic.add_subparsers(dest="action", required=True)
+    topic_create = with_api(topic_actions.add_parser("create", help="create a topic"))
+    topic_create.add_argument("cluster")
+    topic_create.add_argument("tenant")
+    topic_create.add_argument("name", help="starts with the tenant's prefix")
+    topic_create.add_argument("--partitions", type=int, default=1)
+    topic_create.add_argument("--replication-factor", type=int, default=None)
+    topic_create.add_argument(
+        "--config", action="append", default=[], help="KEY=VALUE (whitelisted topic configs)"
+    )
+    topic_list = with_api(topic_actions.add_parser("list", help="the tenant's topics"))
+    topic_list.add_argument("cluster")
+    topic_list.add_argument("tenant")
+    topic_delete = with_api(topic_actions.add_parser("delete", help="delete a topic"))
+    topic_delete.add_argument("cluster")
+    topic_delete.add_argument("tenant")
+    topic_delete.add_argument("name")
+
     op = commands.add_parser("op", help="operations of the management plane")
     op_actions = op.add_subparsers(dest="action", required=True)
     watch = with_api(op_actions.add_parser("watch", help="follow an operation to its end"))
@@ -208,6 +247,10 @@ def run(args: argparse.Namespace) -> int:
             )
         )
     client = _client(args)
+    if args.command == "tenant":
+        return _tenant_command(client, args)
+    if args.command == "topic":
+        return _topic_command(client, args)
     if args.command == "op":
         if args.action == "watch":
             return watch_operation(client, args.op_id)
@@ -270,4 +313,80 @@ def run(args: argparse.Namespace) -> int:
     if args.wait:
         return watch_operation(client, int(op["op_id"]))
     print(f"follow it with: kaas op watch {op['op_id']}")
+    return 0
+
+
+def _print_tenant(tenant: dict[str, Any]) -> None:
+    plan = tenant["plan"]
+    connection = tenant["connection"]
+    print(
+        f"tenant {tenant['name']} of cluster {tenant['cluster']}: {tenant['status']}, "
+        f"prefix {tenant['prefix']}"
+    )
+    print(
+        f"plan: {plan['max_topics']} topics, {plan['max_partitions']} partitions, "
+        f"produce {plan['producer_byte_rate']} B/s, consume {plan['consumer_byte_rate']} B/s, "
+        f"requests {plan['request_percentage']:g}% (per broker)"
+    )
+    print(f"bootstrap servers: {connection['bootstrap_servers']}")
+    print(
+        f"security.protocol={connection['security_protocol']} "
+        f"sasl.mechanism={connection['sasl_mechanism']} sasl.username={connection['username']}"
+    )
+
+
+def _tenant_command(client: ApiClient, args: argparse.Namespace) -> int:
+    base = f"/v1/clusters/{args.cluster}/tenants"
+    if args.action == "list":
+        for tenant in client.call("GET", base):
+            print(
+                f"{tenant['name']:<24}{tenant['status']:<10}prefix {tenant['prefix']:<20}"
+                f"{tenant['plan']['max_topics']} topics max"
+            )
+        return 0
+    if args.action == "get":
+        _print_tenant(client.call("GET", f"{base}/{args.name}"))
+        return 0
+    if args.action == "delete":
+        done = client.call("DELETE", f"{base}/{args.name}")
+        print(f"operation {done['op_id']}: {done['message']}")
+        return 0
+    plan: Any = args.plan
+    if plan.lstrip().startswith("{"):
+        try:
+            plan = json.loads(plan)
+        except ValueError as exc:
+            raise KaasError(f"--plan is not a plan name nor a JSON object: {exc}") from None
+    created = client.call("POST", base, {"name": args.name, "plan": plan, "prefix": args.prefix})
+    _print_tenant(created["tenant"])
+    print(f"sasl.password={created['password']}")
+    print(f"API key: {created['api_key']}")
+    print("(the password and the API key are shown once; they are not stored in clear)")
+    return 0
+
+
+def _topic_command(client: ApiClient, args: argparse.Namespace) -> int:
+    base = f"/v1/clusters/{args.cluster}/tenants/{args.tenant}/topics"
+    if args.action == "list":
+        for topic in client.call("GET", base):
+            print(
+                f"{topic['name']:<40}{topic['partitions']:>4} partitions  "
+                f"replication factor {topic['replication_factor']}"
+            )
+        return 0
+    if args.action == "delete":
+        done = client.call("DELETE", f"{base}/{args.name}")
+        print(f"operation {done['op_id']}: {done['message']}")
+        return 0
+    body = {
+        "name": args.name,
+        "partitions": args.partitions,
+        "replication_factor": args.replication_factor,
+        "configs": {k: v or "" for k, v in _config_pairs(args.config, False).items()},
+    }
+    topic = client.call("POST", base, body)
+    print(
+        f"topic {topic['name']} created: {topic['partitions']} partitions, "
+        f"replication factor {topic['replication_factor']} (operation {topic['op_id']})"
+    )
     return 0

@@ -26,6 +26,7 @@ from sqlalchemy import (
     Table,
     Text,
     create_engine,
+    delete,
     event,
     func,
     insert,
@@ -104,14 +105,20 @@ operation_steps = Table(
     Column("at", Float, nullable=False),
 )
 
-# Kept for the tenants work (seed 000's onboarding); the service itself does not use it yet.
+# Tenants (docs/tenants.md): a tenant belongs to one cluster; its name is also its SCRAM user
+# and is unique across the service (its API key names it). status: creating | active |
+# deleting | deleted | failed. The password is never stored (Kafka keeps a salted hash).
 tenants = Table(
     "tenants",
     metadata,
     Column("name", String(64), primary_key=True),
-    Column("cluster", String(64), ForeignKey("clusters.name"), nullable=False),
-    Column("plan", Text, nullable=False),
+    Column("cluster", String(64), ForeignKey("clusters.name"), nullable=False, index=True),
+    Column("prefix", String(64), nullable=False),
+    Column("plan", Text, nullable=False),  # TenantPlan JSON
+    Column("status", String(16), nullable=False),
+    Column("op_id", Integer, nullable=False),  # the create_tenant operation that made it
     Column("created_at", Float, nullable=False),
+    Column("updated_at", Float, nullable=False),
 )
 
 UNFINISHED = ("pending", "running")
@@ -199,6 +206,57 @@ class Database:
                     select(func.count()).select_from(api_keys).where(api_keys.c.role == role)
                 ).scalar_one()
             )
+
+    def delete_api_keys(self, tenant: str) -> None:
+        with self._tx() as c:
+            c.execute(delete(api_keys).where(api_keys.c.tenant == tenant))
+
+    # -- tenants --------------------------------------------------------------------------
+
+    def add_tenant(
+        self, name: str, cluster: str, prefix: str, plan: dict[str, Any], op_id: int
+    ) -> None:
+        now = time.time()
+        with self._tx() as c:
+            c.execute(
+                insert(tenants).values(
+                    name=name,
+                    cluster=cluster,
+                    prefix=prefix,
+                    plan=json.dumps(plan, sort_keys=True),
+                    status="creating",
+                    op_id=op_id,
+                    created_at=now,
+                    updated_at=now,
+                )
+            )
+
+    def tenant(self, name: str) -> dict[str, Any] | None:
+        with self._tx() as c:
+            row = c.execute(select(tenants).where(tenants.c.name == name)).first()
+        return _tenant(row) if row else None
+
+    def list_tenants(self, cluster: str | None = None) -> list[dict[str, Any]]:
+        """Every tenant not deleted (of one cluster, when given), by name."""
+        query = select(tenants).where(tenants.c.status != "deleted").order_by(tenants.c.name)
+        if cluster is not None:
+            query = query.where(tenants.c.cluster == cluster)
+        with self._tx() as c:
+            return [_tenant(r) for r in c.execute(query)]
+
+    def update_tenant(self, name: str, **values: Any) -> None:
+        with self._tx() as c:
+            c.execute(
+                update(tenants)
+                .where(tenants.c.name == name)
+                .values(**values, updated_at=time.time())
+            )
+
+    def remove_tenant(self, name: str) -> None:
+        """Forget a tenant whose onboarding was rolled back, and its keys: the name is free."""
+        with self._tx() as c:
+            c.execute(delete(api_keys).where(api_keys.c.tenant == name))
+            c.execute(delete(tenants).where(tenants.c.name == name))
 
     # -- clusters -------------------------------------------------------------------------
 
@@ -381,6 +439,12 @@ class Database:
         )
         with self._tx() as c:
             return [dict(r._mapping) for r in c.execute(query)]
+
+
+def _tenant(row: Any) -> dict[str, Any]:
+    found = dict(row._mapping)
+    found["plan"] = json.loads(found["plan"])
+    return found
 
 
 def _make_engine(url: str) -> Engine:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable, Collection
 
 import structlog
 
@@ -35,6 +36,11 @@ class Engine:
         timeouts: StepTimeouts | None = None,
     ) -> None:
         self.db = db
+        # Operations that requests run themselves (tenants): the engine only finishes those
+        # a request did not, i.e. made before this process started or handed over.
+        self.started_at = time.time()
+        self.inline_kinds: Collection[str] = ()
+        self.resume_inline: Callable[[OperationRow], None] | None = None
         self.controller = controller
         self.poll_interval_s = poll_interval_s
         self.timeouts = timeouts or StepTimeouts()
@@ -71,7 +77,20 @@ class Engine:
             if op.cluster in seen:
                 continue
             seen.add(op.cluster)
-            self._advance(op)
+            if op.kind in self.inline_kinds:
+                self._resume_inline(op)
+            else:
+                self._advance(op)
+
+    def _resume_inline(self, op: OperationRow) -> None:
+        if self.resume_inline is None:
+            return
+        if op.created_at >= self.started_at and not op.context.get("resume"):
+            return  # its request is running it
+        try:
+            self.resume_inline(op)
+        except Exception as exc:  # tried again at the next cycle
+            log.warning("inline_resume_failed", op_id=op.op_id, kind=op.kind, error=str(exc))
 
     def _advance(self, op: OperationRow) -> None:
         current: OperationRow | None = op

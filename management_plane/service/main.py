@@ -10,11 +10,15 @@ from pathlib import Path
 import structlog
 import uvicorn
 
+from management_plane.local.image import find_java, load_image
 from management_plane.providers.local import LocalProvider
 from management_plane.service.api import create_app
 from management_plane.service.auth import ADMIN_KEY_FILE, ensure_admin_key
 from management_plane.service.db import Database
 from management_plane.service.service import Service
+from management_plane.service.tenant_service import TENANT_KINDS, TenantService
+from management_plane.tenants.kafka import KafkaTenants
+from management_plane.tenants.quotas import UserQuotaTool
 
 log = structlog.get_logger("kaas.serve")
 
@@ -34,6 +38,20 @@ class ServeSettings:
     """False: accept and store operations without running them (API tests, maintenance)"""
 
 
+def kafka_tenants(internal_bootstrap: str, tenant_bootstrap: str) -> KafkaTenants:
+    """The tenants adapter of one cluster; quotas go through ConfigCommand from the Kafka libs
+    of the image on the service's host (docs/tenants.md)."""
+    return KafkaTenants(
+        admin_bootstrap=internal_bootstrap,
+        tenant_bootstrap=tenant_bootstrap,
+        quotas=UserQuotaTool(
+            java=str(find_java()),
+            kafka_libs=load_image(verify=False).kafka_libs(),
+            bootstrap=internal_bootstrap,
+        ),
+    )
+
+
 def build_service(settings: ServeSettings) -> tuple[Service, str | None]:
     home = settings.home.resolve()
     home.mkdir(parents=True, exist_ok=True)
@@ -42,6 +60,9 @@ def build_service(settings: ServeSettings) -> tuple[Service, str | None]:
     provider = LocalProvider(home / "local", settings.local_address_bases)
     service = Service(home, db, provider)
     service.engine.poll_interval_s = settings.poll_interval_s
+    service.tenants = TenantService(db, kafka_tenants)
+    service.engine.inline_kinds = TENANT_KINDS
+    service.engine.resume_inline = service.tenants.resume
     return service, ensure_admin_key(db, home)
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from management_plane.service.cluster_io import bootstrap_servers
 from management_plane.service.controller import Controller
@@ -30,6 +30,9 @@ from management_plane.service.validation import (
 )
 from planner.spec import ClusterSpec, parse_spec
 
+if TYPE_CHECKING:
+    from management_plane.service.tenant_service import TenantService
+
 
 class ApiError(Exception):
     def __init__(self, status: int, code: str, message: str) -> None:
@@ -47,6 +50,7 @@ class Service:
         self.db = db
         self.provider = provider
         self.engine = engine or Engine(db, Controller(db, provider))
+        self.tenants: TenantService | None = None  # set by build_service
 
     # -- helpers --------------------------------------------------------------------------
 

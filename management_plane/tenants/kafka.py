@@ -135,9 +135,9 @@ class KafkaTenants:
         else: Kafka keeps only a salted hash. Running it again sets a new password."""
         secret = password if password is not None else secrets.token_urlsafe(24)
         self.set_password(tenant, secret)
-        self._create_acls(tenant)
-        self._set_quotas(tenant)
-        self._wait_until_authenticated(tenant.username, secret)
+        self.create_acls(tenant)
+        self.set_quotas(tenant)
+        self.wait_until_authenticated(tenant.username, secret)
         log.info("tenant_created", tenant=tenant.name, prefix=tenant.prefix)
         return self.connection_details(tenant, secret)
 
@@ -152,7 +152,7 @@ class KafkaTenants:
             self.admin.alter_user_scram_credentials([upsert], request_timeout=self.timeout_s),
         )
 
-    def _create_acls(self, tenant: Tenant) -> None:
+    def create_acls(self, tenant: Tenant) -> None:
         bindings = [_binding(grant) for grant in tenant_acl_grants(tenant)]
         self._each(
             "creating the ACLs", self.admin.create_acls(bindings, request_timeout=self.timeout_s)
@@ -165,13 +165,13 @@ class KafkaTenants:
                 + "; ".join(str(g) for g in sorted(missing))
             )
 
-    def _set_quotas(self, tenant: Tenant) -> None:
+    def set_quotas(self, tenant: Tenant) -> None:
         try:
             self.quotas.set(tenant.username, tenant.plan.quotas())
         except QuotaToolError as exc:
             raise TenantKafkaError(f"tenant {tenant.name}: {exc}") from None
 
-    def _wait_until_authenticated(self, username: str, password: str) -> None:
+    def wait_until_authenticated(self, username: str, password: str) -> None:
         """Authenticate on each broker's SASL listener in turn (a client with one bootstrap
         address reads its first metadata from that broker) until every one accepts."""
         deadline = time.monotonic() + self.verify_timeout_s

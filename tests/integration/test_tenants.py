@@ -296,6 +296,71 @@ def test_the_producer_quota_throttles_the_tenant(
     assert 0.6 * QUOTA_BYTES_PER_S <= throttled <= 1.25 * QUOTA_BYTES_PER_S
 
 
+def measure_consume_rate(config: ClientConfig, topic: str, group: str, seconds: float) -> float:
+    """Bytes per second a consumer of `topic` reads from the first message on, for `seconds`.
+    Small fetches (32 KiB per partition, 64 KiB per request): the broker sends a throttled
+    fetch whole and then delays the next, so one large first fetch would be a burst the
+    quota only pays back later."""
+    consumer = Consumer(
+        {
+            **config,
+            "group.id": group,
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+            "max.partition.fetch.bytes": 32768,
+            "fetch.max.bytes": 65536,
+            "message.max.bytes": 65536,
+        }
+    )
+    consumer.subscribe([topic])
+    received, first = 0, None
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            message = consumer.poll(0.2)
+            if message is None or message.error() is not None:
+                continue
+            if first is None:
+                first = time.monotonic()
+                deadline = first + seconds
+            received += len(message.value() or b"")
+    finally:
+        consumer.close()
+    assert first is not None, "the consumer read nothing"
+    return received / seconds
+
+
+def test_the_consumer_quota_throttles_the_tenant(
+    kafka_cluster: ClusterHandle, kafka_tenants: KafkaTenants, onboard: Onboard
+) -> None:
+    plan = TenantPlan(2, 4, 10 * 1024**2, QUOTA_BYTES_PER_S, 200.0)
+    tenant, details = onboard("cquota", plan)
+    # One partition, so one leader enforces the (per broker) quota.
+    topic = kafka_tenants.create_topic(tenant, TopicRequest(f"{tenant.prefix}load", 1)).name
+    internal: ClientConfig = {"bootstrap.servers": kafka_cluster.bootstrap_servers}
+    producer = Producer({**internal, "acks": "all", "linger.ms": 20})
+    payload = b"x" * 1024
+    for _ in range(3 * 1024):  # 3 MiB: more than 10 s at the quota can read
+        while True:
+            try:
+                producer.produce(topic, payload)
+                break
+            except BufferError:
+                producer.poll(0.05)
+        producer.poll(0)
+    assert producer.flush(60) == 0
+
+    throttled = measure_consume_rate(details.client_config(), topic, f"{tenant.prefix}slow", 10.0)
+    # The same consumer settings without the quota: the internal listener's super user.
+    unthrottled = measure_consume_rate(internal, topic, f"{tenant.prefix}fast", 2.0)
+    print(
+        f"consumer quota {QUOTA_BYTES_PER_S} B/s: tenant read {throttled:.0f} B/s "
+        f"({throttled / QUOTA_BYTES_PER_S:.2f} x), the internal listener {unthrottled:.0f} B/s"
+    )
+    assert unthrottled > 4 * QUOTA_BYTES_PER_S  # without the quota the same consumer is faster
+    assert 0.6 * QUOTA_BYTES_PER_S <= throttled <= 1.4 * QUOTA_BYTES_PER_S
+
+
 def test_deleting_a_tenant_removes_everything_it_had(
     kafka_tenants: KafkaTenants, onboard: Onboard
 ) -> None:

@@ -1,0 +1,463 @@
+"""Tenants through the service: onboarding, topics, deletion (docs/tenants.md, "Through the
+service").
+
+Tenant operations run inside the request, synchronously, because onboarding ends with a
+password and an API key that exist only in this process's memory and are returned once.
+Each is still a journaled operation in the operations log (same table, same journal, one
+transaction per step), so `kaas op list` shows it and a service killed mid-operation finds
+it unfinished at its next start. The engine then finishes it without the request
+(`resume`): an interrupted onboarding is rolled back (nobody ever got its password or key,
+and none is stored, so the caller creates the tenant again), an interrupted deletion or
+topic deletion is run again, an interrupted topic creation is settled by whether Kafka made
+the topic.
+"""
+
+from __future__ import annotations
+
+import secrets
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+from sqlalchemy.exc import IntegrityError
+
+from management_plane.errors import KaasError
+from management_plane.service.auth import Caller, hash_key, new_key
+from management_plane.service.cluster_io import KAFKA_PORT
+from management_plane.service.db import Database, OperationRow
+from management_plane.service.operations import DONE, FAIL, OperationState, Outcome, transition
+from management_plane.service.service import ApiError
+from management_plane.tenants.kafka import KafkaTenants, TenantKafkaError
+from management_plane.tenants.model import (
+    PLANS,
+    ConnectionDetails,
+    Problem,
+    Tenant,
+    TenantError,
+    new_tenant,
+    plan_from_json,
+    tenant_from_json,
+)
+from management_plane.tenants.topics import (
+    ExistingTopic,
+    TopicRequest,
+    check_topic_deletion,
+    topic_request_problems,
+)
+
+log = structlog.get_logger("kaas.tenants")
+
+TENANT_SASL_PORT = 9094  # the brokers' SASL_PLAINTEXT (SCRAM) listener for tenants
+
+# The operation kinds this module runs inside requests; the engine only resumes them.
+TENANT_KINDS = ("create_tenant", "delete_tenant", "create_topic", "delete_topic")
+TENANT_STEPS: dict[str, list[str]] = {
+    "create_tenant": ["register", "credential", "acls", "quotas", "verify", "api_key"],
+    "delete_tenant": ["delete_in_kafka", "forget"],
+    "create_topic": ["create_topic"],
+    "delete_topic": ["delete_topic"],
+}
+
+# TenantError codes as HTTP answers.
+TENANT_ERROR_STATUS = {
+    "invalid": (400, "invalid_request"),
+    "forbidden": (403, "forbidden"),
+    "conflict": (409, "conflict"),
+    "not_found": (404, "not_found"),
+    "limit_exceeded": (409, "limit_exceeded"),
+}
+
+KafkaTenantsFactory = Callable[[str, str], KafkaTenants]
+"""(internal bootstrap, tenant bootstrap) -> the adapter for that cluster."""
+
+
+def api_error(exc: TenantError | TenantKafkaError | KaasError) -> ApiError:
+    if isinstance(exc, TenantError):
+        status, code = TENANT_ERROR_STATUS.get(exc.code, (400, "invalid_request"))
+        return ApiError(status, code, str(exc))
+    if isinstance(exc, TenantKafkaError):
+        return ApiError(502, "kafka_error", str(exc))
+    return ApiError(503, "unavailable", str(exc))
+
+
+@dataclass(frozen=True)
+class Onboarded:
+    tenant: dict[str, Any]
+    connection: ConnectionDetails
+    password: str
+    api_key: str
+    op_id: int
+
+
+class TenantService:
+    def __init__(self, db: Database, kafka_tenants: KafkaTenantsFactory) -> None:
+        self.db = db
+        self._factory = kafka_tenants
+        self._adapters: dict[tuple[str, str], KafkaTenants] = {}
+        self._guard = threading.Lock()
+        self._tenant_locks: dict[str, threading.Lock] = {}
+
+    # -- what a request may see -----------------------------------------------------------
+
+    def authorize(self, who: Caller, cluster: str, tenant: str) -> None:
+        """The admin key may do anything; a tenant key only its own tenant (403 otherwise,
+        whether or not the other tenant exists, so a key learns nothing of others)."""
+        if who.role == "admin":
+            return
+        if who.role == "tenant" and who.tenant == tenant:
+            return
+        raise ApiError(
+            403, "forbidden", f"this API key may not act on tenant {tenant} of cluster {cluster}"
+        )
+
+    def _running_cluster(self, cluster: str) -> dict[str, Any]:
+        row = self.db.cluster(cluster)
+        if row is None or row["status"] == "deleted":
+            raise ApiError(404, "not_found", f"no cluster named {cluster}")
+        if row["status"] not in ("running", "updating"):
+            raise ApiError(
+                409, "not_ready", f"cluster {cluster} is {row['status']}; tenants need it running"
+            )
+        return row
+
+    def _tenant_row(self, cluster: str, name: str) -> dict[str, Any]:
+        row = self.db.tenant(name)
+        if row is None or row["cluster"] != cluster or row["status"] == "deleted":
+            raise ApiError(404, "not_found", f"cluster {cluster} has no tenant {name}")
+        return row
+
+    def _adapter(self, cluster: str) -> KafkaTenants:
+        addresses = [v["address"] for v in self.db.cluster_vms(cluster) if v["state"] == "running"]
+        if not addresses:
+            raise ApiError(503, "unavailable", f"cluster {cluster} has no running VM")
+        internal = ",".join(f"{a}:{KAFKA_PORT}" for a in addresses)
+        sasl = ",".join(f"{a}:{TENANT_SASL_PORT}" for a in addresses)
+        with self._guard:
+            found = self._adapters.get((internal, sasl))
+            if found is None:
+                try:
+                    found = self._factory(internal, sasl)
+                except KaasError as exc:  # e.g. no Kafka libs on the service's host
+                    raise api_error(exc) from None
+                self._adapters[(internal, sasl)] = found
+            return found
+
+    def _lock(self, tenant: str) -> threading.Lock:
+        # One topic change of a tenant at a time: two creates checked at once could both fit
+        # the plan and together exceed it.
+        with self._guard:
+            return self._tenant_locks.setdefault(tenant, threading.Lock())
+
+    def view(self, row: dict[str, Any]) -> dict[str, Any]:
+        tenant = tenant_from_json(row)
+        connection = self._connection(row["cluster"], tenant)
+        return {
+            "name": row["name"],
+            "cluster": row["cluster"],
+            "prefix": row["prefix"],
+            "plan": row["plan"],
+            "status": row["status"],
+            "created_at": row["created_at"],
+            "connection": connection.to_json(),
+        }
+
+    def _connection(self, cluster: str, tenant: Tenant) -> ConnectionDetails:
+        addresses = [v["address"] for v in self.db.cluster_vms(cluster)]
+        return ConnectionDetails(
+            bootstrap_servers=",".join(f"{a}:{TENANT_SASL_PORT}" for a in addresses),
+            username=tenant.username,
+            topic_prefix=tenant.prefix,
+        )
+
+    def get(self, cluster: str, name: str) -> dict[str, Any]:
+        return self.view(self._tenant_row(cluster, name))
+
+    def list_tenants(self, cluster: str) -> list[dict[str, Any]]:
+        if self.db.cluster(cluster) is None:
+            raise ApiError(404, "not_found", f"no cluster named {cluster}")
+        return [self.view(row) for row in self.db.list_tenants(cluster)]
+
+    # -- journaled operations run inside the request --------------------------------------
+
+    def _journaled(
+        self, op: OperationRow, actions: dict[str, Callable[[], str]], on_fail: Callable[[], None]
+    ) -> None:
+        """Run the operation's steps in order, each transition stored with its journal entry.
+        A step's exception fails the operation (after `on_fail`, e.g. a rollback) and is
+        raised again for the request's answer."""
+        state = OperationState(op.status, tuple(op.steps), op.step_index, op.context, op.message)
+        for step in op.steps:
+            try:
+                outcome = Outcome(DONE, actions[step]())
+            except Exception as exc:
+                message = f"{step}: {exc}"
+                try:
+                    on_fail()
+                except Exception as cleanup:  # the engine finishes the clean-up later
+                    log.warning("tenant_cleanup_failed", op_id=op.op_id, error=str(cleanup))
+                    self.db.save_operation(
+                        op.op_id,
+                        "running",
+                        state.step_index,
+                        {**state.context, "resume": True},
+                        f"{message}; clean-up left to the engine: {cleanup}",
+                    )
+                    raise exc from None
+                moved = transition(state, Outcome(FAIL, message))
+                self._save(op.op_id, moved.state, ("failed", step))
+                raise
+            moved = transition(state, outcome)
+            self._save(op.op_id, moved.state, (moved.journal, step) if moved.journal else None)
+            state = moved.state
+
+    def _save(self, op_id: int, state: OperationState, journal: tuple[str, str] | None) -> None:
+        self.db.save_operation(
+            op_id,
+            state.status,
+            state.step_index,
+            state.context,
+            state.message,
+            journal=journal,
+            step_started=True,
+        )
+
+    def _op(self, cluster: str, kind: str, params: dict[str, Any], who: Caller) -> OperationRow:
+        return self.db.add_operation(cluster, kind, params, TENANT_STEPS[kind], who.name)
+
+    def create(
+        self,
+        cluster: str,
+        name: str,
+        plan: str | dict[str, Any],
+        prefix: str | None,
+        who: Caller,
+    ) -> Onboarded:
+        self._running_cluster(cluster)
+        if isinstance(plan, str):
+            if plan not in PLANS:
+                raise ApiError(
+                    400,
+                    "invalid_request",
+                    f"plan {plan!r} is unknown; plans: {', '.join(PLANS)}, or a plan object",
+                )
+            chosen = PLANS[plan]
+        else:
+            chosen = plan_from_json(plan)
+        others = [tenant_from_json(row) for row in self.db.list_tenants(cluster)]
+        tenant = new_tenant(name, chosen, prefix, others)
+        if self.db.tenant(tenant.name) is not None:
+            raise ApiError(409, "conflict", f"a tenant named {tenant.name} exists already")
+        kafka = self._adapter(cluster)
+        op = self._op(cluster, "create_tenant", tenant.to_json(), who)
+        password = secrets.token_urlsafe(24)
+        key_id, api_key = new_key()
+
+        registered: list[bool] = []
+
+        def register() -> str:
+            try:
+                self.db.add_tenant(
+                    tenant.name, cluster, tenant.prefix, tenant.plan.to_json(), op.op_id
+                )
+            except IntegrityError:
+                raise TenantError(
+                    "conflict", [Problem("name", f"tenant {tenant.name} exists already")]
+                ) from None
+            registered.append(True)
+            return f"tenant {tenant.name} registered"
+
+        def credential() -> str:
+            kafka.set_password(tenant, password)
+            return "SCRAM-SHA-512 credential set"
+
+        def acls() -> str:
+            kafka.create_acls(tenant)
+            return f"prefixed ACLs on {tenant.prefix} created"
+
+        def quotas() -> str:
+            kafka.set_quotas(tenant)
+            return "quotas set"
+
+        def verify() -> str:
+            kafka.wait_until_authenticated(tenant.username, password)
+            return "the credential authenticates on every broker"
+
+        def api_key_step() -> str:
+            self.db.add_api_key(
+                key_id, f"tenant:{tenant.name}", "tenant", hash_key(api_key), tenant.name
+            )
+            self.db.update_tenant(tenant.name, status="active")
+            return f"tenant {tenant.name} onboarded"
+
+        def rollback() -> None:
+            if registered:  # never another request's tenant of the same name
+                self._roll_back(kafka, tenant)
+
+        try:
+            self._journaled(
+                op,
+                {
+                    "register": register,
+                    "credential": credential,
+                    "acls": acls,
+                    "quotas": quotas,
+                    "verify": verify,
+                    "api_key": api_key_step,
+                },
+                rollback,
+            )
+        except (TenantError, TenantKafkaError, KaasError) as exc:
+            raise api_error(exc) from None
+        row = self._tenant_row(cluster, tenant.name)
+        log.info("tenant_onboarded", tenant=tenant.name, cluster=cluster, op_id=op.op_id)
+        return Onboarded(
+            self.view(row), kafka.connection_details(tenant, password), password, api_key, op.op_id
+        )
+
+    def _roll_back(self, kafka: KafkaTenants, tenant: Tenant) -> None:
+        """Undo a half onboarding: Kafka's side (idempotent), then the rows (name free again)."""
+        kafka.delete_tenant(tenant)
+        self.db.remove_tenant(tenant.name)
+
+    def delete(self, cluster: str, name: str, who: Caller) -> int:
+        row = self._tenant_row(cluster, name)
+        tenant = tenant_from_json(row)
+        kafka = self._adapter(cluster)
+        op = self._op(cluster, "delete_tenant", tenant.to_json(), who)
+        self.db.update_tenant(name, status="deleting")
+
+        def delete_in_kafka() -> str:
+            deletion = kafka.delete_tenant(tenant)
+            left = f"; groups with members left: {list(deletion.groups_left)}"
+            return (
+                f"credential, ACLs, quotas, {len(deletion.deleted_topics)} topics and "
+                f"{len(deletion.deleted_groups)} groups deleted"
+                + (left if deletion.groups_left else "")
+            )
+
+        def forget() -> str:
+            self.db.remove_tenant(name)
+            return f"tenant {name} and its API keys removed"
+
+        try:
+            with self._lock(name):
+                self._journaled(
+                    op, {"delete_in_kafka": delete_in_kafka, "forget": forget}, lambda: None
+                )
+        except (TenantError, TenantKafkaError, KaasError) as exc:
+            raise api_error(exc) from None
+        return op.op_id
+
+    # -- topics ---------------------------------------------------------------------------
+
+    def list_topics(self, cluster: str, name: str) -> list[ExistingTopic]:
+        tenant = tenant_from_json(self._tenant_row(cluster, name))
+        try:
+            return list(self._adapter(cluster).list_topics(tenant))
+        except (TenantKafkaError, KaasError) as exc:
+            raise api_error(exc) from None
+
+    def create_topic(
+        self, cluster: str, name: str, request: TopicRequest, who: Caller
+    ) -> tuple[ExistingTopic, int]:
+        row = self._tenant_row(cluster, name)
+        if row["status"] != "active":
+            raise ApiError(409, "not_ready", f"tenant {name} is {row['status']}")
+        tenant = tenant_from_json(row)
+        # Bad input is refused before anything is logged or asked of Kafka.
+        code, problems = topic_request_problems(tenant, request)
+        if problems:
+            raise api_error(TenantError(code, problems))
+        kafka = self._adapter(cluster)
+        created: list[ExistingTopic] = []
+
+        def create_topic() -> str:
+            created.append(kafka.create_topic(tenant, request))
+            topic = created[0]
+            return (
+                f"topic {topic.name} created ({topic.partitions} partitions, "
+                f"replication factor {topic.replication_factor})"
+            )
+
+        params = {
+            "tenant": name,
+            "topic": request.name,
+            "partitions": request.partitions,
+            "replication_factor": request.replication_factor,
+            "configs": dict(request.configs),
+        }
+        try:
+            with self._lock(name):
+                op = self._op(cluster, "create_topic", params, who)
+                self._journaled(op, {"create_topic": create_topic}, lambda: None)
+        except (TenantError, TenantKafkaError, KaasError) as exc:
+            raise api_error(exc) from None
+        return created[0], op.op_id
+
+    def delete_topic(self, cluster: str, name: str, topic: str, who: Caller) -> int:
+        tenant = tenant_from_json(self._tenant_row(cluster, name))
+        kafka = self._adapter(cluster)
+
+        def delete_topic() -> str:
+            kafka.delete_topic(tenant, topic)
+            return f"topic {topic} deleted"
+
+        try:
+            with self._lock(name):
+                # Checked before the operation is logged: a refused request changes nothing.
+                check_topic_deletion(tenant, topic, kafka.list_topics(tenant))
+                op = self._op(cluster, "delete_topic", {"tenant": name, "topic": topic}, who)
+                self._journaled(op, {"delete_topic": delete_topic}, lambda: None)
+        except (TenantError, TenantKafkaError, KaasError) as exc:
+            raise api_error(exc) from None
+        return op.op_id
+
+    # -- after a restart ------------------------------------------------------------------
+
+    def resume(self, op: OperationRow) -> None:
+        """Finish a tenant operation its request did not (the service stopped, or a clean-up
+        failed): called by the engine; raises to be tried again at its next cycle."""
+        if op.kind in ("create_tenant", "delete_tenant"):
+            tenant = tenant_from_json(op.params)
+            row = self.db.tenant(tenant.name)
+            # Only this operation's own tenant: a name another request registered stays.
+            if op.kind == "delete_tenant" or row is None or row["op_id"] == op.op_id:
+                self._adapter(op.cluster).delete_tenant(tenant)
+                self.db.remove_tenant(tenant.name)
+            if op.kind == "create_tenant":
+                self._finish(
+                    op,
+                    "failed",
+                    "rolled_back",
+                    f"onboarding of {tenant.name} was interrupted and rolled back (its "
+                    "password and API key were never returned nor stored); create it again",
+                )
+            else:
+                self._finish(op, "succeeded", "done", f"tenant {tenant.name} deleted")
+            return
+        row = self.db.tenant(op.params["tenant"])
+        topic = op.params["topic"]
+        if row is None:
+            self._finish(op, "failed", "failed", f"tenant {op.params['tenant']} is gone")
+            return
+        tenant = tenant_from_json(row)
+        kafka = self._adapter(op.cluster)
+        present = topic in {t.name for t in kafka.list_topics(tenant)}
+        if op.kind == "delete_topic":
+            if present:
+                kafka.delete_topic(tenant, topic)
+            self._finish(op, "succeeded", "done", f"topic {topic} deleted")
+        elif present:
+            self._finish(op, "succeeded", "done", f"topic {topic} created")
+        else:
+            self._finish(op, "failed", "failed", f"topic {topic} was not created; ask again")
+
+    def _finish(self, op: OperationRow, status: str, journal: str, message: str) -> None:
+        index = len(op.steps) if status == "succeeded" else op.step_index
+        step = op.step or op.steps[-1]
+        self.db.save_operation(
+            op.op_id, status, index, op.context, message, journal=(journal, step)
+        )
+        log.info("tenant_operation_resumed", op_id=op.op_id, kind=op.kind, status=status)
