@@ -5,7 +5,9 @@ address base taken from a pool.
 A VM id is `<cluster>/vmN`. The first VMs of a cluster start together (`bootstrap_cluster`:
 a ZooKeeper ensemble has to start as one); every later VM is added to the running cluster.
 There are no per-broker resources to keep: a recycled VM's data goes with it, and the
-replacement VM's agent claims a broker id of its own.
+replacement VM's agent claims a broker id of its own, or, with `reuse_broker_id`, that id
+(its agent is told to prefer it; the VM starts with an empty data volume and Kafka
+re-replicates onto it).
 """
 
 from __future__ import annotations
@@ -140,7 +142,7 @@ class LocalProvider:
         if read_state(local.home) is None:
             return self.bootstrap_cluster([request])[0]
         try:
-            vm = local.add_vm(request.zone)
+            vm = local.add_vm(request.zone, request.reuse_broker_id)
         except KaasError as exc:
             raise ProviderError(f"cannot add a VM to {request.cluster}: {exc}") from None
         return self._info(request.cluster, vm, request.kafka_version, True)

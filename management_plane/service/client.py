@@ -86,6 +86,14 @@ def add_commands(commands: Any) -> None:
     )
 
     serve.add_argument(
+        "--broker-loss-after",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="replace a VM whose agent and broker have both been gone this long "
+        "(default 300; 0 turns broker-loss replacement off)",
+    )
+    serve.add_argument(
         "--no-engine",
         action="store_true",
         help="store operations without running them (API tests, maintenance)",
@@ -195,6 +203,7 @@ def _print_cluster(cluster: dict[str, Any]) -> None:
 
 def run(args: argparse.Namespace) -> int:
     if args.command == "serve":
+        from management_plane.service.broker_loss import DEFAULT_THRESHOLD_S
         from management_plane.service.main import DEFAULT_LOCAL_ADDRESS_BASES, ServeSettings, serve
 
         return serve(
@@ -205,6 +214,11 @@ def run(args: argparse.Namespace) -> int:
                 database_url=args.database_url,
                 local_address_bases=tuple(args.local_address_base or DEFAULT_LOCAL_ADDRESS_BASES),
                 run_engine=not args.no_engine,
+                broker_loss_after_s=(
+                    DEFAULT_THRESHOLD_S
+                    if args.broker_loss_after is None
+                    else args.broker_loss_after
+                ),
             )
         )
     client = _client(args)

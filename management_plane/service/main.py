@@ -10,9 +10,11 @@ from pathlib import Path
 import structlog
 import uvicorn
 
+from management_plane.errors import KaasError
 from management_plane.providers.local import LocalProvider
 from management_plane.service.api import create_app
 from management_plane.service.auth import ADMIN_KEY_FILE, ensure_admin_key
+from management_plane.service.broker_loss import DEFAULT_THRESHOLD_S, BrokerLossWatcher
 from management_plane.service.db import Database
 from management_plane.service.service import Service
 
@@ -32,6 +34,8 @@ class ServeSettings:
     poll_interval_s: float = 2.0
     run_engine: bool = True
     """False: accept and store operations without running them (API tests, maintenance)"""
+    broker_loss_after_s: float = DEFAULT_THRESHOLD_S
+    """A VM whose agent and broker are both gone this long is replaced; 0: never."""
 
 
 def build_service(settings: ServeSettings) -> tuple[Service, str | None]:
@@ -42,6 +46,17 @@ def build_service(settings: ServeSettings) -> tuple[Service, str | None]:
     provider = LocalProvider(home / "local", settings.local_address_bases)
     service = Service(home, db, provider)
     service.engine.poll_interval_s = settings.poll_interval_s
+    if settings.broker_loss_after_s < 0:
+        raise KaasError(
+            f"--broker-loss-after must be 0 (off) or a number of seconds, got "
+            f"{settings.broker_loss_after_s}"
+        )
+    if settings.broker_loss_after_s > 0:
+        service.engine.watchers.append(
+            BrokerLossWatcher(
+                db, provider, settings.broker_loss_after_s, on_queued=service.engine.wake
+            )
+        )
     return service, ensure_admin_key(db, home)
 
 
