@@ -24,6 +24,7 @@ from kazoo.exceptions import NodeExistsError
 
 from management_plane.errors import KaasError
 from management_plane.local import probes, render
+from management_plane.local.background_service import stop_background_service
 from management_plane.local.image import LocalImage, find_java, load_image
 from management_plane.local.layout import (
     DEFAULT_ADDRESS_BASE,
@@ -385,7 +386,11 @@ class LocalCluster:
         log.info("cluster_up", name=name, nodes=nodes, seconds=round(time.monotonic() - started, 1))
         return UpResult(state, False, time.monotonic() - started)
 
-    def down(self, purge: bool = False) -> ClusterState | None:
+    def down(self, purge: bool = False, stop_service: bool = True) -> ClusterState | None:
+        """Stop every process; with `stop_service`, first the management plane `kaas up`
+        started beside the cluster (so it never takes the VMs going away for a loss)."""
+        if stop_service:
+            stop_background_service(self.home)
         with locked(self.home):
             state = read_state(self.home)
             if state is not None:

@@ -86,6 +86,14 @@ def add_commands(commands: Any) -> None:
     )
 
     serve.add_argument(
+        "--adopt-local-cluster",
+        type=Path,
+        action="append",
+        default=None,
+        metavar="HOME",
+        help="also manage the `kaas up` cluster in this folder (repeatable; kaas up sets it)",
+    )
+    serve.add_argument(
         "--broker-loss-after",
         type=float,
         default=None,
@@ -214,6 +222,7 @@ def run(args: argparse.Namespace) -> int:
                 database_url=args.database_url,
                 local_address_bases=tuple(args.local_address_base or DEFAULT_LOCAL_ADDRESS_BASES),
                 run_engine=not args.no_engine,
+                adopt_local_clusters=tuple(args.adopt_local_cluster or ()),
                 broker_loss_after_s=(
                     DEFAULT_THRESHOLD_S
                     if args.broker_loss_after is None

@@ -12,6 +12,7 @@ import uvicorn
 
 from management_plane.errors import KaasError
 from management_plane.providers.local import LocalProvider
+from management_plane.service.adopt import adopt_local_cluster
 from management_plane.service.api import create_app
 from management_plane.service.auth import ADMIN_KEY_FILE, ensure_admin_key
 from management_plane.service.broker_loss import DEFAULT_THRESHOLD_S, BrokerLossWatcher
@@ -34,6 +35,8 @@ class ServeSettings:
     poll_interval_s: float = 2.0
     run_engine: bool = True
     """False: accept and store operations without running them (API tests, maintenance)"""
+    adopt_local_clusters: tuple[Path, ...] = ()
+    """Folders of `kaas up` clusters the service manages beside its own (kaas up sets it)."""
     broker_loss_after_s: float = DEFAULT_THRESHOLD_S
     """A VM whose agent and broker are both gone this long is replaced; 0: never."""
 
@@ -45,6 +48,8 @@ def build_service(settings: ServeSettings) -> tuple[Service, str | None]:
     db = Database(url)
     provider = LocalProvider(home / "local", settings.local_address_bases)
     service = Service(home, db, provider)
+    for cluster_home in settings.adopt_local_clusters:
+        adopt_local_cluster(db, provider, cluster_home)
     service.engine.poll_interval_s = settings.poll_interval_s
     if settings.broker_loss_after_s < 0:
         raise KaasError(
