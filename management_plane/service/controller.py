@@ -138,7 +138,9 @@ class Controller:
                 zone=zones[i % len(zones)],
                 instance_type=p["instance_type"],
                 kafka_version=p["kafka_version"],
-                tags={"kaas:cluster": op.cluster, "kaas:role": "broker"},
+                # The first brokers' ids are 0..n-1 (agents claim the lowest free): a provider
+                # with per-broker resources (aws: ENI, EBS) makes them now, tagged with the id.
+                reuse_broker_id=i,
             )
             for i in range(p["broker_count"])
         ]
@@ -236,7 +238,6 @@ class Controller:
                 reuse_broker_id=op.params.get("broker_id")
                 if op.kind == "replace_lost_vm"
                 else None,
-                tags={"kaas:cluster": op.cluster, "kaas:role": "broker"},
             )
             info = self.provider.create_vm(request)
             self._record(info, "joining")
