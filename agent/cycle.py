@@ -128,13 +128,19 @@ class Agent:
             self.settings.vm_id,
             volume,
             limit,
-            volume_broker_id(self.settings.data_dir),
+            self._preferred_broker_id(),
         )
         self.zk.ensure_path(self.paths.members)
         self.zk.DataWatch(self.paths.spec, self._on_spec_change)
         log.info(
             "agent_started", broker_id=self.broker_id, vm_id=self.settings.vm_id, volume_id=volume
         )
+
+    def _preferred_broker_id(self) -> int | None:
+        """The id Kafka recorded on the volume; on an empty volume, the one the settings ask
+        for (a replacement of a lost VM keeps the lost broker's id)."""
+        recorded = volume_broker_id(self.settings.data_dir)
+        return recorded if recorded is not None else self.settings.preferred_broker_id
 
     def _on_spec_change(self, data: bytes | None, stat: object) -> bool:
         self.wake.set()

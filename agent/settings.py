@@ -54,6 +54,9 @@ class AgentSettings:
     """Seconds between cycles when no ZooKeeper watch wakes the loop earlier."""
     spare_broker_ids: int = 2
     """Ids above spec.broker_count-1 a VM may claim while another VM is being replaced."""
+    preferred_broker_id: int | None = None
+    """The id to claim when the data volume records none, if it is free: the management plane
+    sets it on the VM that replaces a lost one whose volume is gone, so the id is kept."""
     broker_unresponsive_s: float = 30.0
     """A live broker failing every metadata and JMX read this long is restarted."""
     broker_start_timeout_s: float = 180.0

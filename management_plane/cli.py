@@ -53,6 +53,20 @@ def _parser() -> argparse.ArgumentParser:
         "(default); --no-agents starts the brokers directly",
     )
 
+    up.add_argument(
+        "--service",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="also start the management plane (kaas serve) in the background, its home under "
+        "HOME/service (default); --no-service leaves it out",
+    )
+    up.add_argument(
+        "--service-port",
+        type=int,
+        default=None,
+        help="the service's port on 127.0.0.1 (default 8080 if free, else any free port)",
+    )
+
     status = with_home(
         commands.add_parser(
             "status", help="processes, ZooKeeper modes, under-replicated partitions"
@@ -145,6 +159,10 @@ def _run(args: argparse.Namespace) -> int:
         from management_plane.service.client import run
 
         return run(args)
+    from management_plane.local.background_service import (
+        running_service,
+        start_background_service,
+    )
     from management_plane.local.cluster import LocalCluster
 
     home: Path = args.home or default_home()
@@ -163,13 +181,21 @@ def _run(args: argparse.Namespace) -> int:
         print(f"bootstrap servers: {layout.bootstrap_servers}")
         print(f"zookeeper: {layout.zookeeper_connect}")
         print(f"cluster file: {home.resolve() / 'cluster.json'}")
+        if args.service and result.state.agents:
+            service = start_background_service(home, port=args.service_port)
+            verb = "already running" if service.already_running else "started"
+            print(f"management plane {verb}: {service.url} (log {service.log_file})")
+            print(f"admin API key: in {service.admin_key_file}")
         return 0
     if args.command == "status":
         status = cluster.status()
+        background = running_service(home)
+        status["service_url"] = background.url if background is not None else None
         if args.json:
             print(json.dumps(status, indent=2))
         else:
             _print_status(status)
+            print(f"management plane: {status['service_url'] or 'not running'}")
         return 0
     if args.command == "down":
         state = cluster.down(purge=args.purge)

@@ -35,10 +35,17 @@ def zk_hosts(kafka_cluster: ClusterHandle) -> str:
 
 
 @pytest.fixture
-def service(tmp_path: Path) -> Iterator[ServiceHandle]:
+def service(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[ServiceHandle]:
     """The real management-plane service (`kaas serve`) in a process of its own; the local
-    clusters it makes live in the fresh-cluster address range."""
-    handle = ServiceHandle(tmp_path / "service", free_port(), harness.FRESH_CLUSTER_BASE)
+    clusters it makes live in the fresh-cluster address range. A test marked
+    `@pytest.mark.service_args("--opt", "value")` starts it with those options."""
+    marker = request.node.get_closest_marker("service_args")
+    handle = ServiceHandle(
+        tmp_path / "service",
+        free_port(),
+        harness.FRESH_CLUSTER_BASE,
+        extra_args=tuple(marker.args) if marker else (),
+    )
     handle.start()
     try:
         yield handle

@@ -33,6 +33,8 @@ class ServiceHandle:
     port: int
     address_base: str
     engine: bool = True
+    extra_args: tuple[str, ...] = ()
+    """More `kaas serve` options (e.g. a short --broker-loss-after for a drill)."""
     process: subprocess.Popen[bytes] | None = None
     log_files: list[Path] = field(default_factory=list)
 
@@ -62,6 +64,7 @@ class ServiceHandle:
         ]
         if not self.engine:
             command.append("--no-engine")
+        command.extend(self.extra_args)
         with log_file.open("wb") as out:
             self.process = subprocess.Popen(
                 command, stdout=out, stderr=subprocess.STDOUT, env=dict(os.environ)

@@ -24,6 +24,7 @@ from kazoo.exceptions import NodeExistsError
 
 from management_plane.errors import KaasError
 from management_plane.local import probes, render
+from management_plane.local.background_service import stop_background_service
 from management_plane.local.image import LocalImage, find_java, load_image
 from management_plane.local.layout import (
     DEFAULT_ADDRESS_BASE,
@@ -189,7 +190,9 @@ class LocalCluster:
             tmp.rename(secret_file)
         return secret_file.read_text().strip()
 
-    def _start_agent(self, state: ClusterState, vm: VmLayout, java: Path) -> None:
+    def _start_agent(
+        self, state: ClusterState, vm: VmLayout, java: Path, preferred_broker_id: int | None = None
+    ) -> None:
         if is_alive(state.record(vm.name, "agent")):
             return
         settings_file = vm.config_dir / "agent.json"
@@ -201,6 +204,8 @@ class LocalCluster:
             str(java),
             str(self.home / "secrets" / "zookeeper-admin"),
         )
+        if preferred_broker_id is not None:
+            settings["preferred_broker_id"] = preferred_broker_id
         settings_file.write_text(json.dumps(settings, indent=2) + "\n")
         command = [sys.executable, "-m", "agent.main", "--config", str(settings_file)]
         state.set_record(
@@ -381,7 +386,11 @@ class LocalCluster:
         log.info("cluster_up", name=name, nodes=nodes, seconds=round(time.monotonic() - started, 1))
         return UpResult(state, False, time.monotonic() - started)
 
-    def down(self, purge: bool = False) -> ClusterState | None:
+    def down(self, purge: bool = False, stop_service: bool = True) -> ClusterState | None:
+        """Stop every process; with `stop_service`, first the management plane `kaas up`
+        started beside the cluster (so it never takes the VMs going away for a loss)."""
+        if stop_service:
+            stop_background_service(self.home)
         with locked(self.home):
             state = read_state(self.home)
             if state is not None:
@@ -472,10 +481,11 @@ class LocalCluster:
             if p.name[:2] == "vm" and p.name[2:].isdigit()
         )
 
-    def add_vm(self, zone: str) -> VmLayout:
+    def add_vm(self, zone: str, preferred_broker_id: int | None = None) -> VmLayout:
         """Start one more VM in the running cluster (agents only): its ZooKeeper server starts
         with the live ensemble's config plus itself, and its agent adds it to the ensemble
-        (participant or observer, per the spec) and claims a broker id; this returns once the
+        (participant or observer, per the spec) and claims a broker id (`preferred_broker_id`
+        if it is free: the replacement of a lost VM keeps its id); this returns once the
         server serves and the agent runs, without waiting for the broker."""
         with locked(self.home):
             state = require_state(self.home)
@@ -501,7 +511,7 @@ class LocalCluster:
                 self._start_zookeeper(state, vm, java)
                 write_state(state)
                 self._wait_zookeeper(state, (vm,))
-                self._start_agent(state, vm, java)
+                self._start_agent(state, vm, java, preferred_broker_id)
             except BaseException:
                 self._stop_vm(state, vm)
                 state.layout = replace(layout, vms=layout.vms[:-1])

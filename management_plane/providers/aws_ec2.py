@@ -44,6 +44,9 @@ class AwsSettings:
     ami_owners: tuple[str, ...] = ("self",)
     subnet_tags: Mapping[str, str] = field(default_factory=lambda: {"kaas:role": "broker-subnet"})
     """A zone's broker subnet carries these tags; a subnet created here gets them."""
+    subnet_ids: Mapping[str, str] = field(default_factory=dict)
+    """zone -> broker subnet id, named outright (kaas serve --aws-subnet); other zones are
+    looked up by subnet_tags."""
     vpc_id: str | None = None
     """VPC in which a zone without a tagged subnet gets one; also limits the subnet lookup."""
     vpc_tags: Mapping[str, str] = field(default_factory=dict)
@@ -245,6 +248,15 @@ class Ec2:
     def subnet(self, zone: str) -> dict[str, Any]:
         """The zone's broker subnet, found by tags, else created in the configured VPC."""
         s = self.settings
+        if zone in s.subnet_ids:
+            with aws_errors(f"zone {zone}: subnet {s.subnet_ids[zone]}"):
+                named = self.client.describe_subnets(SubnetIds=[s.subnet_ids[zone]])["Subnets"]
+            if not named or named[0]["AvailabilityZone"] != zone:
+                where = named[0]["AvailabilityZone"] if named else "nowhere"
+                raise ProviderError(
+                    f"zone {zone}: subnet {s.subnet_ids[zone]} is in {where}, not in {zone}"
+                )
+            return dict(named[0])
         vpc_id = self.vpc_id()
         filters = [{"Name": "availability-zone", "Values": [zone]}, *tag_filters(s.subnet_tags)]
         if vpc_id:

@@ -5,7 +5,9 @@ address base taken from a pool.
 A VM id is `<cluster>/vmN`. The first VMs of a cluster start together (`bootstrap_cluster`:
 a ZooKeeper ensemble has to start as one); every later VM is added to the running cluster.
 There are no per-broker resources to keep: a recycled VM's data goes with it, and the
-replacement VM's agent claims a broker id of its own.
+replacement VM's agent claims a broker id of its own, or, with `reuse_broker_id`, that id
+(its agent is told to prefer it; the VM starts with an empty data volume and Kafka
+re-replicates onto it).
 """
 
 from __future__ import annotations
@@ -53,6 +55,11 @@ class LocalProvider:
         self.home = home.resolve()
         self.address_bases = address_bases
         self._image = image
+        self.adopted: dict[str, Path] = {}
+        """Clusters started by `kaas up` elsewhere that the service manages too: name -> folder."""
+
+    def adopt(self, cluster: str, home: Path) -> None:
+        self.adopted[cluster] = home.resolve()
 
     def image(self) -> LocalImage:
         if self._image is None:
@@ -63,18 +70,20 @@ class LocalProvider:
         return tuple(sorted(self.image().kafka_libs_by_version))
 
     def cluster_home(self, cluster: str) -> Path:
-        return self.home / cluster
+        return self.adopted.get(cluster, self.home / cluster)
 
     def _local(self, cluster: str) -> LocalCluster:
         return LocalCluster(self.cluster_home(cluster), self.image())
 
     def _free_address_base(self) -> str:
         used = set()
+        folders = [*self.adopted.values()]
         if self.home.is_dir():
-            for folder in self.home.iterdir():
-                state = read_state(folder) if folder.is_dir() else None
-                if state is not None and state.layout.vms:
-                    used.add(address_base_of(state.layout))
+            folders += [folder for folder in self.home.iterdir() if folder.is_dir()]
+        for folder in folders:
+            state = read_state(folder)
+            if state is not None and state.layout.vms:
+                used.add(address_base_of(state.layout))
         for base in self.address_bases:
             if base not in used:
                 return base
@@ -140,7 +149,7 @@ class LocalProvider:
         if read_state(local.home) is None:
             return self.bootstrap_cluster([request])[0]
         try:
-            vm = local.add_vm(request.zone)
+            vm = local.add_vm(request.zone, request.reuse_broker_id)
         except KaasError as exc:
             raise ProviderError(f"cannot add a VM to {request.cluster}: {exc}") from None
         return self._info(request.cluster, vm, request.kafka_version, True)
@@ -172,7 +181,11 @@ class LocalProvider:
         if state is None:
             return
         if len(state.layout.vms) == 1 and state.layout.vms[0].name == name:
-            local.down(purge=True)  # the last VM: the cluster's folder goes with it
+            if cluster in self.adopted:
+                raise ProviderError(f"{vm_id} is the last VM of a `kaas up` cluster: use kaas down")
+            local.down(
+                purge=True, stop_service=False
+            )  # the last VM: the cluster's folder goes with it
             return
         try:
             local.remove_vm(name)
@@ -192,6 +205,10 @@ class LocalProvider:
 
     def delete_cluster(self, cluster: str) -> None:
         """Stop every VM of the cluster and delete its folder."""
+        if cluster in self.adopted:
+            raise ProviderError(
+                f"cluster {cluster} was started by `kaas up`: stop it with kaas down"
+            )
         local = self._local(cluster)
         if local.home.exists():
-            local.down(purge=True)
+            local.down(purge=True, stop_service=False)

@@ -86,6 +86,51 @@ def add_commands(commands: Any) -> None:
     )
 
     serve.add_argument(
+        "--provider",
+        choices=("local", "aws"),
+        default="local",
+        help="where VMs run (default local)",
+    )
+    serve.add_argument(
+        "--aws-config", type=Path, default=None, help="TOML file of the aws provider's settings"
+    )
+    serve.add_argument("--aws-region", default=None)
+    serve.add_argument("--aws-image", default=None, help="AMI id of the Packer image")
+    serve.add_argument(
+        "--aws-subnet",
+        action="append",
+        default=[],
+        metavar="ZONE=SUBNET_ID",
+        help="the broker subnet of a zone (repeatable; the zones clusters may use)",
+    )
+    serve.add_argument("--aws-endpoint-url", default=None, help="another EC2 endpoint (moto)")
+    serve.add_argument(
+        "--aws-zookeeper-hosts", default=None, help="host:port list the brokers' agents join"
+    )
+    serve.add_argument(
+        "--step-timeout",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="cap every operation step's timeout (default: 5-60 min per step)",
+    )
+    serve.add_argument(
+        "--adopt-local-cluster",
+        type=Path,
+        action="append",
+        default=None,
+        metavar="HOME",
+        help="also manage the `kaas up` cluster in this folder (repeatable; kaas up sets it)",
+    )
+    serve.add_argument(
+        "--broker-loss-after",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="replace a VM whose agent and broker have both been gone this long "
+        "(default 300; 0 turns broker-loss replacement off)",
+    )
+    serve.add_argument(
         "--no-engine",
         action="store_true",
         help="store operations without running them (API tests, maintenance)",
@@ -234,16 +279,41 @@ def _print_cluster(cluster: dict[str, Any]) -> None:
 
 def run(args: argparse.Namespace) -> int:
     if args.command == "serve":
+        from management_plane.service.aws_config import load_aws_config, parse_subnet_options
+        from management_plane.service.broker_loss import DEFAULT_THRESHOLD_S
         from management_plane.service.main import DEFAULT_LOCAL_ADDRESS_BASES, ServeSettings, serve
 
+        aws = None
+        if args.provider == "aws":
+            aws = load_aws_config(
+                args.aws_config,
+                {
+                    "region": args.aws_region,
+                    "image": args.aws_image,
+                    "endpoint_url": args.aws_endpoint_url,
+                    "zookeeper_hosts": args.aws_zookeeper_hosts,
+                    "subnets": parse_subnet_options(args.aws_subnet),
+                },
+            )
+        elif args.aws_config or args.aws_region or args.aws_subnet or args.aws_image:
+            raise KaasError("the --aws-* options need --provider aws")
         return serve(
             ServeSettings(
+                provider=args.provider,
+                aws=aws,
+                step_timeout_s=args.step_timeout,
                 home=args.service_home or default_service_home(),
                 host=args.host,
                 port=args.port,
                 database_url=args.database_url,
                 local_address_bases=tuple(args.local_address_base or DEFAULT_LOCAL_ADDRESS_BASES),
                 run_engine=not args.no_engine,
+                adopt_local_clusters=tuple(args.adopt_local_cluster or ()),
+                broker_loss_after_s=(
+                    DEFAULT_THRESHOLD_S
+                    if args.broker_loss_after is None
+                    else args.broker_loss_after
+                ),
             )
         )
     client = _client(args)

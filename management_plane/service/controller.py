@@ -42,6 +42,7 @@ class StepTimeouts:
             "create_vm": self.create,
             "wait_joined": self.joined,
             "wait_drained": self.drained,
+            "wait_replicated": self.drained,
             "wait_applied": self.applied,
             "recycle_all": self.create,
         }.get(name, self.other)
@@ -137,7 +138,9 @@ class Controller:
                 zone=zones[i % len(zones)],
                 instance_type=p["instance_type"],
                 kafka_version=p["kafka_version"],
-                tags={"kaas:cluster": op.cluster, "kaas:role": "broker"},
+                # The first brokers' ids are 0..n-1 (agents claim the lowest free): a provider
+                # with per-broker resources (aws: ENI, EBS) makes them now, tagged with the id.
+                reuse_broker_id=i,
             )
             for i in range(p["broker_count"])
         ]
@@ -231,7 +234,10 @@ class Controller:
                 zone=zones[len(created)],
                 instance_type=op.params.get("instance_type", cluster["instance_type"]),
                 kafka_version=op.params.get("kafka_version", spec.kafka_version),
-                tags={"kaas:cluster": op.cluster, "kaas:role": "broker"},
+                # A lost VM's replacement keeps its broker id (and, on aws, its ENI and EBS).
+                reuse_broker_id=op.params.get("broker_id")
+                if op.kind == "replace_lost_vm"
+                else None,
             )
             info = self.provider.create_vm(request)
             self._record(info, "joining")
@@ -310,11 +316,13 @@ class Controller:
         secret = secret_of(op.cluster) if secret_of is not None else None
         if secret is None:
             return done("the provider's agents keep the ZooKeeper ensemble")
+        # A replacement that kept the old address (aws: the ENI moved) must keep its server.
+        live = {vm["address"] for vm in self.db.cluster_vms(op.cluster)}
         gone = {
             vm["address"]
             for vm_id in op.context["batches"][batch]
             if (vm := self.db.vm(vm_id)) is not None
-        }
+        } - live
         spec = self._spec(op.cluster)
         changes = []
         try:
@@ -332,6 +340,52 @@ class Controller:
         if changed is not None:
             return wait("; ".join(changes))
         return done("; ".join(changes) or "ZooKeeper ensemble already at its spec size")
+
+    def step_recycle_lost(self, op: OperationRow, batch: int) -> Outcome:
+        """Recycle the lost VM for good (so it can never come back beside its replacement),
+        and free its broker id's claim for the new VM's agent."""
+        (vm_id,) = op.context["batches"][batch]
+        broker_id = int(op.params["broker_id"])
+        vm = self.db.vm(vm_id)
+        if vm is None:
+            return Outcome(FAIL, f"lost VM {vm_id} is not in the database")
+        if vm["state"] != "terminated":
+            # The decision may be old (the service was down in between): look once more.
+            io = self._io(op.cluster, exclude=(vm_id,))
+            if broker_id in io.members() and broker_id in io.registered_brokers():
+                return Outcome(
+                    FAIL,
+                    f"{vm_id} came back (agent and broker {broker_id} present): not replaced",
+                )
+            self.provider.recycle_vm(vm_id)
+            self.db.update_vm(vm_id, state="terminated")
+        self._io(op.cluster, exclude=(vm_id,)).release_broker_claim(broker_id)
+        return done(f"recycled lost VM {vm_id}; broker id {broker_id} is free for its replacement")
+
+    def step_wait_replicated(self, op: OperationRow, batch: int) -> Outcome:
+        """The new VM must hold the lost broker id, and every partition naming that id must
+        have it back in its ISR (Kafka re-replicates onto the same id by itself)."""
+        broker_id = int(op.params["broker_id"])
+        new_vms = op.context.get("new_vms", {}).get(str(batch), [])
+        held = [self.db.vm(v)["broker_id"] for v in new_vms]  # type: ignore[index]
+        if held != [broker_id]:
+            return Outcome(
+                FAIL,
+                f"the replacement {new_vms} holds broker ids {held}, not the lost id {broker_id}: "
+                "its replicas cannot come back on it",
+            )
+        partitions = self._io(op.cluster).partitions()
+        naming = [p for p in partitions if broker_id in p.replicas]
+        behind = [f"{p.topic}-{p.partition}" for p in naming if broker_id not in p.isr]
+        if behind:
+            return wait(
+                f"broker {broker_id} back in {len(naming) - len(behind)}/{len(naming)} ISRs; "
+                f"waiting for {', '.join(behind[:5])}{' ...' if len(behind) > 5 else ''}"
+            )
+        return done(
+            f"broker {broker_id} on {new_vms[0]} is in the ISR of all {len(naming)} partitions "
+            "naming it: replication restored"
+        )
 
     def step_undrain(self, op: OperationRow, batch: int) -> Outcome:
         brokers = frozenset(self._old_brokers(op, batch))

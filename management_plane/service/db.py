@@ -100,7 +100,7 @@ operation_steps = Table(
     Column("entry_id", Integer, primary_key=True, autoincrement=True),
     Column("op_id", Integer, ForeignKey("operations.op_id"), nullable=False, index=True),
     Column("step", String(64), nullable=False),
-    Column("outcome", String(16), nullable=False),  # started | done | failed
+    Column("outcome", String(16), nullable=False),  # detected | started | done | failed
     Column("message", Text, nullable=False),
     Column("at", Float, nullable=False),
 )
@@ -354,7 +354,10 @@ class Database:
         steps: list[str],
         created_by: str,
         context: dict[str, Any] | None = None,
+        journal: tuple[str, str] | None = None,
     ) -> OperationRow:
+        """`journal` = (outcome, message): a first journal entry written with the operation,
+        under the step name `decide` (why the service itself started it)."""
         now = time.time()
         with self._tx() as c:
             result = c.execute(
@@ -374,6 +377,12 @@ class Database:
                 )
             )
             op_id = int(result.inserted_primary_key[0])  # type: ignore[index]
+            if journal is not None:
+                c.execute(
+                    insert(operation_steps).values(
+                        op_id=op_id, step="decide", outcome=journal[0], message=journal[1], at=now
+                    )
+                )
         found = self.operation(op_id)
         assert found is not None
         return found

@@ -11,6 +11,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Collection
+from typing import Protocol
 
 import structlog
 
@@ -25,6 +26,13 @@ from management_plane.service.operations import (
 )
 
 log = structlog.get_logger("kaas.engine")
+
+
+class Watcher(Protocol):
+    """Something the engine's thread runs between operation steps (the broker-loss watcher),
+    so that what it decides is queued by the same thread that runs operations."""
+
+    def check_if_due(self) -> None: ...
 
 
 class Engine:
@@ -44,6 +52,7 @@ class Engine:
         self.controller = controller
         self.poll_interval_s = poll_interval_s
         self.timeouts = timeouts or StepTimeouts()
+        self.watchers: list[Watcher] = []
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="kaas-engine", daemon=True)
@@ -65,6 +74,8 @@ class Engine:
         while not self._stop.is_set():
             try:
                 self.run_once()
+                for watcher in self.watchers:
+                    watcher.check_if_due()
             except Exception as exc:  # the engine outlives any one bad step
                 log.exception("engine_cycle_failed", error=str(exc))
             self._wake.wait(self.poll_interval_s)

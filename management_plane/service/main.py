@@ -4,16 +4,24 @@ operations, and serve the API with uvicorn."""
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import structlog
 import uvicorn
 
+from management_plane.errors import KaasError
 from management_plane.local.image import find_java, load_image
 from management_plane.providers.local import LocalProvider
+from management_plane.service.adopt import adopt_local_cluster
 from management_plane.service.api import create_app
 from management_plane.service.auth import ADMIN_KEY_FILE, ensure_admin_key
+from management_plane.service.aws_config import AwsServiceConfig, ServiceAwsProvider
+from management_plane.service.broker_loss import DEFAULT_THRESHOLD_S, BrokerLossWatcher
+from management_plane.service.cluster_io import zookeeper_hosts
+from management_plane.service.controller import StepTimeouts
 from management_plane.service.db import Database
 from management_plane.service.service import Service
 from management_plane.service.tenant_service import TENANT_KINDS, TenantService
@@ -36,6 +44,16 @@ class ServeSettings:
     poll_interval_s: float = 2.0
     run_engine: bool = True
     """False: accept and store operations without running them (API tests, maintenance)"""
+    provider: str = "local"
+    """local | aws"""
+    aws: AwsServiceConfig | None = None
+    """The aws provider's settings (kaas serve --provider aws)."""
+    step_timeout_s: float | None = None
+    """Cap every operation step's timeout at this (None: the per-step defaults)."""
+    adopt_local_clusters: tuple[Path, ...] = ()
+    """Folders of `kaas up` clusters the service manages beside its own (kaas up sets it)."""
+    broker_loss_after_s: float = DEFAULT_THRESHOLD_S
+    """A VM whose agent and broker are both gone this long is replaced; 0: never."""
 
 
 def kafka_tenants(internal_bootstrap: str, tenant_bootstrap: str) -> KafkaTenants:
@@ -57,13 +75,53 @@ def build_service(settings: ServeSettings) -> tuple[Service, str | None]:
     home.mkdir(parents=True, exist_ok=True)
     url = settings.database_url or f"sqlite:///{home / 'kaas.db'}"
     db = Database(url)
-    provider = LocalProvider(home / "local", settings.local_address_bases)
+    provider: Any
+    if settings.provider == "aws":
+        if settings.aws is None:
+            raise KaasError("--provider aws needs its settings (--aws-config or --aws-* options)")
+        if settings.adopt_local_clusters:
+            raise KaasError("--adopt-local-cluster works with the local provider only")
+        provider = ServiceAwsProvider(settings.aws, _zookeeper_hosts_of(db, settings.aws))
+    elif settings.provider == "local":
+        provider = LocalProvider(home / "local", settings.local_address_bases)
+        for cluster_home in settings.adopt_local_clusters:
+            adopt_local_cluster(db, provider, cluster_home)
+    else:
+        raise KaasError(f"--provider must be local or aws, got {settings.provider!r}")
     service = Service(home, db, provider)
+    if settings.step_timeout_s is not None:
+        if settings.step_timeout_s <= 0:
+            raise KaasError(f"--step-timeout must be positive, got {settings.step_timeout_s}")
+        cap = settings.step_timeout_s
+        service.engine.timeouts = StepTimeouts(cap, cap, cap, cap, cap)
     service.engine.poll_interval_s = settings.poll_interval_s
     service.tenants = TenantService(db, kafka_tenants)
     service.engine.inline_kinds = TENANT_KINDS
     service.engine.resume_inline = service.tenants.resume
+    if settings.broker_loss_after_s < 0:
+        raise KaasError(
+            f"--broker-loss-after must be 0 (off) or a number of seconds, got "
+            f"{settings.broker_loss_after_s}"
+        )
+    if settings.broker_loss_after_s > 0:
+        service.engine.watchers.append(
+            BrokerLossWatcher(
+                db, provider, settings.broker_loss_after_s, on_queued=service.engine.wake
+            )
+        )
     return service, ensure_admin_key(db, home)
+
+
+def _zookeeper_hosts_of(db: Database, config: AwsServiceConfig) -> Callable[[str], str]:
+    """The connect string a new aws VM's agent is given: the configured ensemble, else the
+    cluster's running VMs (each of which would serve ZooKeeper on 2181)."""
+
+    def hosts(cluster: str) -> str:
+        if config.zookeeper_hosts:
+            return config.zookeeper_hosts
+        return zookeeper_hosts([vm["address"] for vm in db.cluster_vms(cluster)])
+
+    return hosts
 
 
 def serve(settings: ServeSettings) -> int:

@@ -26,12 +26,17 @@ REPLACE_BATCH = (
     "ensemble",
     "undrain",
 )
+# Broker loss: the lost VM is gone already, so there is nothing to drain. Recycle it (its ENI
+# and EBS volume are freed for the new VM), start a VM that keeps the lost broker id, and wait
+# until Kafka has re-replicated every partition naming that id onto it.
+REPLACE_LOST_BATCH = ("recycle_lost", "create_vm", "wait_joined", "wait_replicated", "ensemble")
 # Scale-down: the same path without a new VM.
 REMOVE_BATCH = ("drain", "wait_drained", "recycle", "ensemble", "undrain")
 
 KINDS = (
     "create_cluster",
     "replace_vm",
+    "replace_lost_vm",
     "scale_up",
     "scale_down",
     "upgrade",
@@ -100,6 +105,8 @@ def expand_steps(kind: str, batch_count: int = 0) -> list[str]:
         return ["create_vms", "write_spec", "wait_joined", "finish"]
     if kind in ("replace_vm", "change_instance_type"):
         return ["write_spec", *replacement_steps(batch_count), "finish"]
+    if kind == "replace_lost_vm":
+        return [*(f"{s}:0" for s in REPLACE_LOST_BATCH), "finish"]
     if kind == "upgrade":
         # inter.broker.protocol.version in two phases: pinned to the running version while
         # old and new brokers mix, raised once every broker runs the new one.

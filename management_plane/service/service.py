@@ -278,6 +278,12 @@ class Service:
 
     def delete_cluster(self, name: str, caller: str) -> OperationRow:
         self._cluster(name)
+        if name in getattr(self.provider, "adopted", {}):
+            raise ApiError(
+                409,
+                "adopted",
+                f"cluster {name} was started by `kaas up`; stop it with `kaas down`",
+            )
         self._idle(name)
         self.db.update_cluster(name, status="deleting")
         return self._queue(name, "delete_cluster", {}, caller)

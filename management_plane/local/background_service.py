@@ -1,0 +1,162 @@
+"""The management plane beside a `kaas up` cluster: `kaas serve` in the background, with its
+home (database, admin key, log, pid file) under the cluster's folder, `<home>/service/`.
+
+It adopts the local cluster (`kaas serve --adopt-local-cluster HOME`), so the API lists it
+and the broker-loss watcher guards it. Known by (pid, start time) like every local process:
+a second `kaas up` finds it alive and starts no other; `kaas down` stops it first, so it never
+takes the VMs going away for a broker loss.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import sys
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+from management_plane.errors import KaasError
+from management_plane.local.processes import (
+    ProcessRecord,
+    is_alive,
+    start_process,
+    stop_process,
+)
+
+SERVICE_DIR = "service"
+PID_FILE = "serve.json"
+LOG_FILE = "serve.log"
+ADMIN_KEY_FILE = "admin-key"  # management_plane.service.auth writes it at first start
+DEFAULT_PORT = 8080
+STOP_TIMEOUT_S = 30.0
+
+
+@dataclass(frozen=True)
+class BackgroundService:
+    url: str
+    record: ProcessRecord
+    home: Path
+    already_running: bool
+
+    @property
+    def log_file(self) -> Path:
+        return self.home / LOG_FILE
+
+    @property
+    def admin_key_file(self) -> Path:
+        return self.home / ADMIN_KEY_FILE
+
+
+def service_home(cluster_home: Path) -> Path:
+    return cluster_home.resolve() / SERVICE_DIR
+
+
+def _read(cluster_home: Path) -> tuple[ProcessRecord, str] | None:
+    try:
+        value = json.loads((service_home(cluster_home) / PID_FILE).read_text())
+        return ProcessRecord.from_json(value), str(value["url"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def running_service(cluster_home: Path) -> BackgroundService | None:
+    found = _read(cluster_home)
+    if found is None or not is_alive(found[0]):
+        return None
+    return BackgroundService(found[1], found[0], service_home(cluster_home), True)
+
+
+def _port_free(host: str, port: int) -> bool:
+    with socket.socket() as probe:
+        try:
+            probe.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def pick_port(host: str, wanted: int | None) -> int:
+    """`wanted` if given (it must be free), else 8080 if free, else any free port."""
+    if wanted is not None:
+        if not 0 < wanted < 65536:
+            raise KaasError(f"--service-port must be 1-65535, got {wanted}")
+        if not _port_free(host, wanted):
+            raise KaasError(f"--service-port {wanted}: {host}:{wanted} is already in use")
+        return wanted
+    if _port_free(host, DEFAULT_PORT):
+        return DEFAULT_PORT
+    with socket.socket() as probe:
+        probe.bind((host, 0))
+        return int(probe.getsockname()[1])
+
+
+def _healthy(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"{url}/v1/health", timeout=2) as response:
+            return bool(response.status == 200)
+    except (OSError, urllib.error.URLError):
+        return False
+
+
+def start_background_service(
+    cluster_home: Path,
+    host: str = "127.0.0.1",
+    port: int | None = None,
+    extra_args: tuple[str, ...] = (),
+    timeout_s: float = 90.0,
+) -> BackgroundService:
+    """Start `kaas serve` for the cluster at `cluster_home` unless it runs already; returns
+    once it answers its health check."""
+    running = running_service(cluster_home)
+    if running is not None:
+        return running
+    home = service_home(cluster_home)
+    home.mkdir(parents=True, exist_ok=True)
+    chosen = pick_port(host, port)
+    url = f"http://{host}:{chosen}"
+    command = [
+        sys.executable,
+        "-m",
+        "management_plane.cli",
+        "serve",
+        "--service-home",
+        str(home),
+        "--host",
+        host,
+        "--port",
+        str(chosen),
+        "--adopt-local-cluster",
+        str(cluster_home.resolve()),
+        *extra_args,
+    ]
+    record = start_process(command, home / LOG_FILE, home)
+    pid_file = home / PID_FILE
+    tmp = pid_file.with_suffix(".tmp")
+    tmp.write_text(json.dumps({**record.to_json(), "url": url}) + "\n")
+    tmp.rename(pid_file)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if not is_alive(record):
+            tail = (home / LOG_FILE).read_text(errors="replace").strip().splitlines()[-5:]
+            raise KaasError(f"kaas serve exited at start; its log ({home / LOG_FILE}) ends: {tail}")
+        if _healthy(url):
+            return BackgroundService(url, record, home, False)
+        time.sleep(0.5)
+    stop_process(record, STOP_TIMEOUT_S)
+    raise KaasError(
+        f"kaas serve did not answer on {url} within {timeout_s:.0f}s: see {home / LOG_FILE}"
+    )
+
+
+def stop_background_service(cluster_home: Path) -> bool:
+    """Stop the cluster's background service; False if none ran."""
+    found = _read(cluster_home)
+    if found is None:
+        return False
+    alive = is_alive(found[0])
+    stop_process(found[0], STOP_TIMEOUT_S)
+    (service_home(cluster_home) / PID_FILE).unlink(missing_ok=True)
+    return alive
