@@ -92,6 +92,12 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--messages", type=int, default=100_000)
     demo.add_argument("--partitions", type=int, default=12)
     demo.add_argument("--consumers", type=int, default=3)
+    demo.add_argument(
+        "--no-managed",
+        dest="managed",
+        action="store_false",
+        help="leave out the management-plane part (a tenant over SCRAM, one VM replaced)",
+    )
 
     from management_plane.service.client import add_commands
 
@@ -210,7 +216,11 @@ def _run(args: argparse.Namespace) -> int:
         from management_plane.demo import run_demo
 
         return run_demo(
-            home, messages=args.messages, partitions=args.partitions, consumers=args.consumers
+            home,
+            messages=args.messages,
+            partitions=args.partitions,
+            consumers=args.consumers,
+            managed=args.managed,
         )
     raise KaasError(f"unknown command {args.command}")
 

@@ -9,7 +9,9 @@ from collections import Counter
 from pathlib import Path
 
 from analytics.ledger import ProducedLedger
+from management_plane.demo_managed import run_managed_demo
 from management_plane.errors import KaasError
+from management_plane.local.background_service import running_service
 from management_plane.local.state import require_state
 from management_plane.workload import (
     LEDGER_DIR_ENV,
@@ -29,7 +31,9 @@ def ledger_dir(home: Path) -> Path:
     return Path(configured) if configured else home / "ledger"
 
 
-def run_demo(home: Path, messages: int, partitions: int, consumers: int) -> int:
+def run_demo(
+    home: Path, messages: int, partitions: int, consumers: int, managed: bool = True
+) -> int:
     if messages < 1 or partitions < 1 or consumers < 1:
         raise KaasError("--messages, --partitions and --consumers must be at least 1")
     state = require_state(home)
@@ -75,6 +79,16 @@ def run_demo(home: Path, messages: int, partitions: int, consumers: int) -> int:
     print(
         f"OK: all {messages} messages arrived exactly once and in order per key ({total:.1f}s in all)"
     )
+    if managed:
+        service = running_service(home)
+        if service is None:
+            raise KaasError(
+                f"no management plane runs beside the cluster at {home}: start it with `kaas up` "
+                "(it starts `kaas serve`), or pass --no-managed"
+            )
+        code = run_managed_demo(service, state.layout.name, ledger_path.parent)
+        if code != 0:
+            return code
     print(
         f"audit: kaas analytics audit --bootstrap-servers {bootstrap} --ledger {ledger_path.parent} "
         "--out build/demo/audit"

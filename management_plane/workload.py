@@ -12,7 +12,7 @@ import threading
 import time
 import uuid
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -152,6 +152,7 @@ def consume_group(
     consumers: int,
     expected: int,
     timeout: float = 180.0,
+    client_config: Mapping[str, str | int | float | bool] | None = None,
 ) -> ConsumeResult:
     """Consume `expected` messages with `consumers` members of one group, one thread each.
 
@@ -167,6 +168,8 @@ def consume_group(
                 "auto.offset.reset": "earliest",
                 "enable.auto.commit": False,
                 "partition.assignment.strategy": "cooperative-sticky",
+                # A tenant's SASL settings, for instance.
+                **(client_config or {}),
             }
         )
         for _ in range(consumers)
