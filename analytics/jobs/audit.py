@@ -92,15 +92,20 @@ def _lag_tables(
     servers = options.bootstrap_servers
     groups = list(options.groups) or kafka_offsets.consumer_groups(servers)
     committed = kafka_offsets.committed_offsets(servers, groups, topics)
-    ends = kafka_offsets.end_offsets(servers, topics)
+    assigned = kafka_offsets.assigned_partitions(servers, groups, topics)
+    ranges = kafka_offsets.partition_offsets(servers, topics)
     committed_frame = spark.createDataFrame(
         [asdict(row) for row in committed],
         "group string, topic string, partition int, committed_offset bigint",
     )
-    ends_frame = spark.createDataFrame(
-        [asdict(row) for row in ends], "topic string, partition int, end_offset bigint"
+    assigned_frame = spark.createDataFrame(
+        [asdict(row) for row in assigned], "group string, topic string, partition int"
     )
-    lag = audit.consumer_lag(committed_frame, ends_frame)
+    ranges_frame = spark.createDataFrame(
+        [asdict(row) for row in ranges],
+        "topic string, partition int, start_offset bigint, end_offset bigint",
+    )
+    lag = audit.consumer_lag(committed_frame, ranges_frame, assigned_frame)
     return lag, audit.lag_per_group(lag)
 
 
