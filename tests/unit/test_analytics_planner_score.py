@@ -76,7 +76,7 @@ def test_scoring_every_window_at_once_matches_scoring_each_window() -> None:
     """score_windows (the job's fast path) gives what score_measured_load gives per group,
     in window order, including a window with a missing measurement."""
     first = loads(leaders=[9.0, 1.0, 2.0]).assign(window_start=pd.Timestamp("2026-01-01 00:05Z"))
-    second = loads(disk_bytes=[100.0, None, 300.0]).assign(
+    second = loads(disk_bytes=[100.0, float("nan"), 300.0]).assign(
         window_start=pd.Timestamp("2026-01-01 00:00Z")
     )
     third = loads().assign(window_start=pd.Timestamp("2026-01-01 00:10Z"))
