@@ -2,7 +2,8 @@
 
 Completeness compares the producers' ledger (analytics.ledger) with what Kafka holds,
 per topic, partition and window. Lag compares each consumer group's committed offset
-with the partition's end offset. Pure DataFrame-to-DataFrame functions.
+with the partition's end offset (the whole range where the group never committed).
+Pure DataFrame-to-DataFrame functions.
 """
 
 from __future__ import annotations
@@ -100,34 +101,57 @@ def completeness_totals(per_window: DataFrame) -> DataFrame:
     )
 
 
-def consumer_lag(committed: DataFrame, end_offsets: DataFrame) -> DataFrame:
-    """Per group, topic and partition: committed offset, end offset, lag.
+def consumer_lag(
+    committed: DataFrame, partitions: DataFrame, assigned: DataFrame | None = None
+) -> DataFrame:
+    """Per group, topic and partition: committed offset, offset range, lag.
 
     `committed`: group, topic, partition, committed_offset (NULL or negative when the
-    group has committed nothing). `end_offsets`: topic, partition, end_offset. A group
-    without a commit on a partition has unknown lag (NULL), reported as such.
+    group has committed nothing there). `partitions`: topic, partition, start_offset,
+    end_offset (the log start offset and the high watermark). `assigned`: group, topic,
+    partition that the group's live members hold now (optional).
+
+    A group consumes a topic when it has committed on one of its partitions or a member
+    is assigned one. Then every partition of that topic is listed: where the group never
+    committed, its lag is the partition's whole range (end - start), what a consumer
+    starting from the earliest offset has to read; kafka-consumer-groups shows such a
+    partition with '-' as its offset. A commit on a partition the cluster no longer
+    reports keeps its row, with unknown range and lag.
     """
     has_commit = F.col("committed_offset").isNotNull() & (F.col("committed_offset") >= 0)
-    return committed.join(end_offsets, ["topic", "partition"], "left").select(
-        "group",
-        "topic",
-        "partition",
+    consumed = committed.select("group", "topic")
+    if assigned is not None:
+        consumed = consumed.unionByName(assigned.select("group", "topic"))
+    every_partition = consumed.distinct().join(partitions, "topic")
+    keys = ["group", "topic", "partition"]
+    rows = every_partition.join(committed.select(*keys, "committed_offset"), keys, "full_outer")
+    whole_range = F.greatest(F.col("end_offset") - F.col("start_offset"), F.lit(0))
+    behind_commit = F.greatest(F.col("end_offset") - F.col("committed_offset"), F.lit(0))
+    return rows.select(
+        *keys,
         F.when(has_commit, F.col("committed_offset")).alias("committed_offset"),
+        "start_offset",
         "end_offset",
-        F.when(has_commit, F.greatest(F.col("end_offset") - F.col("committed_offset"), F.lit(0)))
+        # greatest() skips NULLs: an unknown end offset has to stay an unknown lag.
+        F.when(F.col("end_offset").isNull(), F.lit(None))
+        .when(has_commit, behind_commit)
+        .otherwise(whole_range)
         .cast("bigint")
         .alias("lag"),
     )
 
 
 def lag_per_group(lag: DataFrame) -> DataFrame:
-    """Per group: total lag, worst partition lag, partitions without a commit."""
+    """Per group: total lag, worst partition lag, partitions without a commit (their
+    whole range is in the lag)."""
     return (
         lag.groupBy("group")
         .agg(
             F.coalesce(F.sum("lag"), F.lit(0)).cast("bigint").alias("total_lag"),
             F.max("lag").alias("max_partition_lag"),
-            F.count(F.when(F.col("lag").isNull(), True)).alias("partitions_without_commit"),
+            F.count(F.when(F.col("committed_offset").isNull(), True)).alias(
+                "partitions_without_commit"
+            ),
             F.count(F.lit(1)).alias("partitions"),
         )
         .orderBy("group")

@@ -27,7 +27,7 @@ from pyspark.sql import functions as F
 
 from analytics import balance, charts, layout, plan_compare
 from analytics.metrics import ParsedMetrics, flattened
-from analytics.planner_score import score_measured_load
+from analytics.planner_score import score_windows
 
 SUMMARY_SCHEMA_VERSION = 1
 
@@ -109,10 +109,9 @@ def _scores_per_window(broker_load: pd.DataFrame) -> tuple[pd.DataFrame, dict[st
     rows = []
     latest_parts: dict[str, Any] = {}
     reason = None
-    for (window_start, window_end), brokers in broker_load.groupby(
-        ["window_start", "window_end"], sort=True
+    for (window_start, window_end), outcome in score_windows(
+        broker_load, ("window_start", "window_end")
     ):
-        outcome = score_measured_load(brokers)
         rows.append(
             {"window_start": window_start, "window_end": window_end, "score": outcome.score}
         )
@@ -178,19 +177,30 @@ def run_balance(
         return frame.where(F.col("cluster") == cluster)
 
     broker_load = of_cluster(staged["broker_load"])
-
-    def zone_tables() -> None:
-        zone_load = stage(balance.zone_window_load(broker_load), "zone_load")
-        _write(
-            balance.resource_balance(zone_load, "zone", options.hot_threshold),
-            out_dir / "zone_balance",
-            outputs,
-            "zone_balance",
-        )
+    broker_load_pd = all_broker_load_pd[all_broker_load_pd["cluster"] == cluster].reset_index(
+        drop=True
+    )
 
     # The small tables, again side by side: each is one short Spark job.
     small: dict[str, Callable[[], Any]] = {
-        "zones": zone_tables,
+        # zone_balance from the zone load's plan, not its written copy: the two jobs
+        # run side by side instead of one after the other (the input is small).
+        "zone_load": partial(
+            _write,
+            balance.zone_window_load(broker_load),
+            out_dir / "zone_load",
+            outputs,
+            "zone_load",
+        ),
+        "zone_balance": partial(
+            _write,
+            balance.resource_balance(
+                balance.zone_window_load(broker_load), "zone", options.hot_threshold
+            ),
+            out_dir / "zone_balance",
+            outputs,
+            "zone_balance",
+        ),
         "broker_balance": partial(
             _write,
             balance.resource_balance(broker_load, "broker_id", options.hot_threshold),
@@ -210,16 +220,16 @@ def run_balance(
         small["before_after"] = partial(
             _to_pandas, balance.split_before_after(broker_load, options.plan_applied_at)
         )
+    # The scores are plain Python on the driver, computed meanwhile (last, so the Spark
+    # jobs are submitted first; their threads then only wait on the JVM).
+    small["scores"] = partial(_scores_per_window, broker_load_pd)
     done = _in_parallel(small)
     partition_load = done["partition_load"]
     # The small tables are read straight from their Parquet files: no Spark job needed.
-    broker_load_pd = all_broker_load_pd[all_broker_load_pd["cluster"] == cluster].reset_index(
-        drop=True
-    )
     broker_balance_pd = _read_parquet(outputs["broker_balance"], cluster)
     zone_balance_pd = _read_parquet(outputs["zone_balance"], cluster)
 
-    scores, score_detail = _scores_per_window(broker_load_pd)
+    scores, score_detail = done["scores"]
     outputs["scores"] = str(_write_scores(scores, out_dir / "scores"))
 
     latest_start = broker_load_pd["window_start"].max()

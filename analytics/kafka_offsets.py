@@ -1,7 +1,7 @@
 """Kafka offsets for the audit's lag report, read with confluent-kafka's clients.
 
-Spark's Kafka source reads records, not consumer groups, so the committed offsets and
-end offsets come from here as plain rows; the lag itself is computed in
+Spark's Kafka source reads records, not consumer groups, so the committed offsets, the
+live members' assignments and the partitions' offset ranges come from here as plain rows; the lag itself is computed in
 analytics.audit. Adapter only.
 """
 
@@ -22,9 +22,12 @@ class OffsetsError(RuntimeError):
 
 
 @dataclass(frozen=True)
-class EndOffset:
+class PartitionOffsets:
+    """A partition's offset range: the log start offset and the high watermark."""
+
     topic: str
     partition: int
+    start_offset: int
     end_offset: int
 
 
@@ -36,8 +39,8 @@ class CommittedOffset:
     committed_offset: int | None
 
 
-def end_offsets(bootstrap_servers: str, topics: Sequence[str]) -> list[EndOffset]:
-    """The high watermark of every partition of `topics`."""
+def partition_offsets(bootstrap_servers: str, topics: Sequence[str]) -> list[PartitionOffsets]:
+    """The low and high watermarks of every partition of `topics`."""
     consumer = Consumer(
         {
             "bootstrap.servers": bootstrap_servers,
@@ -54,14 +57,14 @@ def end_offsets(bootstrap_servers: str, topics: Sequence[str]) -> list[EndOffset
             if topic_metadata is None or topic_metadata.error is not None:
                 raise OffsetsError(f"topic {topic} is not in the cluster's metadata")
             for partition in sorted(topic_metadata.partitions):
-                _, high = consumer.get_watermark_offsets(
+                low, high = consumer.get_watermark_offsets(
                     TopicPartition(topic, partition), timeout=REQUEST_TIMEOUT_S
                 )
-                rows.append(EndOffset(topic, partition, int(high)))
+                rows.append(PartitionOffsets(topic, partition, int(low), int(high)))
         return rows
     except KafkaException as error:
         raise OffsetsError(
-            f"reading end offsets of {', '.join(topics)}: {error.args[0]}"
+            f"reading the offset ranges of {', '.join(topics)}: {error.args[0]}"
         ) from error
     finally:
         consumer.close()
@@ -104,3 +107,36 @@ def committed_offsets(
                     )
                 )
     return rows
+
+
+@dataclass(frozen=True)
+class AssignedPartition:
+    group: str
+    topic: str
+    partition: int
+
+
+def assigned_partitions(
+    bootstrap_servers: str, groups: Sequence[str], topics: Sequence[str]
+) -> list[AssignedPartition]:
+    """The partitions of `topics` that the live members of `groups` hold now.
+
+    A member that has not committed yet still shows which topics its group consumes.
+    """
+    if not groups:
+        return []
+    admin = AdminClient({"bootstrap.servers": bootstrap_servers})
+    wanted = set(topics)
+    futures = admin.describe_consumer_groups(list(groups), request_timeout=REQUEST_TIMEOUT_S)
+    rows = []
+    for group in groups:
+        try:
+            description = futures[group].result()
+        except KafkaException as error:
+            raise OffsetsError(f"describing consumer group {group}: {error.args[0]}") from error
+        for member in description.members or []:
+            assignment = member.assignment
+            for partition in (assignment.topic_partitions if assignment else None) or []:
+                if partition.topic in wanted:
+                    rows.append(AssignedPartition(group, partition.topic, partition.partition))
+    return sorted(set(rows), key=lambda row: (row.group, row.topic, row.partition))

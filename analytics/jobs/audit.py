@@ -92,15 +92,20 @@ def _lag_tables(
     servers = options.bootstrap_servers
     groups = list(options.groups) or kafka_offsets.consumer_groups(servers)
     committed = kafka_offsets.committed_offsets(servers, groups, topics)
-    ends = kafka_offsets.end_offsets(servers, topics)
+    assigned = kafka_offsets.assigned_partitions(servers, groups, topics)
+    ranges = kafka_offsets.partition_offsets(servers, topics)
     committed_frame = spark.createDataFrame(
         [asdict(row) for row in committed],
         "group string, topic string, partition int, committed_offset bigint",
     )
-    ends_frame = spark.createDataFrame(
-        [asdict(row) for row in ends], "topic string, partition int, end_offset bigint"
+    assigned_frame = spark.createDataFrame(
+        [asdict(row) for row in assigned], "group string, topic string, partition int"
     )
-    lag = audit.consumer_lag(committed_frame, ends_frame)
+    ranges_frame = spark.createDataFrame(
+        [asdict(row) for row in ranges],
+        "topic string, partition int, start_offset bigint, end_offset bigint",
+    )
+    lag = audit.consumer_lag(committed_frame, ranges_frame, assigned_frame)
     return lag, audit.lag_per_group(lag)
 
 
@@ -117,13 +122,15 @@ def run_audit(spark: SparkSession, options: AuditOptions) -> AuditResult:
     records = read_kafka_topics(spark, options.bootstrap_servers, topics).select(
         "topic", "partition", "offset", "timestamp"
     )
-    per_window, totals = completeness_tables(
-        ledger.where(F.col("topic").isin(topics)), records, window_s
-    )
-    lag, lag_groups = _lag_tables(spark, options, topics)
+    counted, _ = completeness_tables(ledger.where(F.col("topic").isin(topics)), records, window_s)
     out = options.out
     out.mkdir(parents=True, exist_ok=True)
-    per_window.write.mode("overwrite").parquet(str(out / "completeness"))
+    # Written once and read back: the totals and the missing windows then come from the
+    # small written table, not from another read of the topics through Kafka.
+    counted.write.mode("overwrite").parquet(str(out / "completeness"))
+    per_window = spark.read.schema(counted.schema).parquet(str(out / "completeness"))
+    totals = audit.completeness_totals(per_window)
+    lag, lag_groups = _lag_tables(spark, options, topics)
     lag.write.mode("overwrite").parquet(str(out / "lag"))
     total = totals.collect()[0].asDict()
     groups = [row.asDict() for row in lag_groups.collect()]

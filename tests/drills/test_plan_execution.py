@@ -18,6 +18,7 @@ import pytest
 from confluent_kafka.admin import AdminClient
 from kazoo.client import KazooClient
 
+from analytics.ledger import ProducedLedger
 from management_plane.workload import (
     ProduceResult,
     consume_group,
@@ -109,9 +110,10 @@ def journal(zk: KazooClient, cluster: str) -> list[dict[str, Any]]:
 
 
 class BackgroundProducer:
-    def __init__(self, bootstrap: str, topic: str) -> None:
+    def __init__(self, bootstrap: str, topic: str, ledger: ProducedLedger) -> None:
         self.producer = durable_producer(bootstrap)
         self.topic = topic
+        self.ledger = ledger
         self.results: list[ProduceResult] = []
         self.stopping = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
@@ -120,7 +122,9 @@ class BackgroundProducer:
         batch = 0
         while not self.stopping.is_set():
             self.results.append(
-                produce_keyed(self.producer, self.topic, 1000, 10, key_prefix=f"b{batch}")
+                produce_keyed(
+                    self.producer, self.topic, 1000, 10, key_prefix=f"b{batch}", ledger=self.ledger
+                )
             )
             batch += 1
             time.sleep(0.3)
@@ -134,7 +138,20 @@ class BackgroundProducer:
         self.thread.join(240)
 
 
-def test_join_drain_and_planner_takeover(four_vms_with_agents: ClusterHandle) -> None:
+def audit_produced(bootstrap: str, ledger_path: Path, group: str, out: Path) -> dict[str, Any]:
+    """`kaas analytics audit` on the drill's ledger, as `make demo` runs it; its summary."""
+    audit = harness.kaas_cli(
+        "analytics", "audit", "--bootstrap-servers", bootstrap, "--ledger", str(ledger_path),
+        "--groups", group, "--out", str(out),
+    )  # fmt: skip
+    assert audit.returncode == 0, f"audit exited {audit.returncode}: {audit.stdout}{audit.stderr}"
+    summary: dict[str, Any] = json.loads((out / "summary.json").read_text())
+    return summary
+
+
+def test_join_drain_and_planner_takeover(
+    four_vms_with_agents: ClusterHandle, tmp_path: Path
+) -> None:
     cluster = four_vms_with_agents
     name = cluster.layout.name
     bootstrap = cluster.bootstrap_servers
@@ -158,10 +175,14 @@ def test_join_drain_and_planner_takeover(four_vms_with_agents: ClusterHandle) ->
         create_topic(bootstrap, topic, partitions=8)
         mine = {k: v for k, v in assignment(bootstrap).items() if k[0] == topic}
         assert all(joiner not in replicas for replicas, _ in mine.values())
-        seed = produce_keyed(durable_producer(bootstrap), topic, 30000, 40, key_prefix="seed")
+        # Every acknowledged message is counted in the ledger the audit job checks Kafka against.
+        ledger = ProducedLedger(producer="plan-execution-drill")
+        seed = produce_keyed(
+            durable_producer(bootstrap), topic, 30000, 40, key_prefix="seed", ledger=ledger
+        )
         assert seed.errors == []
 
-        with BackgroundProducer(bootstrap, topic) as load:
+        with BackgroundProducer(bootstrap, topic, ledger) as load:
             # vm4 comes back with its volume (same broker id): the planner notices the broker
             # set changed and moves a share of zone-a's replicas onto it.
             cluster.vm("start", "vm4")
@@ -251,6 +272,11 @@ def test_join_drain_and_planner_takeover(four_vms_with_agents: ClusterHandle) ->
             dict(Counter(k for k, _, _, _ in acknowledged)), consumed.records_by_consumer
         )
         assert check.missing == 0, "acknowledged messages were lost"
+        ledger_path = ledger.write(tmp_path / "ledger" / f"{topic}.jsonl")
+        audit = audit_produced(bootstrap, ledger_path, f"{topic}-check", tmp_path / "audit")
+        assert audit["completeness"]["completeness_percent"] == 100.0, audit["completeness"]
+        assert audit["completeness"]["produced"] == len(acknowledged) == ledger.total()
+        assert audit["consumer_groups"][0]["total_lag"] == 0, audit["consumer_groups"]
         actions = [e["action"] for e in journal(zk, name)]
         assert "plan_stored" in actions and "reassign" in actions and "plan_done" in actions
     finally:

@@ -9,8 +9,9 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import pyarrow.parquet as pq
 import pytest
-from confluent_kafka import Consumer, KafkaError, Message, Producer
+from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kazoo.client import KazooClient
 from pyspark.sql import SparkSession
@@ -156,51 +157,80 @@ def test_score_is_written_next_to_the_plan_in_zookeeper(zk_hosts: str) -> None:
 def test_audit_finds_every_acknowledged_message_and_the_group_lag(
     kafka_cluster: Any, spark: SparkSession, connector_ready: None, tmp_path: Path
 ) -> None:
+    """Completeness of what a producer acknowledged, and lag of two groups: one that
+    committed on one partition only (the other partition's whole range is behind), one
+    whose live member holds both partitions and has committed nothing yet."""
     topic = kafka_cluster.unique_topic("audited")
     create_topic(kafka_cluster.bootstrap_servers, topic, partitions=2)
     ledger = ProducedLedger("itest", window_s=10)
     producer = Producer({"bootstrap.servers": kafka_cluster.bootstrap_servers, "acks": "all"})
+    end_offsets: dict[int, int] = {}
 
     def delivered(error: KafkaError | None, message: Message) -> None:
-        topic, partition = message.topic(), message.partition()
-        if error is None and topic is not None and partition is not None:
+        topic, partition, offset = message.topic(), message.partition(), message.offset()
+        if error is None and topic is not None and partition is not None and offset is not None:
             ledger.record(topic, partition, message.timestamp()[1])
+            end_offsets[partition] = max(end_offsets.get(partition, 0), offset + 1)
 
     for index in range(200):
         producer.produce(topic, key=f"k{index % 7}".encode(), value=b"x", on_delivery=delivered)
     assert producer.flush(60) == 0
+    assert sorted(end_offsets) == [0, 1] and sum(end_offsets.values()) == 200
     ledger_path = ledger.write(tmp_path / "ledger.jsonl")
 
-    group = f"audit-{uuid.uuid4().hex[:8]}"
-    consumer = Consumer(
-        {
-            "bootstrap.servers": kafka_cluster.bootstrap_servers,
-            "group.id": group,
-            "auto.offset.reset": "earliest",
-            "enable.auto.commit": False,
-        }
+    def group_consumer(group: str) -> Consumer:
+        return Consumer(
+            {
+                "bootstrap.servers": kafka_cluster.bootstrap_servers,
+                "group.id": group,
+                "auto.offset.reset": "earliest",
+                "enable.auto.commit": False,
+                # The live member must stay in its group while the audit runs, unpolled.
+                "max.poll.interval.ms": 900_000,
+            }
+        )
+
+    group, live_group = (f"audit-{uuid.uuid4().hex[:8]}", f"audit-live-{uuid.uuid4().hex[:8]}")
+    consumer, live = group_consumer(group), group_consumer(live_group)
+    live_assignment: list[int] = []
+    live.subscribe(
+        [topic], on_assign=lambda _c, parts: live_assignment.extend(p.partition for p in parts)
     )
     consumer.subscribe([topic])
-    consumed = 0
-    # Joining the group takes a while on a busy machine: a deadline for all, not per poll.
-    deadline = time.monotonic() + 120
-    while consumed < 50:
-        assert time.monotonic() < deadline, f"only {consumed} of 50 messages within 120 s"
-        message = consumer.poll(1)
-        if message is not None and message.error() is None:
-            consumed += 1
-    consumer.commit(asynchronous=False)
-    consumer.close()
+    try:
+        read_up_to: dict[int, int] = {}
+        # Joining the groups takes a while on a busy machine: a deadline for all, not per poll.
+        deadline = time.monotonic() + 120
+        while sum(read_up_to.values()) < 50:  # offsets start at 0: positions add up to reads
+            assert time.monotonic() < deadline, f"only {read_up_to} read within 120 s"
+            message = consumer.poll(1)
+            if message is not None and message.error() is None:
+                partition, offset = message.partition(), message.offset()
+                assert partition is not None and offset is not None
+                read_up_to[partition] = offset + 1
+        while sorted(live_assignment) != [0, 1]:
+            assert time.monotonic() < deadline, f"live member holds {live_assignment} after 120 s"
+            live.poll(1)
+        # A commit on one partition only: the other holds messages but no commit of this group.
+        committed_partition = min(read_up_to)
+        committed_offset = read_up_to[committed_partition]
+        consumer.commit(
+            offsets=[TopicPartition(topic, committed_partition, committed_offset)],
+            asynchronous=False,
+        )
+        consumer.close()
 
-    result = run_audit(
-        spark,
-        AuditOptions(
-            bootstrap_servers=kafka_cluster.bootstrap_servers,
-            ledger=ledger_path,
-            out=tmp_path / "audit",
-            groups=(group,),
-        ),
-    )
+        result = run_audit(
+            spark,
+            AuditOptions(
+                bootstrap_servers=kafka_cluster.bootstrap_servers,
+                ledger=ledger_path,
+                out=tmp_path / "audit",
+                groups=(group, live_group),
+            ),
+        )
+    finally:
+        live.close()
     completeness = result.summary["completeness"]
     assert (completeness["produced"], completeness["in_kafka"], completeness["missing"]) == (
         200,
@@ -209,10 +239,37 @@ def test_audit_finds_every_acknowledged_message_and_the_group_lag(
     )
     assert completeness["completeness_percent"] == 100.0
     assert result.exit_code == 0
-    (lag,) = result.summary["consumer_groups"]
-    assert lag["group"] == group
-    # The consumer committed the position after what it had read; all but those are behind.
-    assert 0 < lag["total_lag"] <= 200 - 50
+
+    other_partition = 1 - committed_partition
+    behind_commit = end_offsets[committed_partition] - committed_offset
+    groups = {entry["group"]: entry for entry in result.summary["consumer_groups"]}
+    assert groups[group] == {
+        "group": group,
+        "total_lag": behind_commit + end_offsets[other_partition],
+        "max_partition_lag": max(behind_commit, end_offsets[other_partition]),
+        "partitions_without_commit": 1,
+        "partitions": 2,
+    }
+    assert groups[live_group] == {
+        "group": live_group,
+        "total_lag": 200,
+        "max_partition_lag": max(end_offsets.values()),
+        "partitions_without_commit": 2,
+        "partitions": 2,
+    }
+    rows = pq.read_table(tmp_path / "audit" / "lag").to_pylist()
+    uncommitted = next(
+        row for row in rows if row["group"] == group and row["partition"] == other_partition
+    )
+    assert uncommitted == {
+        "group": group,
+        "topic": topic,
+        "partition": other_partition,
+        "committed_offset": None,
+        "start_offset": 0,
+        "end_offset": end_offsets[other_partition],
+        "lag": end_offsets[other_partition],
+    }
 
 
 def test_the_workload_records_a_ledger_the_audit_finds_complete(
@@ -262,5 +319,5 @@ def test_the_workload_records_a_ledger_the_audit_finds_complete(
     )
     assert completeness["completeness_percent"] == 100.0
     assert result.exit_code == 0
-    # A group that never committed anything has no offsets to compare: no lag rows.
+    # A group with no commit and no member consumes nothing: it has no lag rows.
     assert result.summary["consumer_groups"] == []

@@ -107,20 +107,63 @@ def test_unusable_ledger_is_refused(
 
 def test_consumer_lag_per_partition_and_group(spark: SparkSession) -> None:
     committed = spark.createDataFrame(
-        [("g1", "t", 0, 90), ("g1", "t", 1, 100), ("g2", "t", 0, None), ("g2", "t", 1, -1001)],
+        [
+            ("g1", "t", 0, 90),
+            ("g1", "t", 1, 100),
+            ("g2", "t", 0, None),
+            ("g2", "t", 1, -1001),
+            ("g1", "t", 7, 5),  # a partition the cluster no longer reports
+        ],
         "group string, topic string, partition int, committed_offset bigint",
     )
-    ends = spark.createDataFrame(
-        [("t", 0, 100), ("t", 1, 100)], "topic string, partition int, end_offset bigint"
+    ranges = spark.createDataFrame(
+        [("t", 0, 0, 100), ("t", 1, 40, 100), ("other", 0, 0, 50)],
+        "topic string, partition int, start_offset bigint, end_offset bigint",
     )
-    lag = audit.consumer_lag(committed, ends)
+    lag = audit.consumer_lag(committed, ranges)
     assertDataFrameEqual(
         lag,
         [
-            ("g1", "t", 0, 90, 100, 10),
-            ("g1", "t", 1, 100, 100, 0),
-            ("g2", "t", 0, None, 100, None),
-            ("g2", "t", 1, None, 100, None),
+            ("g1", "t", 0, 90, 0, 100, 10),
+            ("g1", "t", 1, 100, 40, 100, 0),
+            ("g1", "t", 7, 5, None, None, None),
+            # No commit: the whole range (end - log start offset) is behind.
+            ("g2", "t", 0, None, 0, 100, 100),
+            ("g2", "t", 1, None, 40, 100, 60),
         ],
     )
-    assertDataFrameEqual(audit.lag_per_group(lag), [("g1", 10, 10, 0, 2), ("g2", 0, None, 2, 2)])
+    assertDataFrameEqual(audit.lag_per_group(lag), [("g1", 10, 10, 0, 3), ("g2", 160, 100, 2, 2)])
+
+
+def test_partitions_a_group_never_committed_on_count_their_whole_range(
+    spark: SparkSession,
+) -> None:
+    """g1 committed on partition 0 only: partition 1 (with messages) and the empty partition
+    2 are listed too. g2 has a live member assigned but no commit yet. g3 reads
+    another topic: nothing of t is listed for it."""
+    committed = spark.createDataFrame(
+        [("g1", "t", 0, 30), ("g3", "other", 0, 50)],
+        "group string, topic string, partition int, committed_offset bigint",
+    )
+    assigned = spark.createDataFrame([("g2", "t", 1)], "group string, topic string, partition int")
+    ranges = spark.createDataFrame(
+        [("t", 0, 0, 50), ("t", 1, 10, 80), ("t", 2, 0, 0), ("other", 0, 0, 50)],
+        "topic string, partition int, start_offset bigint, end_offset bigint",
+    )
+    lag = audit.consumer_lag(committed, ranges, assigned)
+    assertDataFrameEqual(
+        lag,
+        [
+            ("g1", "t", 0, 30, 0, 50, 20),
+            ("g1", "t", 1, None, 10, 80, 70),
+            ("g1", "t", 2, None, 0, 0, 0),
+            ("g2", "t", 0, None, 0, 50, 50),
+            ("g2", "t", 1, None, 10, 80, 70),
+            ("g2", "t", 2, None, 0, 0, 0),
+            ("g3", "other", 0, 50, 0, 50, 0),
+        ],
+    )
+    assertDataFrameEqual(
+        audit.lag_per_group(lag),
+        [("g1", 90, 70, 2, 3), ("g2", 120, 70, 3, 3), ("g3", 0, 0, 0, 1)],
+    )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from analytics.planner_score import score_measured_load
+from analytics.planner_score import score_measured_load, score_windows
 from planner.score import balancedness, combine, goal_weights, score_measured
 
 pytestmark = pytest.mark.unit
@@ -70,3 +70,25 @@ def test_no_measurement_at_all_is_unavailable_with_a_reason() -> None:
     frame = pd.DataFrame({"broker_id": [0], "rack": ["a"]})
     outcome = score_measured_load(frame)
     assert outcome.score is None and "no complete measurement" in (outcome.unavailable_reason or "")
+
+
+def test_scoring_every_window_at_once_matches_scoring_each_window() -> None:
+    """score_windows (the job's fast path) gives what score_measured_load gives per group,
+    in window order, including a window with a missing measurement."""
+    first = loads(leaders=[9.0, 1.0, 2.0]).assign(window_start=pd.Timestamp("2026-01-01 00:05Z"))
+    second = loads(disk_bytes=[100.0, float("nan"), 300.0]).assign(
+        window_start=pd.Timestamp("2026-01-01 00:00Z")
+    )
+    third = loads().assign(window_start=pd.Timestamp("2026-01-01 00:10Z"))
+    frame = pd.concat([first, third, second], ignore_index=True)
+    frame["window_end"] = frame["window_start"] + pd.Timedelta("5min")
+
+    scored = score_windows(frame, ("window_start", "window_end"))
+
+    expected = [
+        ((start, start + pd.Timedelta("5min")), score_measured_load(window))
+        for start, window in ((w["window_start"].iloc[0], w) for w in (second, first, third))
+    ]
+    assert scored == expected
+    assert scored[0][1].parts["missing_measurements"] == ["disk_bytes"]
+    assert scored[1][1].score is not None and scored[1][1].score < 100.0
