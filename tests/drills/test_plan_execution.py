@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from confluent_kafka.admin import AdminClient
 from kazoo.client import KazooClient
+from kazoo.exceptions import NoNodeError
 
 from analytics.ledger import ProducedLedger
 from management_plane.workload import (
@@ -53,7 +54,13 @@ def four_vms_with_agents(tmp_path: Path) -> Iterator[ClusterHandle]:
 
 def members(zk: KazooClient, cluster: str) -> dict[int, dict[str, Any]]:
     path = ClusterPaths(cluster).members
-    return {int(c): json.loads(zk.get(f"{path}/{c}")[0]) for c in zk.get_children(path)}
+    found = {}
+    for child in zk.get_children(path):
+        try:
+            found[int(child)] = json.loads(zk.get(f"{path}/{child}")[0])
+        except NoNodeError:  # an agent that just died: its ephemeral znode went after the listing
+            continue
+    return found
 
 
 def broker_of(zk: KazooClient, cluster: str, vm_name: str) -> int:
