@@ -40,7 +40,7 @@ from agent.identity import claim_broker_id, volume_broker_id, volume_id
 from agent.metrics_loop import start_metrics_loop
 from agent.plan_executor import PlanExecutor, start_plan_executor
 from agent.planner_role import PlannerRole
-from agent.safety import restart_blockers
+from agent.safety import lagging_on_running_brokers, restart_blockers
 from agent.settings import AgentSettings
 from agent.supervisor import BrokerSupervisor, kafka_libs, make_supervisor
 from agent.zk_ensemble import EnsembleKeeper
@@ -463,6 +463,14 @@ class Agent:
                 ]
                 urls = urls or [self.settings.jolokia_url]
                 total = sum(brokerview.under_replicated(url) for url in urls)
+                if total > 0 and set(self.members()) - {int(b) for b in registered}:
+                    # A member's broker is down (a cold start): only replicas that can catch up.
+                    total = len(
+                        lagging_on_running_brokers(
+                            brokerview.partition_states(self.admin),
+                            (int(b) for b in registered),
+                        )
+                    )
             except Exception:
                 total = -1
             streak = streak + 1 if total == 0 else 0

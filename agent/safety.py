@@ -35,3 +35,19 @@ def restart_blockers(
         if broker_id in p.isr and len(p.isr) <= min_isr:
             blockers.append(f"{p.topic}-{p.partition} (ISR {list(p.isr)}, min ISR {min_isr})")
     return blockers
+
+
+def lagging_on_running_brokers(
+    partitions: Iterable[PartitionState], registered: Iterable[int]
+) -> list[str]:
+    """Partitions with a replica on a running (registered) broker that is not in the ISR.
+
+    A replica on a broker that is down cannot catch up; counting it would keep the first
+    broker of a cold start (every VM booting at once) waiting for the others, which wait for
+    its restart lock."""
+    running = set(registered)
+    return [
+        f"{p.topic}-{p.partition}"
+        for p in partitions
+        if any(r in running and r not in p.isr for r in p.replicas)
+    ]

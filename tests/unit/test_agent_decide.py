@@ -7,7 +7,7 @@ import pytest
 
 from agent.decide import PAUSED, RUNNING, STOPPED, BrokerView, ConfigChanges, Snapshot, decide
 from agent.identity import candidate_ids
-from agent.safety import PartitionState, restart_blockers
+from agent.safety import PartitionState, lagging_on_running_brokers, restart_blockers
 from agent.settings import SettingsError, load_settings, parse_settings
 from planner.spec import ClusterSpec
 
@@ -211,3 +211,23 @@ def test_missing_settings_and_bad_files(tmp_path: Path) -> None:
         load_settings(tmp_path / "absent.json")
     bad.write_text(json.dumps(REQUIRED))
     assert load_settings(bad).vm_id == "vm1"
+
+
+@pytest.mark.parametrize(
+    ("replicas", "isr", "registered", "lagging"),
+    [
+        # Cold start: broker 0 is down, 1 and 2 are in sync: nothing can catch up.
+        ((0, 1, 2), (1, 2), (1, 2), []),
+        # Broker 2 runs but is not in the ISR yet: wait for it.
+        ((0, 1, 2), (1,), (1, 2), ["t-0"]),
+        # Everyone runs and is in sync.
+        ((0, 1, 2), (0, 1, 2), (0, 1, 2), []),
+        # Everyone runs, one is behind (a rolling restart's normal wait).
+        ((0, 1, 2), (0, 2), (0, 1, 2), ["t-0"]),
+    ],
+)
+def test_only_replicas_on_running_brokers_are_waited_for(
+    replicas: tuple[int, ...], isr: tuple[int, ...], registered: tuple[int, ...], lagging: list[str]
+) -> None:
+    state = PartitionState("t", 0, replicas, isr)
+    assert lagging_on_running_brokers([state], registered) == lagging
