@@ -31,7 +31,8 @@ $(IMAGE)/opt/kaas/image.json: $(ARTIFACT_SUMS) packer/scripts/provision.sh $(wil
 
 $(ARTIFACT_SUMS): | artifacts
 
-## demo: a 3-VM local cluster doing real work, the audit of what it produced, then the balance
+## demo: a 3-VM local cluster doing real work, a tenant producing over SCRAM while one VM is
+## replaced through the management plane, the audit of what it produced, then the balance
 ## job over its metrics (score and chart); leaves the cluster running
 demo: setup
 	$(BIN)/kaas up --nodes 3
