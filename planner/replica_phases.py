@@ -222,7 +222,9 @@ class ReplicaPhases:
         s = self.s
         src_rack = s.rack_of[src]
         candidates = []
-        for rack in range(len(s.rack_names)):
+        # Other racks only when some partition's replicas may change racks.
+        racks = range(len(s.rack_names)) if s.any_flexible_partition else (src_rack,)
+        for rack in racks:
             for dst in self._rack_tops(rack, 2):
                 if dst == src or self._room(dst) <= 0:
                     continue
