@@ -194,84 +194,79 @@ class LeaderPhases:
                 break
         return changes
 
-    def _excess(self, b: int) -> float:
-        """Leader load by which b is outside the tolerance band (0 inside it)."""
-        s = self.s
-        tol = s.settings.leader_bytes_tolerance
-        target = s.leader_load_target
-        load = s.leader_load[b]
-        return max(0.0, load - target * (1 + tol), target * (1 - tol) - load)
-
-    def _window(self, giver: int, taker: int) -> tuple[float, float, float] | None:
-        """(least, best, most) leader load worth handing from giver to taker: a tenth of
-        their excess at least, never pushing either outside the band on the other side."""
-        s = self.s
-        tol = s.settings.leader_bytes_tolerance
-        target = s.leader_load_target
-        most = min(
-            s.leader_load[giver] - target * (1 - tol), target * (1 + tol) - s.leader_load[taker]
-        )
-        excess = self._excess(giver) + self._excess(taker)
-        if most <= 0 or excess <= 0:
-            return None
-        least = 0.1 * excess
-        best = min(max(self._excess(giver), self._excess(taker)), most)
-        return (least, best, most) if least <= most else None
-
     def _even_load(self, b: int) -> int:
         """One leadership change (or a swap of two) that takes b's leader load toward the
         target without taking a leader count out of range."""
         s = self.s
         low, high = s.leader_range.low, s.leader_range.high
-        weight = s.leader_weight
+        weight, load, leaders, active, replicas = (
+            s.leader_weight,
+            s.leader_load,
+            s.leaders,
+            s.active,
+            s.replicas,
+        )
+        tol = s.settings.leader_bytes_tolerance
+        target = s.leader_load_target
+        band_low, band_high = target * (1 - tol), target * (1 + tol)
         best_changes: list[tuple[int, int]] = []
         best_gap = float("inf")
-        windows: dict[tuple[int, int], tuple[float, float, float] | None] = {}
+        # The window of _window, inlined (this loop runs over every replica of b).
+        windows: dict[int, tuple[float, float, float] | None] = {}
 
-        def window(giver: int, taker: int) -> tuple[float, float, float] | None:
-            key = (giver, taker)
-            if key not in windows:
-                windows[key] = self._window(giver, taker)
-            return windows[key]
+        def window(giver: int, taker: int, other: int) -> tuple[float, float, float] | None:
+            if other in windows:
+                return windows[other]
+            most = min(load[giver] - band_low, band_high - load[taker])
+            excess_giver = max(0.0, load[giver] - band_high, band_low - load[giver])
+            excess_taker = max(0.0, load[taker] - band_high, band_low - load[taker])
+            excess = excess_giver + excess_taker
+            bounds = None
+            if most > 0 and excess > 0:
+                least = 0.1 * excess
+                if least <= most:
+                    bounds = (least, min(max(excess_giver, excess_taker), most), most)
+            windows[other] = bounds
+            return bounds
 
-        if s.leader_load[b] > s.leader_load_target:
+        if load[b] > target:
             # Partitions b follows, by their leader: the other half of a swap.
             follows: dict[int, list[int]] = {}
             for q in s.hosted[b]:
-                if s.replicas[q][0] != b:
-                    follows.setdefault(s.replicas[q][0], []).append(q)
+                leader = replicas[q][0]
+                if leader != b:
+                    follows.setdefault(leader, []).append(q)
+            may_give = leaders[b] > low
             for p in self._led(b):
-                for f in s.replicas[p][1:]:
-                    bounds = window(b, f) if s.active[f] else None
+                wp = weight[p]
+                for f in replicas[p][1:]:
+                    bounds = window(b, f, f) if active[f] else None
                     if bounds is None:
                         continue
                     least, aim, most = bounds
-                    if (
-                        s.leaders[b] > low
-                        and s.leaders[f] < high
-                        and least <= weight[p] <= most
-                        and abs(weight[p] - aim) < best_gap
-                    ):
-                        best_changes, best_gap = [(p, f)], abs(weight[p] - aim)
+                    if may_give and leaders[f] < high and least <= wp <= most:
+                        gap = abs(wp - aim)
+                        if gap < best_gap:
+                            best_changes, best_gap = [(p, f)], gap
                     for q in follows.get(f, ()):
-                        amount = weight[p] - weight[q]
+                        amount = wp - weight[q]
                         # A swap is two changes: it must beat a single one clearly.
-                        gap = abs(amount - aim) * 1.5
-                        if least <= amount <= most and gap < best_gap:
-                            best_changes, best_gap = [(p, f), (q, b)], gap
-        else:
+                        if least <= amount <= most:
+                            gap = abs(amount - aim) * 1.5
+                            if gap < best_gap:
+                                best_changes, best_gap = [(p, f), (q, b)], gap
+        elif leaders[b] < high:
             for p in s.hosted[b]:
-                giver = s.replicas[p][0]
-                if giver == b or not s.active[giver]:
+                giver = replicas[p][0]
+                if giver == b or not active[giver] or leaders[giver] <= low:
                     continue
-                if s.leaders[giver] <= low or s.leaders[b] >= high:
-                    continue
-                bounds = window(giver, b)
+                bounds = window(giver, b, giver)
                 if bounds is None:
                     continue
                 least, aim, most = bounds
-                if least <= weight[p] <= most and abs(weight[p] - aim) < best_gap:
-                    best_changes, best_gap = [(p, b)], abs(weight[p] - aim)
+                wp = weight[p]
+                if least <= wp <= most and abs(wp - aim) < best_gap:
+                    best_changes, best_gap = [(p, b)], abs(wp - aim)
         for p, new_leader in best_changes:
             s.make_leader(p, new_leader)
         return len(best_changes)

@@ -132,7 +132,7 @@ class PlannerSettings:
     max_rounds: int = 10
     """The phases run again until none changes anything (a fixed point, so planning the
     result gives an empty plan), at most this many times."""
-    candidate_sample: int = 48
+    candidate_sample: int = 32
     """How many of a broker's replicas are weighed when choosing which one to move."""
 
     def __post_init__(self) -> None:

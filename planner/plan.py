@@ -149,7 +149,8 @@ def make_plan(
         settings,
         budget or MovementBudget(),
     )
-    score_after, spread_after = score_state(state), spread_of(state)
+    # optimize_state raised unless every hard goal holds: no need to check them again.
+    score_after, spread_after = score_state(state, broken={}), spread_of(state)
     return Plan(
         cluster,
         target,

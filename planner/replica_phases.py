@@ -41,6 +41,10 @@ class ReplicaPhases:
             [state.topic_upper(t, b, self.topic_total) if b is not None else 0 for b in some_broker]
             for t in range(len(state.topic_names))
         ]
+        # The same bounds indexed rack first, for the hot loops.
+        racks = range(len(state.rack_names))
+        self.even_by_rack = [[row[r] for row in self.even_of] for r in racks]
+        self.upper_by_rack = [[row[r] for row in self.upper_of] for r in racks]
         # Per broker, the topics it holds more than its even share of: their replicas are
         # the first candidates when the broker has to give one away.
         self.crowded: list[set[int]] = [set() for _ in state.broker_ids]
@@ -151,31 +155,61 @@ class ReplicaPhases:
     # ----- choosing a replica to move -------------------------------------------------
 
     def choose_replica(self, src: int, dst: int, exhaustive: bool = False) -> int | None:
+        # The hot loop of the count phase (one call per move, tens of candidates each):
+        # _fits and _topic_penalty are inlined and everything that depends only on src
+        # and dst is looked up once.
         s = self.s
         hosted = s.hosted[src]
         sample = s.settings.candidate_sample
         if exhaustive or len(hosted) <= sample:
             candidates = list(hosted)
         else:
-            rand = self.rng.randrange
-            candidates = [hosted[rand(len(hosted))] for _ in range(sample)]
+            rand, n = self.rng.random, len(hosted)
+            candidates = [hosted[int(rand() * n)] for _ in range(sample)]
             by_topic = s.hosted_by_topic[src]
             for t in self.crowded[src]:
                 candidates += by_topic[t]
                 if len(candidates) >= 2 * sample:
                     break
+        if not s.active[dst]:
+            return None
         ideal = self._ideal_size(src, dst)
         scale = ideal + self.mean_size
         leader_high = s.leader_range.high
+        # A leader travelling with its replica: -0.2 when src leads too many, +0.2 when
+        # dst already leads its most.
+        leader_bonus = (-0.2 if s.leaders[src] > leader_high else 0.0) + (
+            0.2 if s.leaders[dst] >= leader_high else 0.0
+        )
+        room = s.disk_limit[dst] - s.disk[dst]
+        src_rack, dst_rack = s.rack_of[src], s.rack_of[dst]
+        same_rack = src_rack == dst_rack
+        even_dst, upper_dst = self.even_by_rack[dst_rack], self.upper_by_rack[dst_rack]
+        even_src, upper_src = self.even_by_rack[src_rack], self.upper_by_rack[src_rack]
+        topics_dst, topics_src = s.topic_count[dst], s.topic_count[src]
+        size, replicas, topic_of = s.size, s.replicas, s.topic_of
         best, best_score = None, _NO_SCORE
         for p in candidates:
-            if not self._fits(p, src, dst):
+            reps = replicas[p]
+            if size[p] > room or dst in reps:
                 continue
-            score = min(abs(s.size[p] - ideal) / scale, 2.0) + self._topic_penalty(p, src, dst)
-            if s.replicas[p][0] == src:
-                # The leadership travels with the replica.
-                score += -0.2 if s.leaders[src] > leader_high else 0.0
-                score += 0.2 if s.leaders[dst] >= leader_high else 0.0
+            if not same_rack and not s.rack_allows(p, src, dst):
+                continue
+            t = topic_of[p]
+            gap = abs(size[p] - ideal) / scale
+            score = 2.0 if gap > 2.0 else gap
+            after = topics_dst.get(t, 0) + 1
+            if after > upper_dst[t]:
+                score += 4.0
+            elif after > even_dst[t]:
+                score += 2.0
+            held = topics_src.get(t, 0)
+            if held > upper_src[t]:
+                score -= 4.0  # fixes a soft goal 3 violation for free
+            elif held > even_src[t]:
+                score -= 0.5
+            if reps[0] == src:
+                score += leader_bonus
             if score < best_score:
                 best, best_score = p, score
         if best is None and not exhaustive and len(hosted) > sample:
@@ -188,7 +222,9 @@ class ReplicaPhases:
         s = self.s
         src_rack = s.rack_of[src]
         candidates = []
-        for rack in range(len(s.rack_names)):
+        # Other racks only when some partition's replicas may change racks.
+        racks = range(len(s.rack_names)) if s.any_flexible_partition else (src_rack,)
+        for rack in racks:
             for dst in self._rack_tops(rack, 2):
                 if dst == src or self._room(dst) <= 0:
                     continue
@@ -244,7 +280,11 @@ class ReplicaPhases:
                 if not self._move_one_from(src):
                     self._cannot_place(s.hosted[src][0], src, "off its broker")
                 moves += 1
-        for p in range(len(s.replicas)):
+        rack_of, racks = s.rack_of, len(s.rack_names)
+        for p, reps in enumerate(s.replicas):
+            # The usual case (RF <= racks, every replica in its own rack) without a call.
+            if len(reps) <= racks and len({rack_of[b] for b in reps}) == len(reps):
+                continue
             while not s.rack_valid(p):
                 self._repair_spread(p)
                 moves += 1

@@ -154,8 +154,9 @@ def score_cluster(cluster: Cluster, settings: PlannerSettings | None = None) -> 
     return score_state(PlacementState(cluster, settings))
 
 
-def score_state(state: PlacementState) -> BalanceScore:
-    """The score of the optimizer's working state (its targets give the fair shares)."""
+def score_state(state: PlacementState, broken: dict[str, str] | None = None) -> BalanceScore:
+    """The score of the optimizer's working state (its targets give the fair shares).
+    `broken`: the hard goals the state breaks, when the caller has just checked them."""
     active = [b for b, a in enumerate(state.active) if a]
     levels = [max(state.per_broker_level[b], 1e-9) for b in active]
     disk_targets = [max(state.disk_target[b], 1e-9) for b in active]
@@ -172,7 +173,8 @@ def score_state(state: PlacementState) -> BalanceScore:
     pick = lambda values: [values[b] for b in active]  # noqa: E731
     leader_bytes_in = pick(leader_in)
     leader_bytes_out = [sum(state.bytes_out[p] for p in state.led[b]) for b in active]
-    broken = state.broken_hard_goals()
+    if broken is None:
+        broken = state.broken_hard_goals()
     terms: dict[str, float] = {goal: 0.0 if goal in broken else 1.0 for goal in HARD_GOALS}
     terms["replicas_per_broker"] = balancedness(pick(state.count), levels, integral=True)
     terms["leaders_per_broker"] = balancedness(pick(state.leaders), integral=True)
