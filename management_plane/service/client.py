@@ -51,6 +51,18 @@ class ApiClient:
             ) from None
 
 
+def tenant_client_config(created: dict[str, Any]) -> dict[str, str | int | float | bool]:
+    """librdkafka settings from the onboarding answer (the password is shown only there)."""
+    connection = created["tenant"]["connection"]
+    return {
+        "bootstrap.servers": connection["bootstrap_servers"],
+        "security.protocol": connection["security_protocol"],
+        "sasl.mechanism": connection["sasl_mechanism"],
+        "sasl.username": connection["username"],
+        "sasl.password": created["password"],
+    }
+
+
 def add_commands(commands: Any) -> None:
     def with_api(sub: argparse.ArgumentParser) -> argparse.ArgumentParser:
         sub.add_argument(

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from collections import Counter
 
 import pytest
 from confluent_kafka.admin import AdminClient
@@ -12,11 +11,10 @@ from management_plane.local.probes import port_open
 from management_plane.local.processes import is_alive
 from management_plane.local.state import require_state
 from management_plane.workload import (
-    consume_group,
     create_topic,
     durable_producer,
     produce_keyed,
-    verify_per_key_order,
+    read_back,
 )
 from tests.harness import ClusterHandle
 
@@ -55,12 +53,7 @@ def test_killed_broker_loses_no_acknowledged_message_and_rejoins_every_isr(
         time.sleep(1)
 
     acknowledged = before.acknowledged + during.acknowledged
-    consumed = consume_group(
-        bootstrap, topic, f"{topic}-audit", consumers=1, expected=len(acknowledged)
-    )
-    result = verify_per_key_order(
-        dict(Counter(key for key, _, _, _ in acknowledged)), consumed.records_by_consumer
-    )
+    result = read_back(bootstrap, topic, acknowledged)
     assert result.expected == 7000
     assert result.missing == 0, "acknowledged messages were lost"
     assert result.exactly_once_in_order, result

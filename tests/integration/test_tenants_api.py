@@ -17,6 +17,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaError
 from confluent_kafka.admin import AdminClient
 
+from management_plane.service.client import tenant_client_config
 from tests import harness
 from tests.harness import ClusterHandle
 from tests.integration.test_tenants import first_consumer_error, produce
@@ -42,17 +43,6 @@ def _error(response: tuple[int, Any], status: int, fragment: str) -> None:
     assert code == status, body
     assert set(body) == {"code", "message"}, body
     assert fragment in body["message"], body
-
-
-def _client_config(created: dict[str, Any]) -> dict[str, str | int | float | bool]:
-    connection = created["tenant"]["connection"]
-    return {
-        "bootstrap.servers": connection["bootstrap_servers"],
-        "security.protocol": connection["security_protocol"],
-        "sasl.mechanism": connection["sasl_mechanism"],
-        "sasl.username": connection["username"],
-        "sasl.password": created["password"],
-    }
 
 
 @pytest.fixture(scope="module")
@@ -250,7 +240,7 @@ def test_a_scram_client_with_the_returned_details_stays_in_its_own_topics(
     topic = f"{a_name}.orders"
     status, _ = api.call("GET", f"/v1/clusters/{cluster}/tenants/{a_name}/topics", key=a["api_key"])
     assert status == 200
-    config = _client_config(a)
+    config = tenant_client_config(a)
     deliveries = produce(config, topic, 100)
     assert deliveries.errors == [] and len(deliveries.acked) == 100
     consumer = Consumer({**config, "group.id": f"{a_name}.g", "auto.offset.reset": "earliest"})
