@@ -4,7 +4,6 @@ produces, and check that every acknowledged message is still there."""
 
 from __future__ import annotations
 
-import threading
 import time
 import uuid
 from pathlib import Path
@@ -14,59 +13,12 @@ from management_plane.errors import KaasError
 from management_plane.local.background_service import BackgroundService
 from management_plane.service.client import ApiClient, tenant_client_config, watch_operation
 from management_plane.workload import (
-    ProduceResult,
-    durable_producer,
-    produce_keyed,
+    BackgroundProducer,
     read_back,
 )
 
 BATCH_MESSAGES = 500
 BATCH_KEYS = 50
-
-
-class TenantLoad:
-    """The tenant's acks=all idempotent producer, batch after batch until stopped; the slowest
-    batch bounds the longest produce stall a client saw during the replacement."""
-
-    def __init__(self, client_config: dict[str, str | int | float | bool], topic: str) -> None:
-        config = dict(client_config)
-        bootstrap = str(config.pop("bootstrap.servers"))
-        self.producer = durable_producer(bootstrap, **config)
-        self.topic = topic
-        self.ledger = ProducedLedger(producer="demo-tenant")
-        self.results: list[ProduceResult] = []
-        self.stopping = threading.Event()
-        self.thread = threading.Thread(target=self._run, daemon=True, name="tenant-producer")
-
-    def _run(self) -> None:
-        batch = 0
-        while not self.stopping.is_set():
-            result = produce_keyed(
-                self.producer,
-                self.topic,
-                BATCH_MESSAGES,
-                BATCH_KEYS,
-                key_prefix=f"b{batch}",
-                ledger=self.ledger,
-            )
-            self.results.append(result)
-            batch += 1
-
-    def __enter__(self) -> TenantLoad:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stopping.set()
-        self.thread.join(300)
-
-    @property
-    def acknowledged(self) -> list[tuple[str, int, int, int]]:
-        return [a for r in self.results for a in r.acknowledged]
-
-    @property
-    def errors(self) -> list[str]:
-        return [e for r in self.results for e in r.errors]
 
 
 def run_managed_demo(service: BackgroundService, cluster: str, ledger_dir: Path) -> int:
@@ -91,7 +43,16 @@ def run_managed_demo(service: BackgroundService, cluster: str, ledger_dir: Path)
     vms = admin.call("GET", f"/v1/clusters/{cluster}")["vms"]
     old = vms[0]
     replace_started = time.monotonic()
-    with TenantLoad(client_config, topic) as load:
+    load = BackgroundProducer(
+        connection["bootstrap_servers"],
+        topic,
+        BATCH_MESSAGES,
+        BATCH_KEYS,
+        pause_s=0.0,
+        ledger=ProducedLedger(producer="demo-tenant"),
+        client_config=client_config,
+    )
+    with load:
         # Some data on every broker before the VM goes, so the drain has something to move.
         while len(load.acknowledged) < 5 * BATCH_MESSAGES and load.thread.is_alive():
             time.sleep(0.5)
@@ -103,10 +64,11 @@ def run_managed_demo(service: BackgroundService, cluster: str, ledger_dir: Path)
         raise KaasError(
             f"the replacement of {old['vm_id']} failed: see `kaas op watch {op['op_id']}`"
         )
+    assert load.ledger is not None
     ledger_path = load.ledger.write(ledger_dir / f"{topic}.jsonl")
 
     acknowledged = load.acknowledged
-    slowest = max((r.seconds for r in load.results), default=0.0)
+    slowest = load.slowest_batch_s
     check = read_back(
         connection["bootstrap_servers"],
         topic,

@@ -15,6 +15,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Self
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -290,3 +291,71 @@ def read_back(
         client_config=client_config,
     )
     return verify_per_key_order(dict(sent_per_key), consumed.records_by_consumer)
+
+
+class BackgroundProducer:
+    """An acks=all idempotent producer writing keyed batches (`produce_keyed`) on a thread of
+    its own until stopped: the load under which the demo and the drills replace, drain or
+    lose brokers. Each batch uses its own key prefix, so every batch is checked on its own."""
+
+    def __init__(
+        self,
+        bootstrap_servers: str,
+        topic: str,
+        batch_messages: int = 500,
+        batch_keys: int = 10,
+        pause_s: float = 0.2,
+        ledger: ProducedLedger | None = None,
+        client_config: Mapping[str, str | int | float | bool] | None = None,
+    ) -> None:
+        self.producer = durable_producer(bootstrap_servers, **dict(client_config or {}))
+        self.topic = topic
+        self.batch_messages = batch_messages
+        self.batch_keys = batch_keys
+        self.pause_s = pause_s
+        self.ledger = ledger
+        self.results: list[ProduceResult] = []
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self._produce, daemon=True, name="load-producer")
+
+    def _produce(self) -> None:
+        batch = 0
+        while not self.stopping.is_set():
+            self.results.append(
+                produce_keyed(
+                    self.producer,
+                    self.topic,
+                    self.batch_messages,
+                    self.batch_keys,
+                    key_prefix=f"b{batch}",
+                    ledger=self.ledger,
+                )
+            )
+            batch += 1
+            self.stopping.wait(self.pause_s)
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.stopping.set()
+        self.thread.join(240)
+
+    def __enter__(self) -> Self:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def acknowledged(self) -> list[tuple[str, int, int, int]]:
+        return [a for r in self.results for a in r.acknowledged]
+
+    @property
+    def errors(self) -> list[str]:
+        return [e for r in self.results for e in r.errors]
+
+    @property
+    def slowest_batch_s(self) -> float:
+        return max((r.seconds for r in self.results), default=0.0)

@@ -17,7 +17,7 @@ from kazoo.client import KazooClient
 from management_plane.local.probes import port_open
 from management_plane.local.state import require_state
 from management_plane.workload import (
-    ProduceResult,
+    BackgroundProducer,
     create_topic,
     durable_producer,
     produce_keyed,
@@ -36,29 +36,14 @@ def assignment(bootstrap: str, topic: str) -> dict[int, tuple[list[int], list[in
     }
 
 
-class Load:
-    """An acks=all idempotent producer and a consumer, both running until stopped."""
+class Load(BackgroundProducer):
+    """The background producer and a consumer of the same topic, both running until stopped."""
 
     def __init__(self, bootstrap: str, topic: str) -> None:
+        super().__init__(bootstrap, topic)
         self.bootstrap = bootstrap
-        self.topic = topic
-        self.producer = durable_producer(bootstrap)
-        self.results: list[ProduceResult] = []
         self.consumed = 0
-        self.stopping = threading.Event()
-        self.threads = [
-            threading.Thread(target=self._produce, daemon=True),
-            threading.Thread(target=self._consume, daemon=True),
-        ]
-
-    def _produce(self) -> None:
-        batch = 0
-        while not self.stopping.is_set():
-            self.results.append(
-                produce_keyed(self.producer, self.topic, 500, 10, key_prefix=f"b{batch}")
-            )
-            batch += 1
-            time.sleep(0.2)
+        self.consumer_thread = threading.Thread(target=self._consume, daemon=True)
 
     def _consume(self) -> None:
         consumer = Consumer(
@@ -77,15 +62,13 @@ class Load:
         finally:
             consumer.close()
 
-    def __enter__(self) -> Load:
-        for thread in self.threads:
-            thread.start()
-        return self
+    def start(self) -> None:
+        super().start()
+        self.consumer_thread.start()
 
-    def __exit__(self, *exc: object) -> None:
-        self.stopping.set()
-        for thread in self.threads:
-            thread.join(240)
+    def stop(self) -> None:
+        super().stop()
+        self.consumer_thread.join(240)
 
 
 def test_replace_one_vm_under_load_with_the_service_killed_mid_way(
@@ -158,10 +141,10 @@ def test_replace_one_vm_under_load_with_the_service_killed_mid_way(
     assert all(0 not in replicas for replicas, _ in after.values())
     assert all(sorted(r) == sorted(i) for r, i in after.values())
 
-    errors = [e for r in load.results for e in r.errors]
+    errors = load.errors
     assert errors == [], errors[:5]
     assert load.consumed > 0
-    acknowledged = seed.acknowledged + [a for r in load.results for a in r.acknowledged]
+    acknowledged = seed.acknowledged + load.acknowledged
     check = read_back(cluster["bootstrap_servers"], topic, acknowledged)
     assert check.missing == 0, f"{check.missing} acknowledged messages lost"
     print(

@@ -6,7 +6,6 @@ a new one), and a corrupt plan znode is refused, never executed."""
 from __future__ import annotations
 
 import json
-import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -21,7 +20,7 @@ from kazoo.exceptions import NoNodeError
 
 from analytics.ledger import ProducedLedger
 from management_plane.workload import (
-    ProduceResult,
+    BackgroundProducer,
     consume_group,
     create_topic,
     durable_producer,
@@ -116,35 +115,6 @@ def journal(zk: KazooClient, cluster: str) -> list[dict[str, Any]]:
     return [json.loads(zk.get(f"{path}/{c}")[0]) for c in sorted(zk.get_children(path))]
 
 
-class BackgroundProducer:
-    def __init__(self, bootstrap: str, topic: str, ledger: ProducedLedger) -> None:
-        self.producer = durable_producer(bootstrap)
-        self.topic = topic
-        self.ledger = ledger
-        self.results: list[ProduceResult] = []
-        self.stopping = threading.Event()
-        self.thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        batch = 0
-        while not self.stopping.is_set():
-            self.results.append(
-                produce_keyed(
-                    self.producer, self.topic, 1000, 10, key_prefix=f"b{batch}", ledger=self.ledger
-                )
-            )
-            batch += 1
-            time.sleep(0.3)
-
-    def __enter__(self) -> BackgroundProducer:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stopping.set()
-        self.thread.join(240)
-
-
 def audit_produced(bootstrap: str, ledger_path: Path, group: str, out: Path) -> dict[str, Any]:
     """`kaas analytics audit` on the drill's ledger, as `make demo` runs it; its summary."""
     audit = harness.kaas_cli(
@@ -189,7 +159,7 @@ def test_join_drain_and_planner_takeover(
         )
         assert seed.errors == []
 
-        with BackgroundProducer(bootstrap, topic, ledger) as load:
+        with BackgroundProducer(bootstrap, topic, 1000, 10, pause_s=0.3, ledger=ledger) as load:
             # vm4 comes back with its volume (same broker id): the planner notices the broker
             # set changed and moves a share of zone-a's replicas onto it.
             cluster.vm("start", "vm4")
@@ -271,9 +241,9 @@ def test_join_drain_and_planner_takeover(
             )
             cluster.vm("start", killed_vm, "--only", "agent")
 
-        errors = [e for r in load.results for e in r.errors]
+        errors = load.errors
         assert errors == []
-        acknowledged = [a for r in load.results for a in r.acknowledged] + seed.acknowledged
+        acknowledged = load.acknowledged + seed.acknowledged
         consumed = consume_group(bootstrap, topic, f"{topic}-check", 1, expected=len(acknowledged))
         check = verify_per_key_order(
             dict(Counter(k for k, _, _, _ in acknowledged)), consumed.records_by_consumer
