@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import threading
 import time
+from typing import Any
 
 import pytest
 from confluent_kafka import Consumer
@@ -18,6 +19,7 @@ from management_plane.local.probes import port_open
 from management_plane.local.state import require_state
 from management_plane.workload import (
     BackgroundProducer,
+    ProduceResult,
     create_topic,
     durable_producer,
     produce_keyed,
@@ -34,6 +36,19 @@ def assignment(bootstrap: str, topic: str) -> dict[int, tuple[list[int], list[in
     return {
         p.id: (list(p.replicas), list(p.isrs)) for p in metadata.topics[topic].partitions.values()
     }
+
+
+def assert_three_voters_without(vms: list[dict[str, Any]], gone_address: str) -> None:
+    """The voting ensemble is back at three and no longer names the gone VM's server."""
+    zk = KazooClient(hosts=",".join(f"{vm['address']}:2181" for vm in vms))
+    zk.start(timeout=15)
+    try:
+        config = zk.get("/zookeeper/config")[0].decode()
+    finally:
+        zk.stop()
+        zk.close()
+    assert config.count(":participant;") == 3, config
+    assert gone_address + ":" not in config, config
 
 
 class Load(BackgroundProducer):
@@ -69,6 +84,16 @@ class Load(BackgroundProducer):
     def stop(self) -> None:
         super().stop()
         self.consumer_thread.join(240)
+
+    def assert_nothing_lost(self, bootstrap: str, seed: ProduceResult) -> int:
+        """No produce error, the live consumer saw messages, and every acknowledged message
+        (the seed's and the load's) reads back once, in order per key; their number."""
+        assert self.errors == [], self.errors[:5]
+        assert self.consumed > 0
+        acknowledged = seed.acknowledged + self.acknowledged
+        check = read_back(bootstrap, self.topic, acknowledged)
+        assert check.missing == 0, f"{check.missing} acknowledged messages lost"
+        return len(acknowledged)
 
 
 def test_replace_one_vm_under_load_with_the_service_killed_mid_way(
@@ -126,28 +151,15 @@ def test_replace_one_vm_under_load_with_the_service_killed_mid_way(
     assert old["vm_id"].split("/")[1] not in [vm.name for vm in state.layout.vms]
     assert not port_open(old["address"], 9092) and not port_open(old["address"], 2181)
     # The voting ensemble is back at three without the old VM's server.
-    zk = KazooClient(hosts=",".join(f"{vm['address']}:2181" for vm in cluster["vms"]))
-    zk.start(timeout=15)
-    try:
-        config = zk.get("/zookeeper/config")[0].decode()
-    finally:
-        zk.stop()
-        zk.close()
-    assert config.count(":participant;") == 3, config
-    assert old["address"] + ":" not in config, config
+    assert_three_voters_without(cluster["vms"], old["address"])
     # The new broker holds every replica the old one held; the old holds none.
     after = assignment(cluster["bootstrap_servers"], topic)
     assert all(new_vm["broker_id"] in after[p][0] for p in held_by_old)
     assert all(0 not in replicas for replicas, _ in after.values())
     assert all(sorted(r) == sorted(i) for r, i in after.values())
 
-    errors = load.errors
-    assert errors == [], errors[:5]
-    assert load.consumed > 0
-    acknowledged = seed.acknowledged + load.acknowledged
-    check = read_back(cluster["bootstrap_servers"], topic, acknowledged)
-    assert check.missing == 0, f"{check.missing} acknowledged messages lost"
+    acknowledged = load.assert_nothing_lost(cluster["bootstrap_servers"], seed)
     print(
         f"replacement of one VM under load: {replace_seconds:.0f}s, "
-        f"{len(acknowledged)} messages acknowledged, 0 lost"
+        f"{acknowledged} messages acknowledged, 0 lost"
     )
