@@ -140,19 +140,11 @@ def zone_window_load(broker_load: DataFrame) -> DataFrame:
     ]
     return (
         broker_load.groupBy(*WINDOW_COLUMNS, zone)
-        .agg(F.countDistinct("broker_id").alias("brokers"), *aggregates)
+        # One row per window and broker comes in, so counting rows counts brokers (a
+        # distinct count would add an aggregation stage).
+        .agg(F.count(F.lit(1)).alias("brokers"), *aggregates)
         .select(*WINDOW_COLUMNS, "zone", "brokers", *RESOURCES)
     )
-
-
-def load_long(load: DataFrame, entity: str) -> DataFrame:
-    """One row per (window, entity, resource, value): the shape the statistics need."""
-    return load.unpivot(
-        [*WINDOW_COLUMNS, entity],
-        [F.col(resource).cast("double").alias(resource) for resource in RESOURCES],
-        "resource",
-        "value",
-    ).where(F.col("value").isNotNull())
 
 
 def resource_balance(
@@ -163,58 +155,67 @@ def resource_balance(
     `entity` is "broker_id" for broker load or "zone" for zone load. The coefficient of
     variation is the population standard deviation over the mean. An entity is hot when
     its value exceeds `hot_threshold` times the mean. A resource whose mean is 0 (no
-    load anywhere) is perfectly even: CV 0, max/mean 1, nothing hot.
+    load anywhere) is perfectly even: CV 0, max/mean 1, nothing hot. A missing value (a
+    failed read) is left out; a resource with no value in a window gets no row.
     """
     if hot_threshold <= 1.0:
         raise ValueError(
             f"hot_threshold must be above 1.0 (a multiple of the mean); got {hot_threshold}"
         )
-    keys = [*WINDOW_COLUMNS, "resource"]
-    long = load_long(load, entity)
-    # One aggregation: the statistics and every (value, entity) of the group, so the hot
-    # entities are picked against the group's own mean without a second pass or a join.
-    stats = long.groupBy(*keys).agg(
-        F.count("value").alias("entities"),
-        F.sum("value").alias("total"),
-        F.avg("value").alias("mean"),
-        F.stddev_pop("value").alias("stddev"),
-        F.min("value").alias("min"),
-        F.max("value").alias("max"),
-        F.collect_list(F.struct(F.col("value"), F.col(entity).alias("entity"))).alias("_values"),
-    )
-    threshold = F.lit(hot_threshold) * F.col("mean")
-    hot_entities = F.transform(
-        F.filter("_values", lambda item: item["value"] > threshold), lambda item: item["entity"]
-    )
-    # Sorted as ids (2 before 10), then shown as text, so brokers and zones share a type.
-    hot = F.when(F.col("mean") > 0, F.sort_array(hot_entities).cast("array<string>")).otherwise(
-        F.array().cast("array<string>")
-    )
-    return (
-        stats.withColumn("hot", hot)
-        .withColumns(
-            {
-                "cv": F.when(F.col("mean") > 0, F.col("stddev") / F.col("mean")).otherwise(0.0),
-                "max_over_mean": F.when(F.col("mean") > 0, F.col("max") / F.col("mean")).otherwise(
-                    1.0
-                ),
-                "hot_count": F.size("hot"),
-            }
+    # One aggregation over the wide table (one row per window and entity): every
+    # resource's statistics side by side, and each entity's values kept in a list so the
+    # hot ones are picked against the window's own mean with no second pass or join.
+    # Unpivoting first would shuffle seven rows per entity instead of one.
+    values = {resource: F.col(resource).cast("double") for resource in RESOURCES}
+    aggregates = [
+        F.collect_list(
+            F.struct(
+                F.col(entity).alias("entity"),
+                *[value.alias(resource) for resource, value in values.items()],
+            )
+        ).alias("_values")
+    ]
+    for index, value in enumerate(values.values()):
+        aggregates += [
+            F.count(value).alias(f"_entities{index}"),
+            F.sum(value).alias(f"_total{index}"),
+            F.avg(value).alias(f"_mean{index}"),
+            F.stddev_pop(value).alias(f"_stddev{index}"),
+            F.min(value).alias(f"_min{index}"),
+            F.max(value).alias(f"_max{index}"),
+        ]
+    stats = load.groupBy(*WINDOW_COLUMNS).agg(*aggregates)
+
+    def per_resource(index: int, resource: str) -> Column:
+        mean = F.col(f"_mean{index}")
+        threshold = F.lit(hot_threshold) * mean
+        hot_entities = F.transform(
+            F.filter("_values", lambda item: item[resource] > threshold),
+            lambda item: item["entity"],
         )
-        .select(
-            *keys,
-            "entities",
-            "total",
-            "mean",
-            "stddev",
-            "min",
-            "max",
-            "cv",
-            "max_over_mean",
-            "hot",
-            "hot_count",
+        # Sorted as ids (2 before 10), then shown as text, so brokers and zones share a type.
+        hot = F.when(mean > 0, F.sort_array(hot_entities).cast("array<string>")).otherwise(
+            F.array().cast("array<string>")
         )
+        return F.struct(
+            F.lit(resource).alias("resource"),
+            F.col(f"_entities{index}").alias("entities"),
+            F.col(f"_total{index}").alias("total"),
+            mean.alias("mean"),
+            F.col(f"_stddev{index}").alias("stddev"),
+            F.col(f"_min{index}").alias("min"),
+            F.col(f"_max{index}").alias("max"),
+            F.when(mean > 0, F.col(f"_stddev{index}") / mean).otherwise(0.0).alias("cv"),
+            F.when(mean > 0, F.col(f"_max{index}") / mean).otherwise(1.0).alias("max_over_mean"),
+            hot.alias("hot"),
+            F.size(hot).alias("hot_count"),
+        )
+
+    per_window = stats.select(
+        *WINDOW_COLUMNS,
+        F.inline(F.array(*[per_resource(index, name) for index, name in enumerate(RESOURCES)])),
     )
+    return per_window.where(F.col("entities") > 0)
 
 
 def replica_window_state(

@@ -161,6 +161,39 @@ def test_resource_balance_computes_cv_max_over_mean_and_hot_brokers(spark: Spark
     assertDataFrameEqual(idle, [(0.0, 1.0, 0)])
 
 
+def test_resource_balance_keeps_windows_apart_and_skips_a_resource_never_read(
+    spark: SparkSession,
+) -> None:
+    zones = spark.createDataFrame(
+        [
+            ("c", at(0), at(5), "zone-a", 10.0, 1.0),
+            ("c", at(0), at(5), "zone-b", 10.0, 1.0),
+            ("c", at(0), at(5), "zone-c", 40.0, 1.0),
+            # the next window: zone-b is the hot one, and CPU was never read
+            ("c", at(5), at(10), "zone-a", 10.0, None),
+            ("c", at(5), at(10), "zone-b", 50.0, None),
+        ],
+        "cluster string, window_start timestamp, window_end timestamp, zone string, "
+        f"{balance.BYTES_IN} double, {balance.CPU} double",
+    )
+    for resource in balance.RESOURCES:
+        if resource not in zones.columns:
+            zones = zones.withColumn(resource, F.lit(1.0))
+    stats = balance.resource_balance(zones, "zone", hot_threshold=1.2)
+
+    bytes_in = stats.where(F.col("resource") == balance.BYTES_IN).select(
+        F.unix_millis("window_start").alias("start"), "entities", "mean", "hot"
+    )
+    assertDataFrameEqual(
+        bytes_in, [(W0_MS, 3, 20.0, ["zone-c"]), (W0_MS + FIVE_MIN_MS, 2, 30.0, ["zone-b"])]
+    )
+    cpu = stats.where(F.col("resource") == balance.CPU).select(
+        F.unix_millis("window_start").alias("start"), "entities"
+    )
+    assertDataFrameEqual(cpu, [(W0_MS, 3)])
+    assert stats.count() == 2 * len(balance.RESOURCES) - 1
+
+
 def test_resource_balance_refuses_a_threshold_that_marks_average_brokers_hot(
     broker_load: DataFrame,
 ) -> None:
