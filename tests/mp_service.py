@@ -8,7 +8,6 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -16,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from management_plane.local.background_service import serve_command
 from management_plane.local.cluster import LocalCluster
 from management_plane.local.state import read_state
 from tests import harness
@@ -50,21 +50,10 @@ class ServiceHandle:
         log_file = self.home / f"serve-{len(self.log_files)}.log"
         self.home.mkdir(parents=True, exist_ok=True)
         self.log_files.append(log_file)
-        command = [
-            sys.executable,
-            "-m",
-            "management_plane.cli",
-            "serve",
-            "--service-home",
-            str(self.home),
-            "--port",
-            str(self.port),
-            "--local-address-base",
-            self.address_base,
-        ]
+        options = ["--local-address-base", self.address_base, *self.extra_args]
         if not self.engine:
-            command.append("--no-engine")
-        command.extend(self.extra_args)
+            options.append("--no-engine")
+        command = serve_command(self.home, self.port, *options)
         with log_file.open("wb") as out:
             self.process = subprocess.Popen(
                 command, stdout=out, stderr=subprocess.STDOUT, env=dict(os.environ)

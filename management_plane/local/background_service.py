@@ -101,6 +101,26 @@ def _healthy(url: str) -> bool:
         return False
 
 
+def serve_command(
+    service_home: Path, port: int, *options: str, host: str | None = None
+) -> list[str]:
+    """The command line that runs `kaas serve` with this Python, on `port`, keeping its
+    state in `service_home`; `options` are more `kaas serve` options."""
+    command = [
+        sys.executable,
+        "-m",
+        "management_plane.cli",
+        "serve",
+        "--service-home",
+        str(service_home),
+        "--port",
+        str(port),
+    ]
+    if host is not None:
+        command += ["--host", host]
+    return [*command, *options]
+
+
 def start_background_service(
     cluster_home: Path,
     host: str = "127.0.0.1",
@@ -117,21 +137,9 @@ def start_background_service(
     home.mkdir(parents=True, exist_ok=True)
     chosen = pick_port(host, port)
     url = f"http://{host}:{chosen}"
-    command = [
-        sys.executable,
-        "-m",
-        "management_plane.cli",
-        "serve",
-        "--service-home",
-        str(home),
-        "--host",
-        host,
-        "--port",
-        str(chosen),
-        "--adopt-local-cluster",
-        str(cluster_home.resolve()),
-        *extra_args,
-    ]
+    command = serve_command(
+        home, chosen, "--adopt-local-cluster", str(cluster_home.resolve()), *extra_args, host=host
+    )
     record = start_process(command, home / LOG_FILE, home)
     pid_file = home / PID_FILE
     tmp = pid_file.with_suffix(".tmp")
