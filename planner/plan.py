@@ -5,7 +5,10 @@
 
 from __future__ import annotations
 
+import gc
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -137,7 +140,33 @@ def make_plan(
     budget: MovementBudget | None = None,
 ) -> Plan:
     """Plan `cluster`: raises InfeasibleError when no placement keeps the hard goals."""
-    settings = settings or PlannerSettings()
+    with _cycle_collector_paused():
+        return _make_plan(cluster, settings or PlannerSettings(), seed, budget)
+
+
+@contextmanager
+def _cycle_collector_paused() -> Iterator[None]:
+    """Python's cycle collector off while planning, back to its previous state after.
+
+    Planning allocates millions of small tuples and lists, and each allocation burst
+    makes the collector walk every object the cluster model holds (hundreds of
+    thousands), finding nothing (0 collected in the 1,000-broker benchmark):
+    reference counting frees what planning drops, and any cycle is collected once
+    the collector is back on. 1,000 brokers x 100k partitions with 100 brokers added:
+    10.3 s of CPU with the collector on, 7.5 s with it off.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def _make_plan(
+    cluster: Cluster, settings: PlannerSettings, seed: int, budget: MovementBudget | None
+) -> Plan:
     started = time.perf_counter()
     state = PlacementState(cluster, settings)
     score_before, spread_before = score_state(state), spread_of(state)

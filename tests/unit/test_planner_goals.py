@@ -3,6 +3,8 @@ reached by a plan on a small cluster built to break it."""
 
 from __future__ import annotations
 
+import gc
+
 import pytest
 
 from planner.feasibility import InfeasibleError
@@ -225,3 +227,21 @@ def test_soft_goal_leader_bytes_even() -> None:
     for x in plan.target.partitions:
         lead[x.replicas[0]] += x.bytes_in_per_s + x.bytes_out_per_s
     assert max(lead.values()) == min(lead.values()), lead
+
+
+@pytest.mark.parametrize("enabled_before", [True, False])
+def test_planning_leaves_the_cycle_collector_as_it_found_it(enabled_before: bool) -> None:
+    was = gc.isenabled()
+    try:
+        if enabled_before:
+            gc.enable()
+        else:
+            gc.disable()
+        make_plan(cluster(p("t", 0, 1, 2, 3), p("t", 1, 1, 2, 3)))
+        assert gc.isenabled() is enabled_before
+        with pytest.raises(InfeasibleError):
+            make_plan(cluster(p("t", 0, 1, 2, 3, 4, 5, 6, 1)))
+        assert gc.isenabled() is enabled_before
+    finally:
+        if was:
+            gc.enable()
