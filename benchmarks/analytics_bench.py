@@ -9,9 +9,9 @@ sampled every 10 s, two partitions per record), writes them as the job's flat Pa
 tables and, with --bootstrap-servers, as schema-v1 JSON to a Kafka topic; then times the
 whole balance job from each source (every output table, the score per window, the
 charts), cold and then warm in the same session, Spark only reading the columns the job
-uses (a floor under any job over these tables), and the pandas baseline. Peak memory is the highest resident set size sampled
-during each phase: the Spark driver JVM plus this process for Spark, this process for
-pandas. Target: at least 1M records/s from Parquet on local[2].
+uses (a floor under any job over these tables), and the pandas baseline. Peak memory is
+the highest resident set size sampled during each phase: the Spark driver JVM plus this
+process for Spark, this process for pandas. Target: at least 1M records/s from Parquet on local[2].
 """
 
 from __future__ import annotations
