@@ -245,3 +245,5 @@ def test_planning_leaves_the_cycle_collector_as_it_found_it(enabled_before: bool
     finally:
         if was:
             gc.enable()
+        else:
+            gc.disable()
