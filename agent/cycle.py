@@ -44,8 +44,8 @@ from agent.safety import lagging_on_running_brokers, restart_blockers
 from agent.settings import AgentSettings
 from agent.supervisor import BrokerSupervisor, kafka_libs, make_supervisor
 from agent.zk_ensemble import EnsembleKeeper
-from planner.spec import ClusterSpec, SpecError, parse_spec
-from planner.zkpaths import ClusterPaths
+from planner.contracts.paths import ClusterPaths
+from planner.contracts.spec import ClusterSpec, SpecError, parse_spec
 
 AGENT_VERSION = "0.1.0"
 MEMBER_SCHEMA_VERSION = 1

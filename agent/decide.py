@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from agent.zk_membership import ReconfigChange
-from planner.spec import ClusterSpec
+from planner.contracts.spec import ClusterSpec
 
 RUNNING, PAUSED, STOPPED = "running", "paused", "stopped"
 

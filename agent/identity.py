@@ -18,7 +18,7 @@ from pathlib import Path
 from kazoo.client import KazooClient
 from kazoo.exceptions import NodeExistsError, NoNodeError
 
-from planner.zkpaths import ClusterPaths
+from planner.contracts.paths import ClusterPaths
 
 VOLUME_ID_FILE = "kaas-volume-id"
 CLAIM_SCHEMA_VERSION = 1

@@ -31,12 +31,13 @@ from agent.plan_decide import (
 from agent.reassign import PartitionMove, ReassignmentError, ReassignmentTool
 from agent.settings import AgentSettings
 from planner.batches import MovementBudget
+from planner.contracts.paths import ClusterPaths
+from planner.contracts.spec import ClusterSpec
 from planner.feasibility import InfeasibleError
 from planner.layout import LayoutError, parse_layout
 from planner.live_layout import LiveLayoutError, read_live_layout
 from planner.model import BrokerState, PlannerSettings
 from planner.plan import make_plan
-from planner.spec import ClusterSpec
 from planner.store import (
     PlanConflictError,
     PlanStore,
@@ -45,7 +46,6 @@ from planner.store import (
     Progress,
     StoredPlan,
 )
-from planner.zkpaths import ClusterPaths
 
 log = structlog.get_logger("kaas.agent.planner")
 

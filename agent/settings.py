@@ -10,7 +10,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from planner.zkpaths import validate_cluster_name
+from planner.contracts.paths import validate_cluster_name
 
 
 class SettingsError(ValueError):

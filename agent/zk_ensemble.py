@@ -20,7 +20,7 @@ from agent.zk_membership import (
     parse_ensemble_config,
     server_mode,
 )
-from planner.spec import ClusterSpec
+from planner.contracts.spec import ClusterSpec
 
 SERVING_MODES = ("leader", "follower", "observer")
 log = structlog.get_logger("kaas.agent")

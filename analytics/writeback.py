@@ -10,7 +10,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from planner.zkpaths import ClusterPaths
+from planner.contracts.paths import ClusterPaths
 
 SCORE_SCHEMA_VERSION = 1
 ZK_TIMEOUT_S = 15.0
@@ -19,7 +19,7 @@ ZK_TIMEOUT_S = 15.0
 def score_znode_path(cluster: str) -> str:
     """`/kaas/<cluster>/plan/score`, beside the plan's meta and topics.
 
-    Taken from planner.zkpaths, where every KaaS znode path is named once; a bad
+    Taken from planner.contracts.paths, where every KaaS znode path is named once; a bad
     cluster name raises ValueError there.
     """
     return ClusterPaths(cluster).plan_score

@@ -26,8 +26,8 @@ from kazoo.client import KazooClient
 from management_plane.local.cluster import LocalCluster
 from management_plane.local.state import require_state
 from management_plane.workload import create_topic, durable_producer
-from planner.spec import ClusterSpec, parse_spec
-from planner.zkpaths import ClusterPaths
+from planner.contracts.paths import ClusterPaths
+from planner.contracts.spec import ClusterSpec, parse_spec
 
 
 def idle_cost(home: Path, seconds: float) -> None:

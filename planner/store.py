@@ -24,8 +24,8 @@ from typing import Any
 from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
+from planner.contracts.paths import ClusterPaths
 from planner.plan import Plan
-from planner.zkpaths import ClusterPaths
 
 SCHEMA_VERSION = 1
 META_KIND = "kaas.plan.meta"

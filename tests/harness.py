@@ -26,7 +26,7 @@ from management_plane.local.cluster import LocalCluster
 from management_plane.local.layout import ClusterLayout
 from management_plane.local.processes import ProcessRecord, is_alive, kill_process
 from management_plane.local.state import require_state
-from planner.zkpaths import ClusterPaths
+from planner.contracts.paths import ClusterPaths
 
 
 def _claim_test_network() -> int:

@@ -25,7 +25,7 @@ from agent.broker_config.validation import (
     ConfigProblem,
     broker_config_problems,
 )
-from planner.spec import ClusterSpec, durable_defaults
+from planner.contracts.spec import ClusterSpec, durable_defaults
 
 ZOOKEEPER_SESSION: Final[Mapping[str, str]] = MappingProxyType(
     {

@@ -52,8 +52,8 @@ from management_plane.local.state import (
     write_state,
 )
 from management_plane.workload import create_topic
-from planner.spec import ClusterSpec
-from planner.zkpaths import ClusterPaths
+from planner.contracts.paths import ClusterPaths
+from planner.contracts.spec import ClusterSpec
 
 log = structlog.get_logger("kaas.local")
 

@@ -13,8 +13,8 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
 from management_plane.local.layout import ClusterLayout, VmLayout
+from planner.contracts.paths import ClusterPaths
 from planner.store import PlanStore
-from planner.zkpaths import ClusterPaths
 
 # kazoo logs every failed connection attempt at WARNING; a probe expects some to fail.
 logging.getLogger("kazoo.client").setLevel(logging.ERROR)

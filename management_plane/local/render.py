@@ -12,7 +12,7 @@ import base64
 import hashlib
 
 from management_plane.local.layout import ClusterLayout, VmLayout, zookeeper_participants
-from planner.spec import durable_defaults
+from planner.contracts.spec import durable_defaults
 
 KAFKA_HEAP = ("-Xms512m", "-Xmx512m")
 ZOOKEEPER_HEAP = ("-Xms128m", "-Xmx256m")

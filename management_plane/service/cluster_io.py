@@ -17,8 +17,8 @@ from typing import Any, TypeVar
 from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
-from planner.spec import ClusterSpec, SpecError, parse_spec
-from planner.zkpaths import ClusterPaths
+from planner.contracts.paths import ClusterPaths
+from planner.contracts.spec import ClusterSpec, SpecError, parse_spec
 
 logging.getLogger("kazoo.client").setLevel(logging.ERROR)
 

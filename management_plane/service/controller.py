@@ -20,7 +20,7 @@ from management_plane.providers.base import Provider, ProviderError, VmInfo, VmR
 from management_plane.service.cluster_io import ClusterIO, ClusterUnreachable
 from management_plane.service.db import Database, OperationRow
 from management_plane.service.operations import DONE, FAIL, WAIT, Outcome, step_batch, step_name
-from planner.spec import ClusterSpec, parse_spec
+from planner.contracts.spec import ClusterSpec, parse_spec
 
 log = structlog.get_logger("kaas.controller")
 

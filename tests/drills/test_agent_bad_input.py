@@ -9,7 +9,7 @@ import time
 import pytest
 from kazoo.client import KazooClient
 
-from planner.zkpaths import ClusterPaths
+from planner.contracts.paths import ClusterPaths
 from tests.harness import ClusterHandle, agent_sentences, wait_for_healthy_agents, wait_until
 
 pytestmark = pytest.mark.drill

@@ -14,8 +14,8 @@ import pytest
 from kazoo.client import KazooClient
 
 from management_plane.local.image import image_dir_from_env
-from planner.spec import ClusterSpec
-from planner.zkpaths import ClusterPaths
+from planner.contracts.paths import ClusterPaths
+from planner.contracts.spec import ClusterSpec
 from tests.harness import ClusterHandle, wait_until
 
 pytestmark = pytest.mark.drill

@@ -13,7 +13,7 @@ from kazoo.client import KazooClient
 
 from management_plane.local.state import read_state
 from management_plane.workload import create_topic, durable_producer, produce_keyed
-from planner.zkpaths import ClusterPaths
+from planner.contracts.paths import ClusterPaths
 from tests import harness
 from tests.mp_service import ServiceHandle
 

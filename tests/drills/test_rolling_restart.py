@@ -21,8 +21,8 @@ from management_plane.workload import (
     produce_keyed,
     verify_per_key_order,
 )
-from planner.spec import ClusterSpec, parse_spec
-from planner.zkpaths import ClusterPaths
+from planner.contracts.paths import ClusterPaths
+from planner.contracts.spec import ClusterSpec, parse_spec
 from tests.harness import ClusterHandle, agent_sentences, wait_for_healthy_agents, wait_until
 
 pytestmark = pytest.mark.drill

@@ -9,7 +9,7 @@ import pytest
 from kazoo.client import KazooClient
 
 from agent.zk_membership import parse_ensemble_config
-from planner.zkpaths import ClusterPaths
+from planner.contracts.paths import ClusterPaths
 from tests.harness import ClusterHandle, wait_until
 
 pytestmark = pytest.mark.drill

@@ -10,7 +10,7 @@ import pytest
 from kazoo.client import KazooClient
 
 from agent.identity import Claim, claim_broker_id, volume_id
-from planner.zkpaths import ClusterPaths
+from planner.contracts.paths import ClusterPaths
 
 pytestmark = pytest.mark.integration
 

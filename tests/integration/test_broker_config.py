@@ -30,7 +30,7 @@ from agent.broker_config.apply import (
 from agent.broker_config.listeners import RENDERED_OUTSIDE_CATALOG
 from management_plane.local.image import find_java, load_image
 from management_plane.local.layout import ClusterLayout, VmLayout
-from planner.spec import ClusterSpec
+from planner.contracts.spec import ClusterSpec
 from tests.harness import ClusterHandle
 
 pytestmark = pytest.mark.integration

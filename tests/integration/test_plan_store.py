@@ -10,6 +10,7 @@ from collections.abc import Iterator
 import pytest
 from kazoo.client import KazooClient
 
+from planner.contracts.paths import ClusterPaths
 from planner.model import Broker, BrokerState, Cluster, Partition
 from planner.plan import make_plan
 from planner.store import (
@@ -20,7 +21,6 @@ from planner.store import (
     Progress,
     StoredPlan,
 )
-from planner.zkpaths import ClusterPaths
 
 pytestmark = pytest.mark.integration
 

@@ -9,7 +9,7 @@ from agent.decide import PAUSED, RUNNING, STOPPED, BrokerView, ConfigChanges, Sn
 from agent.identity import candidate_ids
 from agent.safety import PartitionState, lagging_on_running_brokers, restart_blockers
 from agent.settings import SettingsError, load_settings, parse_settings
-from planner.spec import ClusterSpec
+from planner.contracts.spec import ClusterSpec
 
 pytestmark = pytest.mark.unit
 

@@ -25,7 +25,7 @@ from agent.broker_config.listeners import (
 )
 from management_plane.local import render as local_render
 from management_plane.local.layout import VmLayout, plan_layout
-from planner.spec import ClusterSpec
+from planner.contracts.spec import ClusterSpec
 
 pytestmark = pytest.mark.unit
 
