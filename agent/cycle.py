@@ -12,7 +12,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import structlog
 from kazoo.client import KazooClient, KazooState
@@ -36,7 +35,8 @@ from agent.broker_config.apply import (
     describe_running_config,
 )
 from agent.decide import RUNNING, STOPPED, Action, BrokerView, ConfigChanges, Snapshot, decide
-from agent.identity import claim_broker_id, volume_broker_id, volume_id
+from agent.identity import claim_broker_id, volume_id
+from agent.member_state import member_state
 from agent.metrics_loop import start_metrics_loop
 from agent.plan_executor import PlanExecutor, start_plan_executor
 from agent.planner_role import PlannerRole
@@ -44,11 +44,13 @@ from agent.safety import lagging_on_running_brokers, restart_blockers
 from agent.settings import AgentSettings
 from agent.supervisor import BrokerSupervisor, kafka_libs, make_supervisor
 from agent.zk_ensemble import EnsembleKeeper
+from planner.contracts.journal import JournalAction, JournalEntry
+from planner.contracts.kafka_state import volume_broker_id
+from planner.contracts.member import MemberRecord, MemberRole, MemberState, parse_members
 from planner.contracts.paths import ClusterPaths
 from planner.contracts.spec import ClusterSpec, SpecError, parse_spec
 
 AGENT_VERSION = "0.1.0"
-MEMBER_SCHEMA_VERSION = 1
 log = structlog.get_logger("kaas.agent")
 
 
@@ -168,43 +170,41 @@ class Agent:
         return spec, None
 
     def journal(self, action: str, reason: str, result: str) -> None:
-        entry = {
-            "schema_version": 1,
-            "broker_id": self.broker_id,
-            "vm_id": self.settings.vm_id,
-            "action": action,
-            "reason": reason,
-            "result": result,
-            "at_ms": int(time.time() * 1000),
-        }
+        entry = JournalEntry(
+            broker_id=self.broker_id,
+            vm_id=self.settings.vm_id,
+            action=JournalAction(action),
+            reason=reason,
+            result=result,
+            at_ms=int(time.time() * 1000),
+        )
         try:
             self.zk.create(
-                self.paths.journal_entry_prefix,
-                json.dumps(entry).encode(),
-                sequence=True,
-                makepath=True,
+                self.paths.journal_entry_prefix, entry.to_bytes(), sequence=True, makepath=True
             )
         except KazooException as exc:
             log.warning("journal_write_failed", error=str(exc))
 
-    def _write_member(self, sentence: str, pending_restart: bool) -> None:
-        generation = self.last_good_spec.generation if self.last_good_spec else -1
-        value = json.dumps(
-            {
-                "schema_version": MEMBER_SCHEMA_VERSION,
-                "broker_id": self.broker_id,
-                "vm_id": self.settings.vm_id,
-                "address": self.settings.address,
-                "jolokia_url": self.settings.jolokia_url,
-                "agent_version": AGENT_VERSION,
-                "sentence": sentence,
-                "pending_restart": pending_restart,
-                "role": "planner" if self.planner_role.is_planner else "member",
-                "plan": self.plan_executor.status if self.planner_role.is_planner else None,
-                "spec_generation": generation,
-                "updated_at_ms": int(time.time() * 1000),
-            }
-        ).encode()
+    def _write_member(
+        self, sentence: str, state: MemberState, registered: bool, pending_restart: bool
+    ) -> None:
+        planner = self.planner_role.is_planner
+        record = MemberRecord(
+            broker_id=self.broker_id,
+            vm_id=self.settings.vm_id,
+            address=self.settings.address,
+            jolokia_url=self.settings.jolokia_url,
+            agent_version=AGENT_VERSION,
+            state=state,
+            sentence=sentence,
+            registered=registered,
+            spec_generation=self.last_good_spec.generation if self.last_good_spec else -1,
+            pending_restart=pending_restart,
+            role=MemberRole.PLANNER if planner else MemberRole.MEMBER,
+            updated_at_ms=int(time.time() * 1000),
+            plan=self.plan_executor.status if planner else None,
+        )
+        value = record.to_bytes()
         path = self.paths.member(self.broker_id)
         try:
             self.zk.set(path, value)
@@ -219,21 +219,23 @@ class Agent:
         even while its own broker restarts."""
         port = self.settings.kafka_port
         others = sorted(
-            f"{m['address']}:{port}"
-            for b, m in self.members().items()
-            if b != self.broker_id and isinstance(m.get("address"), str)
+            f"{m.address}:{port}" for b, m in self.members().items() if b != self.broker_id
         )
         return ",".join([self.settings.bootstrap, *others])
 
-    def members(self) -> dict[int, dict[str, Any]]:
-        result = {}
+    def members(self) -> dict[int, MemberRecord]:
+        """The member records this agent can read; another agent's unreadable record (an
+        agent of a newer schema during an upgrade) is left out and logged."""
+        values = {}
         for child in self.zk.get_children(self.paths.members):
             try:
-                raw, _ = self.zk.get(f"{self.paths.members}/{child}")
-                result[int(child)] = json.loads(raw)
-            except (NoNodeError, ValueError):
+                values[child], _ = self.zk.get(f"{self.paths.members}/{child}")
+            except NoNodeError:
                 continue
-        return result
+        readings = parse_members(values)
+        for broker_id, reason in readings.unreadable.items():
+            log.warning("member_unreadable", broker_id=broker_id, reason=reason)
+        return readings.records
 
     # -- snapshot -------------------------------------------------------------------------
 
@@ -322,7 +324,7 @@ class Agent:
         awaiting = frozenset(
             b
             for b, m in self.members().items()
-            if m.get("pending_restart") or int(m.get("spec_generation", -1)) < generation
+            if m.pending_restart or m.spec_generation < generation
         )
         zookeeper_change = self.ensemble.change(self.last_good_spec, now)
         long_action = None
@@ -457,9 +459,9 @@ class Agent:
                 # Brokers that are down have no ISR to complete: read the registered ones.
                 registered = set(self.zk.get_children(self.paths.kafka_broker_ids))
                 urls = [
-                    m["jolokia_url"]
+                    m.jolokia_url
                     for broker_id, m in self.members().items()
-                    if "jolokia_url" in m and str(broker_id) in registered
+                    if str(broker_id) in registered
                 ]
                 urls = urls or [self.settings.jolokia_url]
                 total = sum(brokerview.under_replicated(url) for url in urls)
@@ -493,8 +495,14 @@ class Agent:
         if self.planner_role.is_planner and self.plan_executor.sentence:
             sentence += f"; {self.plan_executor.sentence}"
         if self.zk_connected:
+            long_kind = self.long_action.name if self.long_action is not None else None
             try:
-                self._write_member(sentence, pending_restart=bool(snap.config.read_only))
+                self._write_member(
+                    sentence,
+                    member_state(snap, action, long_kind),
+                    registered=snap.broker.registered,
+                    pending_restart=bool(snap.config.read_only),
+                )
             except KazooException as exc:
                 log.warning("member_write_failed", error=str(exc))
         if sentence != self.last_sentence or not action.is_none:

@@ -32,6 +32,7 @@ from agent.reassign import PartitionMove, ReassignmentError, ReassignmentTool
 from agent.settings import AgentSettings
 from planner.batches import MovementBudget
 from planner.contracts.paths import ClusterPaths
+from planner.contracts.plan_status import PlanStatus
 from planner.contracts.spec import ClusterSpec
 from planner.feasibility import InfeasibleError
 from planner.layout import LayoutError, parse_layout
@@ -84,7 +85,7 @@ class PlanExecutor:
         self.journal = journal
         self.memory = _Memory()
         self.sentence = ""
-        self.status: dict[str, Any] = {}
+        self.status: PlanStatus | None = None
 
     # -- snapshot -------------------------------------------------------------------------
 
@@ -159,7 +160,7 @@ class PlanExecutor:
         self.status = self._status()
         return sentence
 
-    def _status(self) -> dict[str, Any]:
+    def _status(self) -> PlanStatus:
         return self.store.read_status()
 
     def _act(self, action: PlanAction, snap: PlanSnapshot, spec: ClusterSpec | None) -> str:
@@ -411,7 +412,7 @@ def start_plan_executor(
                     executor.sentence = f"planner: tick failed: {exc}"
                     log.error("plan_tick_failed", error=str(exc))
             else:
-                executor.sentence, executor.status = "", {}
+                executor.sentence, executor.status = "", None
             stop.wait(executor.settings.plan_interval_s)
 
     thread = threading.Thread(target=loop, name="agent-planner", daemon=True)

@@ -25,6 +25,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from planner.contracts.paths import ClusterPaths
+from planner.contracts.plan_status import PlanState, PlanStatus
 from planner.plan import Plan
 
 SCHEMA_VERSION = 1
@@ -326,29 +327,30 @@ class PlanStore:
             )
         raise PlanStoreError(f"the plan of {self.paths.cluster} kept changing while read")
 
-    def read_status(self) -> dict[str, Any]:
+    def read_status(self) -> PlanStatus:
         """Where the stored plan stands, from its meta and progress znodes only (cheap enough
-        for `kaas status`): {"state": "none"} with no plan, "refused" with the reason when a
-        value is corrupt or foreign."""
+        for `kaas status`): state NONE with no plan, REFUSED with the reason when a value is
+        corrupt or foreign."""
         try:
             raw_meta, _ = self.client.get(self.paths.plan_meta)
         except NoNodeError:
-            return {"state": "none"}
+            return PlanStatus(PlanState.NONE)
         try:
             meta = self._parse_meta(raw_meta)
             progress = self.read_progress()
         except PlanStoreError as exc:
-            return {"state": "refused", "detail": str(exc)}
-        current = progress is not None and progress.plan_id == meta["plan_id"]
-        return {
-            "plan_id": meta["plan_id"],
-            "state": progress.state if progress is not None and current else "pending",
-            "completed_batches": progress.completed_batches if progress and current else 0,
-            "batch_count": meta["batch_count"],
-            "partitions": sum(meta["topics"].values()),
-            "replicas_moved": meta["summary"].get("replicas_moved"),
-            "detail": progress.detail if progress is not None and current else "",
-        }
+            return PlanStatus(PlanState.REFUSED, detail=str(exc))
+        current = progress if progress is not None and progress.plan_id == meta["plan_id"] else None
+        moved = meta["summary"].get("replicas_moved")
+        return PlanStatus(
+            state=PlanState(current.state) if current is not None else PlanState.PENDING,
+            plan_id=meta["plan_id"],
+            completed_batches=current.completed_batches if current is not None else 0,
+            batch_count=meta["batch_count"],
+            partitions=sum(meta["topics"].values()),
+            replicas_moved=moved if isinstance(moved, int) else None,
+            detail=current.detail if current is not None else "",
+        )
 
     def read_progress(self) -> Progress | None:
         try:
