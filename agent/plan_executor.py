@@ -32,6 +32,7 @@ from agent.reassign import PartitionMove, ReassignmentError, ReassignmentTool
 from agent.settings import AgentSettings
 from planner.batches import MovementBudget
 from planner.contracts.paths import ClusterPaths
+from planner.contracts.plan_records import Progress
 from planner.contracts.plan_status import PlanStatus
 from planner.contracts.spec import ClusterSpec
 from planner.feasibility import InfeasibleError
@@ -44,7 +45,6 @@ from planner.store import (
     PlanStore,
     PlanStoreError,
     PlanTooLargeError,
-    Progress,
     StoredPlan,
 )
 

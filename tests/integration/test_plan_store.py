@@ -11,6 +11,7 @@ import pytest
 from kazoo.client import KazooClient
 
 from planner.contracts.paths import ClusterPaths
+from planner.contracts.plan_records import Progress
 from planner.model import Broker, BrokerState, Cluster, Partition
 from planner.plan import make_plan
 from planner.store import (
@@ -18,7 +19,6 @@ from planner.store import (
     PlanStore,
     PlanStoreError,
     PlanTooLargeError,
-    Progress,
     StoredPlan,
 )
 
