@@ -88,11 +88,6 @@ class ClusterPaths:
         return f"{self.journal}/entry-"
 
     @property
-    def zookeeper_members(self) -> str:
-        """Ephemeral: one child per ZooKeeper server id whose agent is alive (seen-at times)."""
-        return f"{self.root}/zookeeper"
-
-    @property
     def kafka_broker_ids(self) -> str:
         return f"{self.kafka_chroot}/brokers/ids"
 
