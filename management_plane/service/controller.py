@@ -186,7 +186,14 @@ class Controller:
                 return Outcome(FAIL, f"VM {vm_id} vanished from the database")
             member = by_address.get(vm["address"])
             if member is None:
-                waiting.append(f"{vm_id}: agent not joined yet")
+                # An unreadable record may be this VM's: say so, the address is in it.
+                unreadable = "; ".join(
+                    f"broker {b}: {r}" for b, r in sorted(readings.unreadable.items())
+                )
+                waiting.append(
+                    f"{vm_id}: agent not joined yet"
+                    + (f" (unreadable member records: {unreadable})" if unreadable else "")
+                )
                 continue
             broker_id = member.broker_id
             if broker_id not in registered or not member.has_joined(generation):
@@ -197,11 +204,6 @@ class Controller:
                 continue
             if vm["state"] == "joining" or vm["broker_id"] != broker_id:
                 self.db.update_vm(vm_id, broker_id=broker_id, state="running")
-        if readings.unreadable:
-            unreadable = "; ".join(
-                f"broker {b}: {r}" for b, r in sorted(readings.unreadable.items())
-            )
-            waiting.append(f"member records unreadable ({unreadable})")
         if waiting:
             return wait("waiting for " + "; ".join(waiting))
         return None

@@ -14,7 +14,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
 
 from planner.contracts.fields import (
     ContractError,
@@ -160,8 +159,3 @@ def parse_members(raw_by_child: Mapping[str, bytes]) -> MemberReadings:
             continue
         records[broker_id] = record
     return MemberReadings(records, unreadable)
-
-
-def member_json(record: MemberRecord) -> dict[str, Any]:
-    """The record as the JSON object it is stored as (for status output)."""
-    return load_object(record.to_bytes(), WHAT)
