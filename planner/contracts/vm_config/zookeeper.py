@@ -43,8 +43,7 @@ class EnsembleServer:
     def problems(self) -> tuple[str, ...]:
         found = []
         if not 1 <= self.server_id <= 255:
-            # ZooKeeper takes any long, but the server id is also the VM's myid file and
-            # the local provider's VM index: keep it small and positive.
+            # ZooKeeper's admin guide asks for a myid from 1 to 255.
             found.append(f"server id must be 1-255, got {self.server_id}")
         if not self.address.strip() or any(c in self.address for c in ":;,= "):
             found.append(f"server {self.server_id}: {self.address!r} is not a host or address")
