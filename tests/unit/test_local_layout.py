@@ -197,3 +197,18 @@ def test_zones_can_be_chosen(tmp_path: Path) -> None:
     assert [vm.zone for vm in layout.vms] == ["zone-a", "zone-b", "zone-a"]
     with pytest.raises(KaasError, match="at least one zone"):
         plan_layout("none", tmp_path, 1, "127.0.9", zones=())
+
+
+def test_a_joining_vm_keeps_the_live_ensemble_and_adds_itself_as_participant(
+    tmp_path: Path,
+) -> None:
+    layout = plan_layout("c1", tmp_path, 3, "127.0.9")
+    live = [
+        "server.1=127.0.9.1:2888:3888:participant;0.0.0.0:2181",
+        "server.2=127.0.9.2:2888:3888:participant;0.0.0.0:2181",
+    ]
+    added = next_vm(layout, "zone-b")
+    assert render.joining_dynamic_file(live, added).splitlines() == [
+        *live,
+        "server.4=127.0.9.4:2888:3888:participant;127.0.9.4:2181",
+    ]
