@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pytest
 
+from agent.broker_config import ConfigChange, ConfigDiff
 from agent.decide import PAUSED, RUNNING, STOPPED, BrokerView, ConfigChanges, Snapshot, decide
 from agent.identity import candidate_ids
 from agent.safety import PartitionState, lagging_on_running_brokers, restart_blockers
@@ -17,6 +18,17 @@ SPEC = ClusterSpec(
     cluster="c", kafka_version="3.9.2", broker_count=3, zones=("zone-a",), generation=4
 )
 HEALTHY = BrokerView(RUNNING, registered=True, responsive=True)
+RENDERED = {"broker.id": "1"}
+
+
+def read_only_changes(*keys: str) -> ConfigChanges:
+    changes = tuple(ConfigChange(key, "old", "new") for key in keys)
+    return ConfigChanges(rendered=RENDERED, diff=ConfigDiff(read_only=changes))
+
+
+def dynamic_changes(*keys: str) -> ConfigChanges:
+    changes = tuple(ConfigChange(key, "1", "2") for key in keys)
+    return ConfigChanges(rendered=RENDERED, diff=ConfigDiff(per_broker=changes))
 
 
 def snap(**changes: object) -> Snapshot:
@@ -70,17 +82,29 @@ def snap(**changes: object) -> Snapshot:
         ),
         (snap(broker=BrokerView(RUNNING, False, True)), "none", "broker not registered, watching"),
         (
-            snap(config=ConfigChanges(read_only=("log.dirs.x",))),
+            snap(
+                config=read_only_changes(
+                    "log.dirs.x",
+                )
+            ),
             "restart",
             "read-only config changed (log.dirs.x)",
         ),
         (
-            snap(config=ConfigChanges(dynamic=("log.cleaner.threads",))),
+            snap(
+                config=dynamic_changes(
+                    "log.cleaner.threads",
+                )
+            ),
             "apply_dynamic",
             "applying dynamic config",
         ),
         (
-            snap(config=ConfigChanges(dynamic=("x",), error="unknown config key bogus.key")),
+            snap(
+                config=ConfigChanges(
+                    diff=dynamic_changes("x").diff, error="unknown config key bogus.key"
+                )
+            ),
             "none",
             "refusing config change: unknown config key bogus.key",
         ),
@@ -103,7 +127,9 @@ def test_controller_restarts_last() -> None:
         snap(
             controller_id=1,
             brokers_awaiting_restart=frozenset({0, 1, 2}),
-            config=ConfigChanges(read_only=("a",)),
+            config=read_only_changes(
+                "a",
+            ),
         )
     )
     assert waiting.kind == "none"
@@ -112,7 +138,9 @@ def test_controller_restarts_last() -> None:
         snap(
             controller_id=1,
             brokers_awaiting_restart=frozenset({1}),
-            config=ConfigChanges(read_only=("a",)),
+            config=read_only_changes(
+                "a",
+            ),
         )
     )
     assert alone.kind == "restart"
@@ -120,7 +148,9 @@ def test_controller_restarts_last() -> None:
         snap(
             controller_id=0,
             brokers_awaiting_restart=frozenset({0, 2}),
-            config=ConfigChanges(read_only=("a",)),
+            config=read_only_changes(
+                "a",
+            ),
         )
     )
     assert not_controller.kind == "restart"
