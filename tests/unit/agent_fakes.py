@@ -29,6 +29,7 @@ from agent.reassign import PartitionMove, ReassignmentError, VerifyResult
 from agent.safety import PartitionState
 from agent.settings import AgentSettings, parse_settings
 from agent.zk_membership import ReconfigChange
+from planner.live_layout import LiveLayoutError
 from planner.spec import ClusterSpec
 from planner.store import PlanConflictError, PlanTooLargeError, Progress, StoredPlan
 
@@ -347,8 +348,9 @@ class FakePlanStore:
 class FakeClusterAdmin:
     live: dict[tuple[str, int], tuple[int, ...]] = field(default_factory=dict)
     registered: frozenset[int] = frozenset({0, 1, 2})
-    layout: dict[str, Any] = field(default_factory=dict)
+    racks: dict[int, str] = field(default_factory=dict)
     elections: list[tuple[str, int]] = field(default_factory=list)
+    layout_error: str | None = None
 
     def assignment(
         self, include_internal: bool
@@ -357,7 +359,17 @@ class FakeClusterAdmin:
         return live, self.registered
 
     def read_layout(self, include_internal: bool) -> dict[str, Any]:
-        return self.layout
+        """The live assignment as LAYOUT.json (no sizes: every partition weighs the same)."""
+        if self.layout_error is not None:
+            raise LiveLayoutError(self.layout_error)
+        live, registered = self.assignment(include_internal)
+        return {
+            "brokers": [{"id": b, "rack": self.racks.get(b, "a")} for b in sorted(registered)],
+            "partitions": [
+                {"topic": topic, "partition": number, "replicas": list(replicas)}
+                for (topic, number), replicas in sorted(live.items())
+            ],
+        }
 
     def elect_preferred_leaders(self, partitions: Sequence[tuple[str, int]]) -> None:
         self.elections.extend(partitions)
