@@ -6,7 +6,19 @@ from pathlib import Path
 import pytest
 
 from agent.broker_config import ConfigChange, ConfigDiff
-from agent.decide import PAUSED, RUNNING, STOPPED, BrokerView, ConfigChanges, Snapshot, decide
+from agent.decide import (
+    PAUSED,
+    RUNNING,
+    STOPPED,
+    ApplyDynamicConfig,
+    BrokerLaunch,
+    BrokerView,
+    ConfigChanges,
+    RestartBroker,
+    Snapshot,
+    StartBroker,
+    decide,
+)
 from agent.identity import candidate_ids
 from agent.safety import PartitionState, lagging_on_running_brokers, restart_blockers
 from agent.settings import SettingsError, load_settings, parse_settings
@@ -261,3 +273,22 @@ def test_only_replicas_on_running_brokers_are_waited_for(
 ) -> None:
     state = PartitionState("t", 0, replicas, isr)
     assert lagging_on_running_brokers([state], registered) == lagging
+
+
+def test_actions_carry_what_running_them_needs() -> None:
+    start = decide(snap(broker=BrokerView(STOPPED, False, False), config=read_only_changes()))
+    assert isinstance(start, StartBroker)
+    assert start.launch == BrokerLaunch("3.9.2", RENDERED)
+    restart = decide(snap(config=read_only_changes("num.partitions")))
+    assert isinstance(restart, RestartBroker)
+    assert (restart.launch, restart.keys) == (BrokerLaunch("3.9.2", RENDERED), ("num.partitions",))
+    changes = dynamic_changes("log.cleaner.threads")
+    dynamic = decide(snap(config=changes))
+    assert isinstance(dynamic, ApplyDynamicConfig)
+    assert (dynamic.diff, dynamic.server_properties) == (changes.diff, RENDERED)
+    assert dynamic.kafka_version == "3.9.2"
+    bad = ConfigChanges(error="broker_config: unknown key 'bogus'")
+    refused_start = decide(snap(broker=BrokerView(STOPPED, False, False), config=bad))
+    assert isinstance(refused_start, StartBroker)
+    assert refused_start.launch.server_properties is None
+    assert refused_start.launch.config_error == "broker_config: unknown key 'bogus'"
