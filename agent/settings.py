@@ -64,9 +64,19 @@ class AgentSettings:
     broker_unresponsive_s: float = 30.0
     """A live broker failing every metadata and JMX read this long is restarted."""
     broker_start_timeout_s: float = 180.0
+    """After a start, how long the broker has to answer a metadata request before the start
+    is reported as failed (and the restart lock released)."""
+    broker_stop_timeout_s: float = 120.0
+    """How long Kafka's controlled shutdown may take before the process is killed."""
+    restart_lock_poll_s: float = 5.0
+    """While another broker holds the restart lock, how often the holder is looked up again
+    for the progress line."""
     isr_stable_checks: int = 3
     """Consecutive checks with 0 under-replicated partitions before the restart lock is released."""
     isr_check_interval_s: float = 2.0
+    isr_complete_timeout_s: float = 300.0
+    """After a start, how long the lock is kept while ISRs are incomplete; then the restart
+    is reported as "broker up, ISR still incomplete" and the lock released."""
     reassignment_stall_s: float = 600.0
     """A reassignment with no progress this long triggers a controller re-election."""
     plan_interval_s: float = 10.0
