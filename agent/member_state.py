@@ -19,7 +19,7 @@ def member_state(snap: Snapshot, action: Action, long_action_kind: str | None) -
     """`long_action_kind`: the kind of the start or restart running off the loop, if any."""
     if long_action_kind is not None:
         return _BY_ACTION.get(long_action_kind, MemberState.RESTARTING)
-    if not action.is_none:
+    if action.kind in _BY_ACTION:
         return _BY_ACTION[action.kind]
     if snap.spec is None:
         return MemberState.WAITING_FOR_SPEC

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from agent.broker_config.classify import ConfigChange, ConfigDiff
 from agent.decide import PAUSED, RUNNING, STOPPED, BrokerView, ConfigChanges, Snapshot, decide
 from agent.member_state import member_state
 from agent.zk_membership import PARTICIPANT, ReconfigChange, ZkServer
@@ -12,6 +13,21 @@ from planner.contracts.member import MemberState
 from planner.contracts.spec import ClusterSpec
 
 pytestmark = pytest.mark.unit
+
+RENDERED = {"broker.id": "1"}
+
+
+def read_only_changes(key: str) -> ConfigChanges:
+    return ConfigChanges(
+        rendered=RENDERED, diff=ConfigDiff(read_only=(ConfigChange(key, "old", "new"),))
+    )
+
+
+def dynamic_changes(key: str) -> ConfigChanges:
+    return ConfigChanges(
+        rendered=RENDERED, diff=ConfigDiff(per_broker=(ConfigChange(key, "1", "2"),))
+    )
+
 
 SPEC = ClusterSpec(cluster="c", kafka_version="3.9.2", broker_count=3, zones=("z",), generation=2)
 HEALTHY = BrokerView(RUNNING, registered=True, responsive=True)
@@ -45,16 +61,16 @@ def snap(**changes: object) -> Snapshot:
         (snap(config=ConfigChanges(error="unknown key x")), None, MemberState.REFUSING),
         (
             snap(
-                config=ConfigChanges(read_only=("num.io.threads",)),
+                config=read_only_changes("num.io.threads"),
                 controller_id=1,
                 brokers_awaiting_restart=frozenset({0, 1}),
             ),
             None,
             MemberState.AWAITING_RESTART,
         ),
-        (snap(config=ConfigChanges(read_only=("num.io.threads",))), None, MemberState.RESTARTING),
+        (snap(config=read_only_changes("num.io.threads")), None, MemberState.RESTARTING),
         (
-            snap(config=ConfigChanges(dynamic=("log.retention.ms",))),
+            snap(config=dynamic_changes("log.retention.ms")),
             None,
             MemberState.APPLYING_CONFIG,
         ),
