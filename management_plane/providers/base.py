@@ -14,10 +14,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from management_plane.errors import TemporaryError
+
 VM_STATES = ("pending", "running", "stopped", "terminated")
 
 
-class ProviderError(RuntimeError):
+class ProviderError(TemporaryError, RuntimeError):
     """A provider call that failed; the message names the VM or resource and the cause."""
 
 

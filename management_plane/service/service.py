@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from management_plane.errors import ApiError
 from management_plane.service.cluster_io import bootstrap_servers
 from management_plane.service.controller import Controller
 from management_plane.service.db import UNFINISHED, Database, OperationRow
@@ -32,14 +33,6 @@ from planner.spec import ClusterSpec, parse_spec
 
 if TYPE_CHECKING:
     from management_plane.service.tenant_service import TenantService
-
-
-class ApiError(Exception):
-    def __init__(self, status: int, code: str, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.code = code
-        self.message = message
 
 
 class Service:

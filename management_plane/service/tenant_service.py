@@ -23,13 +23,12 @@ from typing import Any
 import structlog
 from sqlalchemy.exc import IntegrityError
 
-from management_plane.errors import KaasError
+from management_plane.errors import ApiError, KaasError, http_answer
 from management_plane.service.auth import Caller, hash_key, new_key
 from management_plane.service.cluster_io import KAFKA_PORT
 from management_plane.service.db import Database, OperationRow
 from management_plane.service.operations import DONE, FAIL, OperationState, Outcome, transition
-from management_plane.service.service import ApiError
-from management_plane.tenants.kafka import KafkaTenants, TenantKafkaError
+from management_plane.tenants.kafka import KafkaTenants
 from management_plane.tenants.model import (
     PLANS,
     ConnectionDetails,
@@ -60,26 +59,14 @@ TENANT_STEPS: dict[str, list[str]] = {
     "delete_topic": ["delete_topic"],
 }
 
-# TenantError codes as HTTP answers.
-TENANT_ERROR_STATUS = {
-    "invalid": (400, "invalid_request"),
-    "forbidden": (403, "forbidden"),
-    "conflict": (409, "conflict"),
-    "not_found": (404, "not_found"),
-    "limit_exceeded": (409, "limit_exceeded"),
-}
 
 KafkaTenantsFactory = Callable[[str, str], KafkaTenants]
 """(internal bootstrap, tenant bootstrap) -> the adapter for that cluster."""
 
 
-def api_error(exc: TenantError | TenantKafkaError | KaasError) -> ApiError:
-    if isinstance(exc, TenantError):
-        status, code = TENANT_ERROR_STATUS.get(exc.code, (400, "invalid_request"))
-        return ApiError(status, code, str(exc))
-    if isinstance(exc, TenantKafkaError):
-        return ApiError(502, "kafka_error", str(exc))
-    return ApiError(503, "unavailable", str(exc))
+def api_error(exc: KaasError) -> ApiError:
+    answer = http_answer(exc)
+    return ApiError(answer.status, answer.code, answer.message)
 
 
 @dataclass(frozen=True)
@@ -308,7 +295,7 @@ class TenantService:
                 },
                 rollback,
             )
-        except (TenantError, TenantKafkaError, KaasError) as exc:
+        except KaasError as exc:
             raise api_error(exc) from None
         row = self._tenant_row(cluster, tenant.name)
         log.info("tenant_onboarded", tenant=tenant.name, cluster=cluster, op_id=op.op_id)
@@ -346,7 +333,7 @@ class TenantService:
                 self._journaled(
                     op, {"delete_in_kafka": delete_in_kafka, "forget": forget}, lambda: None
                 )
-        except (TenantError, TenantKafkaError, KaasError) as exc:
+        except KaasError as exc:
             raise api_error(exc) from None
         return op.op_id
 
@@ -356,7 +343,7 @@ class TenantService:
         tenant = tenant_from_json(self._tenant_row(cluster, name))
         try:
             return list(self._adapter(cluster).list_topics(tenant))
-        except (TenantKafkaError, KaasError) as exc:
+        except KaasError as exc:
             raise api_error(exc) from None
 
     def create_topic(
@@ -392,7 +379,7 @@ class TenantService:
             with self._lock(name):
                 op = self._op(cluster, "create_topic", params, who)
                 self._journaled(op, {"create_topic": create_topic}, lambda: None)
-        except (TenantError, TenantKafkaError, KaasError) as exc:
+        except KaasError as exc:
             raise api_error(exc) from None
         return created[0], op.op_id
 
@@ -410,7 +397,7 @@ class TenantService:
                 check_topic_deletion(tenant, topic, kafka.list_topics(tenant))
                 op = self._op(cluster, "delete_topic", {"tenant": name, "topic": topic}, who)
                 self._journaled(op, {"delete_topic": delete_topic}, lambda: None)
-        except (TenantError, TenantKafkaError, KaasError) as exc:
+        except KaasError as exc:
             raise api_error(exc) from None
         return op.op_id
 
