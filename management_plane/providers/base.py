@@ -12,7 +12,8 @@ data.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Protocol
+from pathlib import Path
+from typing import Protocol, runtime_checkable
 
 from management_plane.errors import TemporaryError
 
@@ -73,3 +74,47 @@ class Provider(Protocol):
         """Delete the per-broker resources of a broker id that will not come back
         (scale-down, cluster deletion). A provider without such resources does nothing."""
         ...
+
+
+# -- what some providers can do besides ------------------------------------------------
+# The controller asks `isinstance(provider, Capability)` and takes the general path when a
+# provider lacks one; a provider gains a capability by defining the method.
+
+
+@runtime_checkable
+class BootstrapsClusters(Protocol):
+    def bootstrap_cluster(self, requests: list[VmRequest]) -> list[VmInfo]:
+        """Start a new cluster's first VMs together (their ZooKeeper servers form one
+        ensemble from the start); a cluster already up is returned as it is."""
+        ...
+
+
+@runtime_checkable
+class HoldsZookeeperAdminSecret(Protocol):
+    def zookeeper_admin_secret(self, cluster: str) -> str | None:
+        """The ZooKeeper super user's password (reconfig needs it); None when unknown. A
+        provider without it leaves the ensemble to its agents."""
+        ...
+
+
+@runtime_checkable
+class DeletesClusters(Protocol):
+    def delete_cluster(self, cluster: str) -> None:
+        """Remove every VM and resource of the cluster at once."""
+        ...
+
+
+@runtime_checkable
+class AdoptsClusters(Protocol):
+    adopted: dict[str, Path]
+    """Clusters started outside the service (`kaas up`), by name: the service runs
+    operations on them but never deletes them."""
+
+
+class ServiceProvider(Provider, Protocol):
+    """A provider as the service offers it to callers: its choices and versions."""
+
+    zones: tuple[str, ...]
+    instance_types: tuple[str, ...]
+
+    def kafka_versions(self) -> tuple[str, ...]: ...

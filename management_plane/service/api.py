@@ -17,7 +17,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from management_plane.errors import ApiError, KaasError, http_answer
 from management_plane.service.auth import Caller, authenticate
 from management_plane.service.db import OperationRow
-from management_plane.service.operations import OperationState, progress
+from management_plane.service.operations import SUCCEEDED, progress
+from management_plane.service.runner import state_of
 from management_plane.service.service import Service
 from management_plane.service.tenant_routes import add_tenant_routes
 
@@ -114,15 +115,14 @@ class OperationOut(BaseModel):
 
 
 def operation_out(op: OperationRow, journal: list[dict[str, Any]] | None = None) -> OperationOut:
-    state = OperationState(op.status, tuple(op.steps), op.step_index, op.context, op.message)
-    finished, _ = progress(state)
+    finished, _ = progress(state_of(op))
     return OperationOut(
         op_id=op.op_id,
         cluster=op.cluster,
-        kind=op.kind,
-        status=op.status,
-        step=op.step if op.status not in ("succeeded",) else None,
-        steps=op.steps,
+        kind=op.kind.value,
+        status=op.status.value,
+        step=str(op.step) if op.step is not None and op.status != SUCCEEDED else None,
+        steps=[str(s) for s in op.steps],
         steps_done=finished,
         message=op.message,
         params=op.params,
