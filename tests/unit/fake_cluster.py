@@ -17,8 +17,8 @@ class FakeProvider:
     """A provider with only the interface every provider has."""
 
     name = "fake"
-    zones = ("zone-a", "zone-b", "zone-c")
-    instance_types = ("small", "large")
+    zones: tuple[str, ...] = ("zone-a", "zone-b", "zone-c")
+    instance_types: tuple[str, ...] = ("small", "large")
 
     def __init__(self) -> None:
         self.vms: dict[str, VmInfo] = {}
