@@ -2,11 +2,14 @@
 
 The management plane's controller decides which VMs a cluster needs; a provider only
 creates, describes and recycles them. A VM is immutable: it is never changed in place,
-only replaced (seed 002). The broker id is not the provider's to choose: the VM's agent
-claims it in ZooKeeper. Where a provider keeps per-broker resources (AWS: an ENI and an
-EBS volume tagged with the broker id, seed 003), `reuse_broker_id` asks for the resources
-of that id to be attached to the new VM, so a replacement keeps the broker's address and
-data.
+only replaced, so every change is a tested image on a fresh VM. The broker id is not the
+provider's to choose: the VM's agent claims it in ZooKeeper. Where a provider keeps
+per-broker resources (AWS: an ENI and an EBS volume tagged with the broker id),
+`reuse_broker_id` asks for the resources of that id to be attached to the new VM, so a
+replacement keeps the broker's address and data.
+
+What only some providers can do (start a cluster's first VMs together, hold the ZooKeeper
+super user's password, delete a whole cluster at once) are capability protocols below.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Tenants, their plans and their connection details (seed 000's customer onboarding). Pure.
+"""Tenants, their plans and their connection details (customer onboarding). Pure.
 
 A tenant is a SCRAM user of the cluster's SASL listener that owns every topic, consumer group
 and transactional id starting with its prefix. Its plan holds its limits (checked by the
