@@ -4,6 +4,10 @@ Every step is safe to run again after a crash at any point: it first looks at wh
 true (VMs the provider has that the database does not know are adopted, a spec that already
 says the thing is left alone) and only then acts. A step returns an Outcome: done (next
 step), wait (run me again soon) or fail.
+
+Each step is registered (`@step`) with the operation kinds it serves, its timeout class and
+its retry policy; the controller reaches the provider and the cluster only through its two
+injected ports, so unit tests drive every step against fakes.
 """
 
 from __future__ import annotations
