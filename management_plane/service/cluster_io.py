@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
+from management_plane.errors import TemporaryError
 from planner.spec import ClusterSpec, SpecError, parse_spec
 from planner.zkpaths import ClusterPaths
 
@@ -28,7 +29,7 @@ KAFKA_PORT = 9092
 T = TypeVar("T")
 
 
-class ClusterUnreachable(RuntimeError):
+class ClusterUnreachable(TemporaryError, RuntimeError):
     """ZooKeeper or Kafka did not answer; a step reading this waits and tries again."""
 
 
