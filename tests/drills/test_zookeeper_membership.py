@@ -8,8 +8,8 @@ import json
 import pytest
 from kazoo.client import KazooClient
 
-from agent.zk_membership import parse_ensemble_config
 from planner.zkpaths import ClusterPaths
+from planner.zookeeper_ensemble import parse_ensemble_config
 from tests.harness import ClusterHandle, wait_until
 
 pytestmark = pytest.mark.drill
