@@ -4,11 +4,18 @@ reconfig it returns, conditional on the config version it was decided from."""
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import structlog
 from kazoo.client import KazooClient
-from kazoo.exceptions import BadVersionError, KazooException, NoNodeError
+from kazoo.exceptions import (
+    BadVersionError,
+    KazooException,
+    NoNodeError,
+    ReconfigInProcessError,
+)
 
 from agent.settings import AgentSettings
 from agent.zk_membership import (
@@ -31,6 +38,18 @@ from planner.zookeeper_ensemble import (
 SERVING_MODES = ("leader", "follower", "observer")
 CONFIG_PATH = "/zookeeper/config"
 log = structlog.get_logger("kaas.agent")
+
+
+class ReconfigOutcome(enum.StrEnum):
+    APPLIED = "applied"
+    LOST_RACE = "lost_race"  # another change landed or is landing: re-read, not an error
+    FAILED = "failed"  # no answer or refused: re-read next cycle
+
+
+@dataclass(frozen=True)
+class ReconfigResult:
+    outcome: ReconfigOutcome
+    text: str  # what the journal says
 
 
 class EnsembleKeeper:
@@ -109,11 +128,12 @@ class EnsembleKeeper:
         )
         return decide_membership(view)
 
-    def apply(self, change: ReconfigChange) -> str:
+    def apply(self, change: ReconfigChange) -> ReconfigResult:
         """One reconfig, conditional on the config version the change was decided from. A
-        lost race (BadVersion: another agent changed the ensemble since) or a lost
-        connection leaves the decision to the next cycle, on a fresh read. Returns the
-        result it journals."""
+        lost race (BadVersion: another agent changed the ensemble since; ReconfigInProcess:
+        another agent's change is being committed) or a lost connection leaves the decision
+        to the next cycle, on a fresh read; a lost race is journaled as such, not as an
+        error. Returns what it journals."""
         try:
             self.zk.reconfig(
                 joining=change.joining,
@@ -121,21 +141,33 @@ class EnsembleKeeper:
                 new_members=None,
                 from_config=change.from_config,
             )
-            result = "done"
+            result = ReconfigResult(ReconfigOutcome.APPLIED, "done")
             self.zookeeper_down_since.pop(change.server.server_id, None)
         except BadVersionError:
-            result = (
+            result = ReconfigResult(
+                ReconfigOutcome.LOST_RACE,
                 f"not applied: the ensemble changed since config version "
-                f"{change.from_config:x}, re-reading next cycle"
+                f"{change.from_config:x}, re-reading next cycle",
+            )
+        except ReconfigInProcessError:
+            # Another change from the same config is being committed right now.
+            result = ReconfigResult(
+                ReconfigOutcome.LOST_RACE,
+                f"not applied: another reconfig of config version {change.from_config:x} "
+                "is under way, re-reading next cycle",
             )
         except KazooException as exc:
-            result = f"not applied ({type(exc).__name__}: {exc}), re-reading next cycle"
-        self.journal("zk_reconfig", change.reason, result)
-        log.info(
+            result = ReconfigResult(
+                ReconfigOutcome.FAILED,
+                f"not applied ({type(exc).__name__}: {exc}), re-reading next cycle",
+            )
+        self.journal("zk_reconfig", change.reason, result.text)
+        (log.warning if result.outcome is ReconfigOutcome.FAILED else log.info)(
             "zookeeper_reconfig",
             change=change.kind.value,
             server=change.server.server_id,
-            result=result,
+            outcome=result.outcome.value,
+            result=result.text,
             config_version=change.from_config,
         )
         return result

@@ -70,10 +70,10 @@ def _removal(view: MembershipView) -> ReconfigChange | None:
     for server_id, server in sorted(view.config.servers.items()):
         if view.me is not None and server_id == view.me.server_id:
             continue
+        if view.serving.get(server_id, False):
+            continue  # a server that answers is not gone, whatever the threshold
         gone_s = view.down_for_s.get(server_id, 0.0)
-        recycled = server.address in view.recycled_addresses and not view.serving.get(
-            server_id, False
-        )
+        recycled = server.address in view.recycled_addresses
         if gone_s < view.gone_threshold_s and not recycled:
             continue
         remaining = participants - {server_id}

@@ -32,6 +32,7 @@ def view(
     me: int | None = None,
     desired: int = 3,
     recycled: tuple[int, ...] = (),
+    threshold: float = 60.0,
 ) -> MembershipView:
     return MembershipView(
         config=cfg,
@@ -39,7 +40,7 @@ def view(
         down_for_s=down or {},
         me=server(me) if me else None,
         desired_participants=desired,
-        gone_threshold_s=60,
+        gone_threshold_s=threshold,
         recycled_addresses=frozenset(f"127.0.1.{i}" for i in recycled),
     )
 
@@ -49,6 +50,10 @@ def view(
     [
         # A participant gone past the threshold, the other two alive: remove it.
         (view(config(1, 2, 3), {1, 2}, {3: 61.0}, me=1), (REMOVE, 3, PARTICIPANT)),
+        # A server that answers is never gone, even with no threshold at all.
+        (view(config(1, 2, 3), {1, 2, 3}, {}, me=1, threshold=0.0), None),
+        # With no threshold, one that does not answer goes at once.
+        (view(config(1, 2, 3), {1, 2}, {3: 0.0}, me=1, threshold=0.0), (REMOVE, 3, PARTICIPANT)),
         # Gone, but not for long enough: nothing.
         (view(config(1, 2, 3), {1, 2}, {3: 10.0}, me=1), None),
         # Not long gone, but its VM is recycled for good: remove it at once.
