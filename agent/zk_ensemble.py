@@ -104,6 +104,8 @@ class EnsembleKeeper:
     def _membership_change(self, spec: ClusterSpec | None, now: float) -> ReconfigChange | None:
         if not self.may_reconfigure or spec is None:
             return None  # without the super user's password the agent never reconfigures
+        # Decide from the config the leader has now, not from what a lagging follower saw.
+        self.zk.sync(CONFIG_PATH)
         raw, _ = self.zk.get(CONFIG_PATH)
         config = parse_ensemble_config(raw.decode())
         me = self._my_zookeeper_server()

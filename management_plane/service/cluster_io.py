@@ -169,6 +169,7 @@ class ClusterIO:
         """The ZooKeeper ensemble's dynamic config, as /zookeeper/config holds it."""
 
         def read(zk: KazooClient) -> EnsembleConfig:
+            zk.sync(ENSEMBLE_CONFIG_PATH)  # the leader's config, not a lagging follower's
             raw, _ = zk.get(ENSEMBLE_CONFIG_PATH)
             return parse_ensemble_config(raw.decode())
 
