@@ -1,5 +1,5 @@
 """A ZooKeeper server gone past the threshold is removed by reconfig, and its VM's agent adds
-it back once it runs again (seed 002: failure and recovery through the same two steps)."""
+it back once it runs again: failure and recovery go through the same two steps."""
 
 from __future__ import annotations
 
