@@ -20,15 +20,7 @@ from kazoo.exceptions import KazooException, LockTimeout, NodeExistsError, NoNod
 from kazoo.recipe.lock import Lock
 
 from agent import brokerview
-from agent.broker_config import (
-    BrokerConfigError,
-    BrokerFacts,
-    ConfigDiff,
-    diff_broker_config,
-    parse_server_properties,
-    render_server_properties,
-    server_properties_text,
-)
+from agent.broker_config import ConfigDiff, desired_server_properties, diff_broker_config
 from agent.broker_config.apply import (
     ConfigApplyError,
     ConfigCommandClusterDefaults,
@@ -44,6 +36,11 @@ from agent.safety import lagging_on_running_brokers, restart_blockers
 from agent.settings import AgentSettings
 from agent.supervisor import BrokerSupervisor, kafka_libs, make_supervisor
 from agent.zk_ensemble import EnsembleKeeper
+from planner.contracts.vm_config import (
+    BrokerConfigError,
+    parse_server_properties,
+    server_properties_text,
+)
 from planner.spec import ClusterSpec, SpecError, parse_spec
 from planner.zkpaths import ClusterPaths
 
@@ -237,22 +234,9 @@ class Agent:
 
     # -- snapshot -------------------------------------------------------------------------
 
-    def _facts(self) -> BrokerFacts:
-        s = self.settings
-        return BrokerFacts(
-            broker_id=self.broker_id,
-            rack=s.zone,
-            listener_address=s.address,
-            port=s.kafka_port,
-            tenant_port=s.kafka_sasl_port,
-            advertised_address=s.address,
-            log_dirs=(str(s.data_dir),),
-            zookeeper_connect=s.zookeeper_hosts + self.paths.kafka_chroot,
-        )
-
     def _desired_properties(self, spec: ClusterSpec) -> dict[str, str]:
         """server.properties as the spec and this VM's facts say; BrokerConfigError names a bad key."""
-        return render_server_properties(spec, self._facts())
+        return desired_server_properties(self.settings, self.broker_id, spec)
 
     def _config_changes(self, spec: ClusterSpec, responsive: bool) -> ConfigChanges:
         """What differs between the rendered config and what the running broker uses."""

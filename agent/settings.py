@@ -10,6 +10,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from planner.contracts.vm_config import SizingError, SizingProfile, sizing_profile
 from planner.zkpaths import validate_cluster_name
 
 
@@ -47,6 +48,9 @@ class AgentSettings:
     """Root of the VM image (holds opt/kaas/image.json); "/" on a real VM."""
     java: str = "java"
     kafka_heap: str = "-Xms512m -Xmx512m"
+    host_sizing: SizingProfile = SizingProfile.STANDARD
+    """Threads, internal topics' partitions and retention in server.properties: "standard"
+    (Kafka's own defaults, a host per broker) or "local" (the local provider's shared cores)."""
     logs_dir: Path = Path("/var/log/kaas")
     state_dir: Path | None = None
     """Where the agent keeps local state (the broker's pid file); default: the data dir's parent."""
@@ -136,6 +140,11 @@ def _convert(name: str, annotation: object, item: object, source: str) -> Any:
         if not isinstance(item, str) or not item:
             raise SettingsError(f"{source}: {name} must be a path string, got {item!r}")
         return Path(item)
+    if kind == "SizingProfile":
+        try:
+            return sizing_profile(item if isinstance(item, str) else repr(item))
+        except SizingError as exc:
+            raise SettingsError(f"{source}: {name}: {exc}") from None
     if kind == "int":
         if not isinstance(item, int) or isinstance(item, bool) or item < 0:
             raise SettingsError(f"{source}: {name} must be a non-negative integer, got {item!r}")

@@ -59,23 +59,6 @@ class ClusterSpec:
         return json.dumps(self.to_json(), sort_keys=True).encode()
 
 
-def durable_defaults(broker_count: int) -> dict[str, str]:
-    """What a production cluster wants whatever its size: replication 3 where there are three
-    brokers, min ISR 2, no unclean election, no automatic topic creation."""
-    replication = min(3, broker_count)
-    return {
-        "default.replication.factor": str(replication),
-        "min.insync.replicas": str(2 if broker_count >= 3 else 1),
-        "offsets.topic.replication.factor": str(replication),
-        "transaction.state.log.replication.factor": str(replication),
-        "transaction.state.log.min.isr": str(2 if broker_count >= 3 else 1),
-        "unclean.leader.election.enable": "false",
-        "auto.create.topics.enable": "false",
-        "controlled.shutdown.enable": "true",
-        "delete.topic.enable": "true",
-    }
-
-
 def _require(
     value: dict[str, Any], key: str, kind: type | tuple[type, ...], where: str = "spec"
 ) -> Any:

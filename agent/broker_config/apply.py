@@ -28,8 +28,8 @@ from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, C
 from confluent_kafka.admin import ConfigSource as KafkaConfigSource
 
 from agent.broker_config.classify import ConfigChange, ConfigDiff, ConfigLayer, RunningValue
-from agent.broker_config.render import server_properties_text
-from agent.broker_config.validation import BROKER_CONFIGS, broker_config_problems
+from planner.contracts.vm_config.properties import server_properties_text
+from planner.contracts.vm_config.validation import BROKER_CONFIGS, broker_config_problems
 
 # Keyed by the numbers: describe_configs hands ConfigEntry.source over as a plain int.
 _LAYERS = {

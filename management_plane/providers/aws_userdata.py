@@ -19,6 +19,8 @@ import json
 import shlex
 from dataclasses import dataclass
 
+from planner.contracts.vm_config import SizingProfile
+
 VM_ID_PLACEHOLDER = "@KAAS_VM_ID@"
 PRIMARY_ADDRESS_PLACEHOLDER = "@KAAS_PRIMARY_ADDRESS@"
 SETTINGS_BEGIN = "KAAS_AGENT_SETTINGS"
@@ -83,6 +85,8 @@ def agent_settings(boot: VmBoot) -> dict[str, object]:
         "supervisor": "systemd",
         "image_root": "/",
         "kafka_heap": boot.kafka_heap,
+        # A broker has the instance to itself: Kafka's own thread and partition defaults.
+        "host_sizing": SizingProfile.STANDARD.value,
         "logs_dir": LOGS_DIR,
         "state_dir": AGENT_STATE_DIR,
     }

@@ -12,14 +12,14 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Final
 
-from agent.broker_config.catalog import BROKER_CONFIG_TABLE, KAFKA_VERSION
-from agent.broker_config.definitions import (
+from planner.contracts.vm_config.catalog import BROKER_CONFIG_TABLE, KAFKA_VERSION
+from planner.contracts.vm_config.definitions import (
     ConfigDefinition,
     ConfigType,
     UpdateMode,
     ValidValues,
 )
-from agent.broker_config.listeners import RENDERED_OUTSIDE_CATALOG, TENANT_SECURITY_KEYS
+from planner.contracts.vm_config.listeners import RENDERED_OUTSIDE_CATALOG, TENANT_SECURITY_KEYS
 
 BROKER_CONFIGS: Final[Mapping[str, ConfigDefinition]] = {
     name: ConfigDefinition(name, ConfigType(kind), UpdateMode(mode), ValidValues.parse(valid))
