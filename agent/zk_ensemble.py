@@ -29,8 +29,8 @@ from planner.zkpaths import ClusterPaths
 from planner.zookeeper_ensemble import (
     EnsembleConfigError,
     RepairRequestError,
-    ServerRole,
     ZkServer,
+    ZookeeperRole,
     parse_ensemble_config,
     parse_repair_request,
 )
@@ -83,7 +83,7 @@ class EnsembleKeeper:
             s.address,
             s.zookeeper_peer_port,
             s.zookeeper_election_port,
-            ServerRole.PARTICIPANT,
+            ZookeeperRole.PARTICIPANT,
             s.zookeeper_client_port,
             s.address,
         )

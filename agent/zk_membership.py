@@ -20,8 +20,8 @@ from dataclasses import dataclass
 
 from planner.zookeeper_ensemble import (
     EnsembleConfig,
-    ServerRole,
     ZkServer,
+    ZookeeperRole,
 )
 
 
@@ -103,11 +103,11 @@ def _my_change(view: MembershipView) -> ReconfigChange | None:
     current = view.config.servers.get(me.server_id)
     if current is None:
         role = (
-            ServerRole.PARTICIPANT
+            ZookeeperRole.PARTICIPANT
             if len(participants) < view.desired_participants
-            else ServerRole.OBSERVER
+            else ZookeeperRole.OBSERVER
         )
-        voting = participants | ({me.server_id} if role is ServerRole.PARTICIPANT else set())
+        voting = participants | ({me.server_id} if role is ZookeeperRole.PARTICIPANT else set())
         if not _has_quorum(voting, view.serving):
             return None
         return ReconfigChange(
@@ -116,12 +116,12 @@ def _my_change(view: MembershipView) -> ReconfigChange | None:
             f"ZooKeeper server {me.server_id} is not in the ensemble, adding it as {role.value}",
             view.config.version,
         )
-    if current.role is ServerRole.OBSERVER and len(participants) < view.desired_participants:
+    if current.role is ZookeeperRole.OBSERVER and len(participants) < view.desired_participants:
         if not _has_quorum(participants | {me.server_id}, view.serving):
             return None
         return ReconfigChange(
             ReconfigKind.PROMOTE,
-            current.with_role(ServerRole.PARTICIPANT),
+            current.with_role(ZookeeperRole.PARTICIPANT),
             f"ZooKeeper server {me.server_id} observes while the ensemble has "
             f"{len(participants)} of {view.desired_participants} participants, "
             "promoting it to participant",

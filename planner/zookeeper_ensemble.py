@@ -9,17 +9,13 @@ waits until the ensemble shows the repair done.
 
 from __future__ import annotations
 
-import enum
 import json
 import re
 from dataclasses import dataclass
 
+from planner.contracts.vm_config.zookeeper import ZookeeperRole
+
 REPAIR_REQUEST_SCHEMA_VERSION = 1
-
-
-class ServerRole(enum.StrEnum):
-    PARTICIPANT = "participant"
-    OBSERVER = "observer"
 
 
 class EnsembleConfigError(ValueError):
@@ -46,7 +42,7 @@ class ZkServer:
     address: str
     peer_port: int
     election_port: int
-    role: ServerRole
+    role: ZookeeperRole
     client_port: int
     client_address: str | None = None  # None: the line names only the port (every interface)
 
@@ -62,7 +58,7 @@ class ZkServer:
             f"{self.role.value};{client}"
         )
 
-    def with_role(self, role: ServerRole) -> ZkServer:
+    def with_role(self, role: ZookeeperRole) -> ZkServer:
         return ZkServer(
             self.server_id,
             self.address,
@@ -81,11 +77,11 @@ class EnsembleConfig:
 
     @property
     def participants(self) -> dict[int, ZkServer]:
-        return {i: s for i, s in self.servers.items() if s.role is ServerRole.PARTICIPANT}
+        return {i: s for i, s in self.servers.items() if s.role is ZookeeperRole.PARTICIPANT}
 
     @property
     def observers(self) -> dict[int, ZkServer]:
-        return {i: s for i, s in self.servers.items() if s.role is ServerRole.OBSERVER}
+        return {i: s for i, s in self.servers.items() if s.role is ZookeeperRole.OBSERVER}
 
     def at_addresses(self, addresses: frozenset[str]) -> dict[int, ZkServer]:
         return {i: s for i, s in self.servers.items() if s.address in addresses}
@@ -103,7 +99,7 @@ def parse_server_line(line: str) -> ZkServer:
         address=match["address"],
         peer_port=int(match["peer"]),
         election_port=int(match["election"]),
-        role=ServerRole(match["role"] or ServerRole.PARTICIPANT),
+        role=ZookeeperRole(match["role"] or ZookeeperRole.PARTICIPANT),
         client_port=int(match["client_port"] or _DEFAULT_CLIENT_PORT),
         client_address=match["client_address"],
     )

@@ -29,8 +29,8 @@ from planner.zkpaths import ClusterPaths
 from planner.zookeeper_ensemble import (
     EnsembleConfig,
     EnsembleRepairRequest,
-    ServerRole,
     ZkServer,
+    ZookeeperRole,
     parse_ensemble_config,
     repair_outstanding,
 )
@@ -59,7 +59,7 @@ def read_config(zk: KazooClient) -> EnsembleConfig:
 def ghost(server_id: int) -> ZkServer:
     """An observer at a scratch address where no server runs."""
     address = f"{harness.SCRATCH_BASE}.{server_id}"
-    return ZkServer(server_id, address, 2888, 3888, ServerRole.OBSERVER, 2181, address)
+    return ZkServer(server_id, address, 2888, 3888, ZookeeperRole.OBSERVER, 2181, address)
 
 
 @contextmanager
@@ -113,7 +113,7 @@ def spec(cluster: str) -> ClusterSpec:
 
 def voter(cluster: ClusterHandle, index: int) -> ZkServer:
     vm = cluster.layout.vms[index]
-    return ZkServer(vm.index, vm.address, 2888, 3888, ServerRole.PARTICIPANT, 2181, vm.address)
+    return ZkServer(vm.index, vm.address, 2888, 3888, ZookeeperRole.PARTICIPANT, 2181, vm.address)
 
 
 def test_two_deciders_racing_from_one_config_version_land_exactly_one_change(

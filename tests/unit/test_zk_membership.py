@@ -7,16 +7,16 @@ from agent.zk_membership import (
     ReconfigKind,
     decide_membership,
 )
-from planner.zookeeper_ensemble import EnsembleConfig, ServerRole, ZkServer
+from planner.zookeeper_ensemble import EnsembleConfig, ZkServer, ZookeeperRole
 
 pytestmark = pytest.mark.unit
 
-PARTICIPANT, OBSERVER = ServerRole.PARTICIPANT, ServerRole.OBSERVER
+PARTICIPANT, OBSERVER = ZookeeperRole.PARTICIPANT, ZookeeperRole.OBSERVER
 ADD, REMOVE, PROMOTE = ReconfigKind.ADD, ReconfigKind.REMOVE, ReconfigKind.PROMOTE
 CONFIG_VERSION = 0x10000000A
 
 
-def server(i: int, role: ServerRole = PARTICIPANT) -> ZkServer:
+def server(i: int, role: ZookeeperRole = PARTICIPANT) -> ZkServer:
     return ZkServer(i, f"127.0.1.{i}", 2888, 3888, role, 2181, f"127.0.1.{i}")
 
 
@@ -95,7 +95,7 @@ def view(
     ],
 )
 def test_membership_decisions(
-    membership: MembershipView, expected: tuple[ReconfigKind, int, ServerRole] | None
+    membership: MembershipView, expected: tuple[ReconfigKind, int, ZookeeperRole] | None
 ) -> None:
     change = decide_membership(membership)
     if expected is None:

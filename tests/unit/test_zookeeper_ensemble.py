@@ -8,7 +8,7 @@ from planner.zookeeper_ensemble import (
     EnsembleConfigError,
     EnsembleRepairRequest,
     RepairRequestError,
-    ServerRole,
+    ZookeeperRole,
     parse_ensemble_config,
     parse_repair_request,
     repair_outstanding,
@@ -28,7 +28,7 @@ def test_parse_reads_servers_roles_and_hex_version() -> None:
     assert cfg.version == 0x10000000A
     assert sorted(cfg.participants) == [1, 2, 3]
     assert sorted(cfg.observers) == [4]
-    assert cfg.servers[4].role is ServerRole.OBSERVER
+    assert cfg.servers[4].role is ZookeeperRole.OBSERVER
     assert cfg.servers[2].line() == "server.2=127.0.1.2:2888:3888:participant;127.0.1.2:2181"
     with pytest.raises(EnsembleConfigError, match="unreadable server line"):
         parse_ensemble_config("server.x=nonsense")
@@ -40,7 +40,7 @@ def test_parse_reads_servers_roles_and_hex_version() -> None:
         # No role: a participant; a bare client port binds every interface and stays bare.
         (
             "server.7=10.0.0.7:2888:3888;2181",
-            ServerRole.PARTICIPANT,
+            ZookeeperRole.PARTICIPANT,
             None,
             2181,
             "server.7=10.0.0.7:2888:3888:participant;2181",
@@ -48,14 +48,14 @@ def test_parse_reads_servers_roles_and_hex_version() -> None:
         # No client part at all: the default client port.
         (
             "server.7=10.0.0.7:2888:3888:observer",
-            ServerRole.OBSERVER,
+            ZookeeperRole.OBSERVER,
             None,
             2181,
             "server.7=10.0.0.7:2888:3888:observer;2181",
         ),
         (
             "server.7=10.0.0.7:2888:3888:observer;0.0.0.0:2281",
-            ServerRole.OBSERVER,
+            ZookeeperRole.OBSERVER,
             "0.0.0.0",
             2281,
             "server.7=10.0.0.7:2888:3888:observer;0.0.0.0:2281",
@@ -63,7 +63,7 @@ def test_parse_reads_servers_roles_and_hex_version() -> None:
     ],
 )
 def test_parse_keeps_the_client_part_as_written(
-    line: str, role: ServerRole, client_address: str | None, client_port: int, written: str
+    line: str, role: ZookeeperRole, client_address: str | None, client_port: int, written: str
 ) -> None:
     server = parse_ensemble_config(line).servers[7]
     assert (server.role, server.client_address, server.client_port) == (
