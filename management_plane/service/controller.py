@@ -49,6 +49,11 @@ from management_plane.service.steps import (
     UnknownStep,
 )
 from planner.spec import ClusterSpec, parse_spec
+from planner.zookeeper_ensemble import (
+    EnsembleConfigError,
+    EnsembleRepairRequest,
+    repair_outstanding,
+)
 
 log = structlog.get_logger("kaas.controller")
 
@@ -402,30 +407,37 @@ class Controller:
         )
         if secret is None:
             return done("the provider's agents keep the ZooKeeper ensemble")
-        # A replacement that kept the old address (aws: the ENI moved) must keep its server.
-        live = {vm["address"] for vm in self.db.cluster_vms(op.cluster)}
-        gone = {
-            vm["address"]
-            for vm_id in op.context["batches"][batch]
-            if (vm := self.db.vm(vm_id)) is not None
-        } - live
+        # The agents decide every membership change; this step only tells them which VMs are
+        # recycled for good (so they need not wait out their gone threshold) and waits until
+        # the ensemble shows the repair done. A replacement that kept the old address (aws:
+        # the ENI moved) keeps its server, so a live address is never named recycled.
+        live = frozenset(vm["address"] for vm in self.db.cluster_vms(op.cluster))
+        recycled = (
+            frozenset(
+                vm["address"]
+                for vm_id in op.context["batches"][batch]
+                if (vm := self.db.vm(vm_id)) is not None
+            )
+            - live
+        )
         spec = self._spec(op.cluster)
-        changes = []
+        io = self._io(op.cluster)
         try:
-            for _ in range(3):  # one reconfig per change; the last look must change nothing
-                changed = self._io(op.cluster).repair_ensemble(
-                    secret, gone, spec.zookeeper_participants
-                )
-                if changed is None:
-                    break
-                changes.append(changed)
-        except ClusterUnreachable:
-            raise
-        except Exception as exc:  # a reconfig racing an agent's: read the new config, again
-            return wait(f"ZooKeeper reconfig not done yet ({type(exc).__name__}: {exc})")
-        if changed is not None:
-            return wait("; ".join(changes))
-        return done("; ".join(changes) or "ZooKeeper ensemble already at its spec size")
+            config = io.ensemble_config()
+        except EnsembleConfigError as exc:
+            return wait(f"ZooKeeper ensemble config unreadable: {exc}")
+        outstanding = repair_outstanding(config, recycled, live, spec.zookeeper_participants)
+        if outstanding:
+            if config.at_addresses(recycled):
+                io.request_ensemble_repair(EnsembleRepairRequest(recycled, f"operation {op.op_id}"))
+            return wait(
+                f"the agents are repairing the ZooKeeper ensemble: {'; '.join(outstanding)}"
+            )
+        io.withdraw_ensemble_repair()
+        return done(
+            f"ZooKeeper ensemble repaired by the agents: participants {sorted(config.participants)}"
+            f", observers {sorted(config.observers)}"
+        )
 
     @step(StepName.RECYCLE_LOST, {K.REPLACE_LOST_VM})
     def recycle_lost(self, op: OperationRow, batch: int) -> Outcome:
