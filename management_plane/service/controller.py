@@ -50,6 +50,7 @@ from management_plane.service.steps import (
 )
 from planner.spec import ClusterSpec, parse_spec
 from planner.zookeeper_ensemble import (
+    EnsembleConfig,
     EnsembleConfigError,
     EnsembleRepairRequest,
     repair_outstanding,
@@ -73,9 +74,11 @@ class ClusterPort(Protocol):
 
     def release_broker_claim(self, broker_id: int) -> None: ...
 
-    def repair_ensemble(
-        self, admin_secret: str, gone_addresses: set[str], participants: int
-    ) -> str | None: ...
+    def ensemble_config(self) -> EnsembleConfig: ...
+
+    def request_ensemble_repair(self, request: EnsembleRepairRequest) -> None: ...
+
+    def withdraw_ensemble_repair(self) -> None: ...
 
     def partitions(self) -> list[PartitionState]: ...
 

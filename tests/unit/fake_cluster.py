@@ -11,6 +11,11 @@ from typing import Any
 from management_plane.providers.base import ProviderError, VmInfo, VmRequest
 from management_plane.service.cluster_io import ClusterUnreachable, PartitionState
 from planner.spec import ClusterSpec, parse_spec
+from planner.zookeeper_ensemble import (
+    EnsembleConfig,
+    EnsembleRepairRequest,
+    parse_ensemble_config,
+)
 
 
 class FakeProvider:
@@ -101,7 +106,7 @@ class ClusterDeletingProvider(FakeProvider):
 @dataclass
 class FakeCluster:
     """One cluster's ZooKeeper and Kafka: the spec znode, the agents' member znodes, Kafka's
-    broker registrations and partitions, the id claims, the ZooKeeper ensemble repairs."""
+    broker registrations and partitions, the id claims, the ZooKeeper ensemble's config and the repair requests."""
 
     spec: ClusterSpec | None = None
     member_znodes: dict[int, dict[str, Any]] = field(default_factory=dict)
@@ -109,8 +114,10 @@ class FakeCluster:
     partition_states: list[PartitionState] = field(default_factory=list)
     released_claims: list[int] = field(default_factory=list)
     reachable: bool = True
-    ensemble_answers: list[str | Exception | None] = field(default_factory=list)
-    ensemble_calls: list[tuple[str, set[str], int]] = field(default_factory=list)
+    ensemble_text: str = "version=100000000\n"
+    """/zookeeper/config as the agents left it; tests edit it the way agents would."""
+    repair_requests: list[EnsembleRepairRequest] = field(default_factory=list)
+    repair_withdrawn: int = 0
     addresses_seen: list[list[str]] = field(default_factory=list)
 
     def connect(self, cluster: str, addresses: list[str]) -> FakeCluster:
@@ -169,14 +176,14 @@ class FakeCluster:
     def release_broker_claim(self, broker_id: int) -> None:
         self.released_claims.append(broker_id)
 
-    def repair_ensemble(
-        self, admin_secret: str, gone_addresses: set[str], participants: int
-    ) -> str | None:
-        self.ensemble_calls.append((admin_secret, set(gone_addresses), participants))
-        answer = self.ensemble_answers.pop(0) if self.ensemble_answers else None
-        if isinstance(answer, Exception):
-            raise answer
-        return answer
+    def ensemble_config(self) -> EnsembleConfig:
+        return parse_ensemble_config(self.ensemble_text)
+
+    def request_ensemble_repair(self, request: EnsembleRepairRequest) -> None:
+        self.repair_requests.append(request)
+
+    def withdraw_ensemble_repair(self) -> None:
+        self.repair_withdrawn += 1
 
     def partitions(self) -> list[PartitionState]:
         return list(self.partition_states)

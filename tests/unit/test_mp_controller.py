@@ -284,7 +284,7 @@ def test_a_replacement_joins_drains_recycles_and_undrains(world: World) -> None:
     assert world.cluster.released_claims == [2]
     assert world.provider.released == [("orders", 2)]
     assert world.cluster.spec.draining_broker_ids == frozenset()
-    assert world.cluster.ensemble_calls == []  # this provider leaves it to the agents
+    assert world.cluster.repair_requests == []  # this provider's agents cannot reconfigure
     steps = [s for s, outcome in world.journal(op) if outcome == "done"]
     assert steps == [str(s) for s in expand_steps(K.REPLACE_VM, 1)]
 
@@ -325,34 +325,69 @@ def test_a_replacement_in_two_batches_replaces_one_batch_after_the_other(world: 
 # -- the ZooKeeper ensemble ---------------------------------------------------------------
 
 
-def test_the_ensemble_is_repaired_until_nothing_changes(tmp_path: Path) -> None:
+def _server(n: int, address: str, role: str = "participant") -> str:
+    return f"server.{n}={address}:2888:3888:{role};{address}:2181\n"
+
+
+def test_the_ensemble_step_asks_the_agents_and_waits_until_they_repaired_it(
+    tmp_path: Path,
+) -> None:
     world = World(tmp_path, ZookeeperKeepingProvider())
     world.running_cluster()
     op = _replace(world, 2)
     old = world.vm_of(2)
     world.db.update_vm(old["vm_id"], state="terminated")
+    new = world.provider.create_vm(_request("orders", "zone-c", "3.8.1"))
+    world.db.upsert_vm(new.vm_id, "orders", new.zone, new.address, "small", "3.8.1", "running")
+    voters = "".join(_server(n + 1, world.vm_of(n)["address"]) for n in (0, 1))
+    observer = _server(4, new.address, "observer")
+    world.cluster.ensemble_text = voters + _server(3, old["address"]) + observer
     world.db.save_operation(op.op_id, RUNNING, 6, op.context, "at ensemble")  # ensemble:0
-    world.cluster.ensemble_answers = ["removed servers [3]", "promoted observers [4]", None]
+
     op = world.run(world.db.operation(op.op_id))  # type: ignore[arg-type]
-    assert world.cluster.ensemble_calls[0] == ("secret-of-orders", {old["address"]}, 3)
-    assert len(world.cluster.ensemble_calls) == 3
-    ensemble = [e for e in world.db.operation_journal(op.op_id) if e["step"] == "ensemble:0"]
-    assert ensemble[-1]["message"] == "removed servers [3]; promoted observers [4]"
+    assert _at("ensemble:0", op) and op.status == RUNNING
+    assert "servers [3] of recycled VMs still in the ensemble" in op.message
+    (request,) = world.cluster.repair_requests
+    assert request.recycled_addresses == frozenset({old["address"]})
+
+    world.cluster.ensemble_text = voters + observer  # an agent removed the old server
+    op = world.run(op)
+    assert _at("ensemble:0", op)
+    assert "2 of 3 participants while observers [4] could vote" in op.message
+    assert len(world.cluster.repair_requests) == 1  # nothing recycled left to name
+
+    world.cluster.ensemble_text = voters + _server(4, new.address)  # the new one promoted
+    op = world.run(op)
+    done_entries = [
+        e
+        for e in world.db.operation_journal(op.op_id)
+        if e["step"] == "ensemble:0" and e["outcome"] == "done"
+    ]
+    assert "participants [1, 2, 4]" in done_entries[-1]["message"]
+    assert world.cluster.repair_withdrawn == 1
 
 
-def test_a_reconfig_that_loses_a_race_waits_and_a_slow_one_waits(tmp_path: Path) -> None:
+def test_the_ensemble_step_leaves_the_ensemble_to_agents_that_cannot_reconfigure(
+    world: World,
+) -> None:
+    world.running_cluster()
+    op = _replace(world, 2)
+    world.cluster.ensemble_text = _server(3, world.vm_of(2)["address"])
+    world.db.save_operation(op.op_id, RUNNING, 6, op.context, "at ensemble")
+    op = world.run(world.db.operation(op.op_id))  # type: ignore[arg-type]
+    assert not _at("ensemble:0", op)
+    assert world.cluster.repair_requests == [] and world.cluster.repair_withdrawn == 0
+
+
+def test_an_unreadable_ensemble_config_waits_naming_the_problem(tmp_path: Path) -> None:
     world = World(tmp_path, ZookeeperKeepingProvider())
     world.running_cluster()
     op = _replace(world, 2)
+    world.cluster.ensemble_text = "server.1=nonsense\n"
     world.db.save_operation(op.op_id, RUNNING, 6, op.context, "at ensemble")
-    world.cluster.ensemble_answers = [RuntimeError("BadVersion")]
     op = world.run(world.db.operation(op.op_id))  # type: ignore[arg-type]
     assert _at("ensemble:0", op) and op.status == RUNNING
-    assert "ZooKeeper reconfig not done yet (RuntimeError: BadVersion)" in op.message
-    # Three changes in one look and the last still changed something: look again later.
-    world.cluster.ensemble_answers = ["a", "b", "c"]
-    op = world.run(op)
-    assert _at("ensemble:0", op) and op.message == "a; b; c"
+    assert "unreadable server line" in op.message
 
 
 # -- scale -------------------------------------------------------------------------------
