@@ -119,7 +119,9 @@ class EnsembleMembership(Protocol):
 
     def change(self, spec: ClusterSpec | None, now: float) -> ReconfigChange | None: ...
 
-    def apply(self, change: ReconfigChange) -> None: ...
+    def apply(self, change: ReconfigChange) -> object:
+        """Make the change; what it returns (the outcome, for the journal) the cycle ignores."""
+        ...
 
 
 # -- Kafka ----------------------------------------------------------------------------------

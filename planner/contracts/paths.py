@@ -88,6 +88,11 @@ class ClusterPaths:
         return f"{self.journal}/entry-"
 
     @property
+    def ensemble_repair(self) -> str:
+        """The management plane's request that the agents repair the ZooKeeper ensemble."""
+        return f"{self.root}/ensemble/repair"
+
+    @property
     def kafka_broker_ids(self) -> str:
         return f"{self.kafka_chroot}/brokers/ids"
 

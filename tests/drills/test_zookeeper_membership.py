@@ -1,14 +1,14 @@
 """A ZooKeeper server gone past the threshold is removed by reconfig, and its VM's agent adds
-it back once it runs again (seed 002: failure and recovery through the same two steps)."""
+it back once it runs again: failure and recovery go through the same two steps."""
 
 from __future__ import annotations
 
 import pytest
 from kazoo.client import KazooClient
 
-from agent.zk_membership import parse_ensemble_config
 from planner.contracts.journal import parse_journal_entry
 from planner.contracts.paths import ClusterPaths
+from planner.zookeeper_ensemble import parse_ensemble_config
 from tests.harness import ClusterHandle, wait_until
 
 pytestmark = pytest.mark.drill

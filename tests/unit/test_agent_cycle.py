@@ -11,11 +11,12 @@ from typing import Any
 import pytest
 
 from agent.ports import PAUSED, RUNNING, STOPPED
-from agent.zk_membership import PARTICIPANT, ReconfigChange, ZkServer
+from agent.zk_membership import ReconfigChange, ReconfigKind
 from planner.contracts.kafka_state import PartitionState
 from planner.contracts.member import MemberRecord, MemberRole, MemberState
 from planner.contracts.spec import ClusterSpec
 from planner.contracts.vm_config import parse_server_properties
+from planner.zookeeper_ensemble import ZkServer, ZookeeperRole
 from tests.unit.agent_fakes import Rig, make_rig
 
 pytestmark = pytest.mark.unit
@@ -273,7 +274,10 @@ def test_a_paused_broker_is_restarted_only_after_the_threshold(tmp_path: Path) -
 def test_a_zookeeper_reconfig_runs_the_change_decide_returned(tmp_path: Path) -> None:
     rig = started(tmp_path, zookeeper_server_id=4)
     change = ReconfigChange(
-        "add", ZkServer(4, "127.0.1.1", 2888, 3888, PARTICIPANT, 2181), "joining as server 4"
+        ReconfigKind.ADD,
+        ZkServer(4, "127.0.1.1", 2888, 3888, ZookeeperRole.PARTICIPANT, 2181),
+        "joining as server 4",
+        from_config=0x100000003,
     )
     rig.ensemble.next_change = change
     assert "joining as server 4" in rig.agent.run_cycle()

@@ -8,9 +8,10 @@ import pytest
 from agent.broker_config.classify import ConfigChange, ConfigDiff
 from agent.decide import PAUSED, RUNNING, STOPPED, BrokerView, ConfigChanges, Snapshot, decide
 from agent.member_state import member_state
-from agent.zk_membership import PARTICIPANT, ReconfigChange, ZkServer
+from agent.zk_membership import ReconfigChange, ReconfigKind
 from planner.contracts.member import MemberState
 from planner.contracts.spec import ClusterSpec
+from planner.zookeeper_ensemble import ZkServer, ZookeeperRole
 
 pytestmark = pytest.mark.unit
 
@@ -31,7 +32,7 @@ def dynamic_changes(key: str) -> ConfigChanges:
 
 SPEC = ClusterSpec(cluster="c", kafka_version="3.9.2", broker_count=3, zones=("z",), generation=2)
 HEALTHY = BrokerView(RUNNING, registered=True, responsive=True)
-SERVER = ZkServer(4, "127.0.1.4", 2888, 3888, PARTICIPANT, 2181)
+SERVER = ZkServer(4, "127.0.1.4", 2888, 3888, ZookeeperRole.PARTICIPANT, 2181)
 
 
 def snap(**changes: object) -> Snapshot:
@@ -49,7 +50,7 @@ def snap(**changes: object) -> Snapshot:
         (snap(spec=None, spec_error="no spec"), None, MemberState.WAITING_FOR_SPEC),
         (snap(broker=BrokerView(STOPPED, False, False)), None, MemberState.STARTING),
         (
-            snap(zookeeper_change=ReconfigChange("add", SERVER, "adding server 4")),
+            snap(zookeeper_change=ReconfigChange(ReconfigKind.ADD, SERVER, "adding server 4", 1)),
             None,
             MemberState.RECONFIGURING_ZOOKEEPER,
         ),
