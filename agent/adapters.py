@@ -27,10 +27,10 @@ from agent.broker_config.apply import (
 )
 from agent.identity import claim_broker_id
 from agent.ports import AdminUnavailable, StoreUnavailable
-from agent.safety import PartitionState
 from agent.supervisor import kafka_libs
+from planner.contracts.kafka_state import PartitionState
+from planner.contracts.paths import ClusterPaths
 from planner.live_layout import read_live_layout
-from planner.zkpaths import ClusterPaths
 
 log = structlog.get_logger("kaas.agent")
 

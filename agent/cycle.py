@@ -9,11 +9,10 @@ Everything the agent talks to comes through the ports of agent/ports.py, injecte
 
 from __future__ import annotations
 
-import json
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
 import structlog
 
@@ -33,7 +32,8 @@ from agent.decide import (
     StartBroker,
     decide,
 )
-from agent.identity import volume_broker_id, volume_id
+from agent.identity import volume_id
+from agent.member_state import member_state
 from agent.metrics_loop import start_metrics_loop
 from agent.plan_executor import PlanExecutor, start_plan_executor
 from agent.ports import (
@@ -52,12 +52,14 @@ from agent.ports import (
 from agent.restart import LaunchKind
 from agent.restart_runner import RestartRunner, write_properties
 from agent.settings import AgentSettings
+from planner.contracts.journal import JournalAction, JournalEntry
+from planner.contracts.kafka_state import volume_broker_id
+from planner.contracts.member import MemberRecord, MemberRole, MemberState, parse_members
+from planner.contracts.paths import ClusterPaths
+from planner.contracts.spec import ClusterSpec, SpecError, parse_spec
 from planner.contracts.vm_config import BrokerConfigError
-from planner.spec import ClusterSpec, SpecError, parse_spec
-from planner.zkpaths import ClusterPaths
 
 AGENT_VERSION = "0.1.0"
-MEMBER_SCHEMA_VERSION = 1
 log = structlog.get_logger("kaas.agent")
 
 
@@ -187,62 +189,57 @@ class Agent:
         return spec, None
 
     def journal(self, action: str, reason: str, result: str) -> None:
-        entry = {
-            "schema_version": 1,
-            "broker_id": self.broker_id,
-            "vm_id": self.settings.vm_id,
-            "action": str(action),
-            "reason": reason,
-            "result": result,
-            "at_ms": int(self.clock.time() * 1000),
-        }
+        entry = JournalEntry(
+            broker_id=self.broker_id,
+            vm_id=self.settings.vm_id,
+            action=JournalAction(action),
+            reason=reason,
+            result=result,
+            at_ms=int(self.clock.time() * 1000),
+        )
         try:
-            self.zk.append_journal(json.dumps(entry).encode())
+            self.zk.append_journal(entry.to_bytes())
         except StoreUnavailable as exc:
             log.warning("journal_write_failed", error=str(exc))
 
-    def _write_member(self, sentence: str, pending_restart: bool) -> None:
+    def _write_member(
+        self, sentence: str, state: MemberState, registered: bool, pending_restart: bool
+    ) -> None:
         spec = self.memory.last_good_spec
-        generation = spec.generation if spec else -1
-        value = json.dumps(
-            {
-                "schema_version": MEMBER_SCHEMA_VERSION,
-                "broker_id": self.broker_id,
-                "vm_id": self.settings.vm_id,
-                "address": self.settings.address,
-                "jolokia_url": self.settings.jolokia_url,
-                "agent_version": AGENT_VERSION,
-                "sentence": sentence,
-                "pending_restart": pending_restart,
-                "role": "planner" if self.planner_role.is_planner else "member",
-                "plan": self.plan_executor.status if self.planner_role.is_planner else None,
-                "spec_generation": generation,
-                "updated_at_ms": int(self.clock.time() * 1000),
-            }
-        ).encode()
-        self.zk.write_member(self.broker_id, value)
+        planner = self.planner_role.is_planner
+        record = MemberRecord(
+            broker_id=self.broker_id,
+            vm_id=self.settings.vm_id,
+            address=self.settings.address,
+            jolokia_url=self.settings.jolokia_url,
+            agent_version=AGENT_VERSION,
+            state=state,
+            sentence=sentence,
+            registered=registered,
+            spec_generation=spec.generation if spec else -1,
+            pending_restart=pending_restart,
+            role=MemberRole.PLANNER if planner else MemberRole.MEMBER,
+            updated_at_ms=int(self.clock.time() * 1000),
+            plan=self.plan_executor.status if planner else None,
+        )
+        self.zk.write_member(self.broker_id, record.to_bytes())
 
     def cluster_bootstrap(self) -> str:
         """Every live member's broker, this one first: the planner reads the whole cluster
         even while its own broker restarts."""
         port = self.settings.kafka_port
         others = sorted(
-            f"{m['address']}:{port}"
-            for b, m in self.members().items()
-            if b != self.broker_id and isinstance(m.get("address"), str)
+            f"{m.address}:{port}" for b, m in self.members().items() if b != self.broker_id
         )
         return ",".join([self.settings.bootstrap, *others])
 
-    def members(self) -> dict[int, dict[str, Any]]:
-        result = {}
-        for broker_id, raw in self.zk.read_members().items():
-            try:
-                value = json.loads(raw)
-            except ValueError:
-                continue
-            if isinstance(value, dict):
-                result[broker_id] = value
-        return result
+    def members(self) -> dict[int, MemberRecord]:
+        """The member records this agent can read; another agent's unreadable record (an
+        agent of a newer schema during an upgrade) is left out and logged."""
+        readings = parse_members({str(b): raw for b, raw in self.zk.read_members().items()})
+        for broker_id, reason in readings.unreadable.items():
+            log.warning("member_unreadable", broker_id=broker_id, reason=reason)
+        return readings.records
 
     # -- snapshot -------------------------------------------------------------------------
 
@@ -298,7 +295,7 @@ class Agent:
         awaiting = frozenset(
             b
             for b, m in self.members().items()
-            if m.get("pending_restart") or int(m.get("spec_generation", -1)) < generation
+            if m.pending_restart or m.spec_generation < generation
         )
         zookeeper_change = self.ensemble.change(good, now)
         long_action = self.long_action
@@ -375,8 +372,14 @@ class Agent:
         if self.planner_role.is_planner and self.plan_executor.sentence:
             sentence += f"; {self.plan_executor.sentence}"
         if self.zk.connected:
+            long_kind = self.long_action.name if self.long_action is not None else None
             try:
-                self._write_member(sentence, pending_restart=bool(snap.config.read_only))
+                self._write_member(
+                    sentence,
+                    member_state(snap, action, long_kind),
+                    registered=snap.broker.registered,
+                    pending_restart=bool(snap.config.read_only),
+                )
             except StoreUnavailable as exc:
                 log.warning("member_write_failed", error=str(exc))
         if sentence != self.last_sentence or not isinstance(action, DoNothing):

@@ -17,7 +17,7 @@ from typing import ClassVar
 from agent.broker_config import ConfigDiff
 from agent.ports import PAUSED, RUNNING, STOPPED, ProcessState
 from agent.zk_membership import ReconfigChange
-from planner.spec import ClusterSpec
+from planner.contracts.spec import ClusterSpec
 
 __all__ = [
     "PAUSED",

@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from planner.store import Progress, StoredPlan
+from planner.contracts.plan_records import Progress
+from planner.store import StoredPlan
 
 ACTIVE_STATES = frozenset({"pending", "executing"})
 

@@ -47,12 +47,13 @@ from agent.ports import (
 from agent.reassign import PartitionMove, ReassignmentError
 from agent.settings import AgentSettings
 from planner.batches import MovementBudget
+from planner.contracts.plan_status import PlanStatus
+from planner.contracts.spec import ClusterSpec
 from planner.feasibility import InfeasibleError
 from planner.layout import LayoutError, parse_layout
 from planner.live_layout import LiveLayoutError
 from planner.model import BrokerState, PlannerSettings
 from planner.plan import Plan, make_plan
-from planner.spec import ClusterSpec
 from planner.store import PlanConflictError, PlanStoreError, PlanTooLargeError, StoredPlan
 
 log = structlog.get_logger("kaas.agent.planner")
@@ -86,7 +87,7 @@ class PlanExecutor:
         self.clock = clock
         self.memory = ExecutorMemory()
         self.sentence = ""
-        self.status: dict[str, Any] = {}
+        self.status: PlanStatus | None = None
 
     # -- snapshot -------------------------------------------------------------------------
 
@@ -350,7 +351,7 @@ def start_plan_executor(
                     executor.sentence = f"planner: tick failed: {exc}"
                     log.error("plan_tick_failed", error=str(exc))
             else:
-                executor.sentence, executor.status = "", {}
+                executor.sentence, executor.status = "", None
             stop.wait(executor.settings.plan_interval_s)
 
     thread = threading.Thread(target=loop, name="agent-planner", daemon=True)

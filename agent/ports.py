@@ -16,10 +16,12 @@ from typing import Any, Protocol
 
 from agent.broker_config import ConfigDiff, RunningValue
 from agent.reassign import PartitionMove, VerifyResult
-from agent.safety import PartitionState
 from agent.zk_membership import ReconfigChange
-from planner.spec import ClusterSpec
-from planner.store import Progress, StoredPlan
+from planner.contracts.kafka_state import PartitionState
+from planner.contracts.plan_records import Progress
+from planner.contracts.plan_status import PlanStatus
+from planner.contracts.spec import ClusterSpec
+from planner.store import StoredPlan
 
 
 class ProcessState(StrEnum):
@@ -193,7 +195,7 @@ class PlanStorePort(Protocol):
 
     def read_progress(self) -> Progress | None: ...
 
-    def read_status(self) -> dict[str, Any]: ...
+    def read_status(self) -> PlanStatus: ...
 
     def write(self, plan: StoredPlan, expected_meta_version: int | None) -> StoredPlan: ...
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
 
 import structlog
 
@@ -49,6 +48,7 @@ from agent.restart import (
 )
 from agent.safety import lagging_on_running_brokers, restart_blockers
 from agent.settings import AgentSettings
+from planner.contracts.member import MemberRecord
 from planner.contracts.vm_config import parse_server_properties, server_properties_text
 
 log = structlog.get_logger("kaas.agent")
@@ -89,7 +89,7 @@ class RestartRunner:
         admin: BrokerAdmin,
         supervisor: BrokerSupervisor,
         clock: Clock,
-        members: Callable[[], Mapping[int, Mapping[str, Any]]],
+        members: Callable[[], Mapping[int, MemberRecord]],
         journal: Journal,
     ) -> None:
         self.settings = settings
@@ -200,11 +200,7 @@ class RestartRunner:
             # Brokers that are down have no ISR to complete: read the registered ones.
             registered = self.zookeeper.registered_brokers()
             members = self.members()
-            urls = [
-                str(m["jolokia_url"])
-                for broker_id, m in members.items()
-                if "jolokia_url" in m and broker_id in registered
-            ]
+            urls = [m.jolokia_url for broker_id, m in members.items() if broker_id in registered]
             urls = urls or [self.settings.jolokia_url]
             total = sum(self.admin.under_replicated(url) for url in urls)
             member_down = bool(set(members) - registered)

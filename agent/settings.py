@@ -10,8 +10,8 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from planner.contracts.paths import validate_cluster_name
 from planner.contracts.vm_config import SizingError, SizingProfile, sizing_profile
-from planner.zkpaths import validate_cluster_name
 
 
 class SettingsError(ValueError):

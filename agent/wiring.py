@@ -16,8 +16,8 @@ from agent.reassign import ReassignmentTool
 from agent.settings import AgentSettings
 from agent.supervisor import kafka_libs, make_supervisor
 from agent.zk_ensemble import EnsembleKeeper
+from planner.contracts.paths import ClusterPaths
 from planner.store import PlanStore
-from planner.zkpaths import ClusterPaths
 
 
 def build_agent(settings: AgentSettings, supervisor: BrokerSupervisor | None = None) -> Agent:

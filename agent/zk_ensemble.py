@@ -24,8 +24,8 @@ from agent.zk_membership import (
     decide_membership,
     server_mode,
 )
-from planner.spec import ClusterSpec
-from planner.zkpaths import ClusterPaths
+from planner.contracts.paths import ClusterPaths
+from planner.contracts.spec import ClusterSpec
 from planner.zookeeper_ensemble import (
     EnsembleConfigError,
     RepairRequestError,

@@ -5,9 +5,9 @@ give. Pure."""
 from __future__ import annotations
 
 from agent.settings import AgentSettings
+from planner.contracts.paths import ClusterPaths
+from planner.contracts.spec import ClusterSpec
 from planner.contracts.vm_config import BrokerFacts, render_server_properties, sizing_properties
-from planner.spec import ClusterSpec
-from planner.zkpaths import ClusterPaths
 
 
 def broker_facts(settings: AgentSettings, broker_id: int) -> BrokerFacts:

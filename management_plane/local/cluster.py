@@ -51,8 +51,10 @@ from management_plane.local.state import (
     write_state,
 )
 from management_plane.workload import create_topic
+from planner.contracts.member import MemberRecord
+from planner.contracts.paths import ClusterPaths
+from planner.contracts.plan_status import PlanStatus
 from planner.contracts.vm_config import render_zookeeper_myid
-from planner.zkpaths import ClusterPaths
 
 log = structlog.get_logger("kaas.local")
 
@@ -399,9 +401,9 @@ class LocalCluster:
         layout = state.layout
         registrations: dict[int, probes.BrokerRegistration] = {}
         under_replicated: dict[int, int] = {}
-        members: dict[str, dict[str, Any]] = {}
+        members: dict[str, MemberRecord] = {}
         lock_holder = None
-        plan: dict[str, Any] | None = None
+        plan: PlanStatus | None = None
         problems = []
         try:
             registrations = probes.broker_registrations(layout, timeout=3.0)
@@ -428,9 +430,7 @@ class LocalCluster:
                 }
             member = members.get(vm.name)
             # With agents the broker id is the one the VM's agent claimed.
-            broker_id = (
-                int(member["broker_id"]) if member else (None if state.agents else vm.broker_id)
-            )
+            broker_id = member.broker_id if member else (None if state.agents else vm.broker_id)
             zookeeper_state = processes["zookeeper"]["state"]
             vms.append(
                 {
@@ -446,8 +446,9 @@ class LocalCluster:
                     "under_replicated_partitions": under_replicated.get(broker_id)
                     if broker_id is not None
                     else None,
-                    "agent_sentence": member.get("sentence") if member else None,
-                    "agent_role": member.get("role") if member else None,
+                    "agent_sentence": member.sentence if member else None,
+                    "agent_state": member.state.value if member else None,
+                    "agent_role": member.role.value if member else None,
                 }
             )
         return {
@@ -456,7 +457,7 @@ class LocalCluster:
             "kafka_version": state.kafka_version,
             "agents": state.agents,
             "restart_lock_holder": lock_holder,
-            "plan": plan,
+            "plan": plan.to_json() if plan is not None else None,
             "bootstrap_servers": layout.bootstrap_servers,
             "zookeeper_connect": layout.zookeeper_connect,
             "vms": vms,

@@ -11,6 +11,7 @@ import base64
 import hashlib
 
 from management_plane.local.layout import ClusterLayout, VmLayout, zookeeper_participants
+from planner.contracts.spec import ClusterSpec
 from planner.contracts.vm_config import (
     BrokerFacts,
     EnsembleServer,
@@ -25,7 +26,6 @@ from planner.contracts.vm_config import (
     sizing_properties,
     voting_roles,
 )
-from planner.spec import ClusterSpec
 
 HOST_SIZING = SizingProfile.LOCAL
 KAFKA_HEAP = ("-Xms512m", "-Xmx512m")

@@ -146,7 +146,7 @@ class BrokerLossWatcher:
             return []
         try:
             io = ClusterIO(cluster, [vm["address"] for vm in vms])
-            members = io.members()
+            members = io.members().alive
             registered = io.registered_brokers()
         except ClusterUnreachable as exc:
             log.warning("broker_loss_cannot_look", cluster=cluster, error=str(exc))

@@ -10,15 +10,18 @@ import json
 import logging
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass, replace
-from typing import Any, TypeVar
+from dataclasses import replace
+from typing import TypeVar
 
+import structlog
 from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from management_plane.errors import TemporaryError
-from planner.spec import ClusterSpec, SpecError, parse_spec
-from planner.zkpaths import ClusterPaths
+from planner.contracts.kafka_state import PartitionState
+from planner.contracts.member import MemberReadings, parse_members
+from planner.contracts.paths import ClusterPaths
+from planner.contracts.spec import ClusterSpec, SpecError, parse_spec
 from planner.zookeeper_ensemble import (
     EnsembleConfig,
     EnsembleRepairRequest,
@@ -26,6 +29,7 @@ from planner.zookeeper_ensemble import (
 )
 
 logging.getLogger("kazoo.client").setLevel(logging.ERROR)
+log = structlog.get_logger("kaas.cluster_io")
 
 ZOOKEEPER_PORT = 2181
 KAFKA_PORT = 9092
@@ -38,20 +42,22 @@ class ClusterUnreachable(TemporaryError, RuntimeError):
     """ZooKeeper or Kafka did not answer; a step reading this waits and tries again."""
 
 
-@dataclass(frozen=True)
-class PartitionState:
-    topic: str
-    partition: int
-    replicas: tuple[int, ...]
-    isr: tuple[int, ...]
-
-
 def zookeeper_hosts(addresses: list[str]) -> str:
     return ",".join(f"{a}:{ZOOKEEPER_PORT}" for a in addresses)
 
 
 def bootstrap_servers(addresses: list[str]) -> str:
     return ",".join(f"{a}:{KAFKA_PORT}" for a in addresses)
+
+
+_unreadable_logged: set[tuple[str, int, str]] = set()
+
+
+def _log_unreadable_once(cluster: str, broker_id: int, reason: str) -> None:
+    """Every status poll reads the members: one warning per record and reason is enough."""
+    if (cluster, broker_id, reason) not in _unreadable_logged:
+        _unreadable_logged.add((cluster, broker_id, reason))
+        log.warning("member_unreadable", cluster=cluster, broker_id=broker_id, reason=reason)
 
 
 class ClusterIO:
@@ -126,25 +132,27 @@ class ClusterIO:
 
     # -- agents and brokers ---------------------------------------------------------------
 
-    def members(self) -> dict[int, dict[str, Any]]:
-        """The agents' member znodes by broker id."""
+    def members(self) -> MemberReadings:
+        """The agents' member records by broker id; a record this reader cannot use (an
+        agent of another schema during an upgrade) is listed as unreadable and logged once."""
 
-        def read(zk: KazooClient) -> dict[int, dict[str, Any]]:
-            found: dict[int, dict[str, Any]] = {}
+        def read(zk: KazooClient) -> MemberReadings:
+            values: dict[str, bytes] = {}
             try:
                 children = zk.get_children(self.paths.members)
             except NoNodeError:
-                return found
+                return MemberReadings()
             for child in children:
                 try:
-                    value = json.loads(zk.get(f"{self.paths.members}/{child}")[0])
-                except (NoNodeError, ValueError):
+                    values[child] = zk.get(f"{self.paths.members}/{child}")[0]
+                except NoNodeError:
                     continue
-                if isinstance(value, dict) and child.isdigit():
-                    found[int(child)] = value
-            return found
+            return parse_members(values)
 
-        return self._with_zk(read)
+        readings = self._with_zk(read)
+        for broker_id, reason in readings.unreadable.items():
+            _log_unreadable_once(self.cluster, broker_id, reason)
+        return readings
 
     def registered_brokers(self) -> set[int]:
         def read(zk: KazooClient) -> set[int]:

@@ -48,7 +48,8 @@ from management_plane.service.steps import (
     StepTimeouts,
     UnknownStep,
 )
-from planner.spec import ClusterSpec, parse_spec
+from planner.contracts.member import MemberReadings
+from planner.contracts.spec import ClusterSpec, parse_spec
 from planner.zookeeper_ensemble import (
     EnsembleConfig,
     EnsembleConfigError,
@@ -68,7 +69,7 @@ class ClusterPort(Protocol):
 
     def write_spec(self, change: Callable[[ClusterSpec | None], ClusterSpec]) -> ClusterSpec: ...
 
-    def members(self) -> dict[int, dict[str, Any]]: ...
+    def members(self) -> MemberReadings: ...
 
     def registered_brokers(self) -> set[int]: ...
 
@@ -236,25 +237,37 @@ class Controller:
             f"spec generation {written.generation} written", spec_generation=written.generation
         )
 
-    def _members_by_address(self, cluster: str) -> tuple[dict[str, dict[str, Any]], set[int]]:
-        io = self._io(cluster)
-        members = {str(m.get("address")): m | {"broker_id": b} for b, m in io.members().items()}
-        return members, io.registered_brokers()
-
     def _joined(self, cluster: str, vm_ids: list[str]) -> Outcome | None:
-        members, registered = self._members_by_address(cluster)
+        """Done when every VM's agent reports its broker HEALTHY, registered and at the spec
+        generation in ZooKeeper; the agent's sentence only explains a wait."""
+        io = self._io(cluster)
+        readings = io.members()
+        registered = io.registered_brokers()
+        spec = io.read_spec()
+        generation = spec.generation if spec is not None else 0
+        by_address = {m.address: m for m in readings.records.values()}
         waiting = []
         for vm_id in vm_ids:
             vm = self.db.vm(vm_id)
             if vm is None:
                 return Outcome(FAIL, f"VM {vm_id} vanished from the database")
-            member = members.get(vm["address"])
+            member = by_address.get(vm["address"])
             if member is None:
-                waiting.append(f"{vm_id}: agent not joined yet")
+                # An unreadable record may be this VM's: say so, the address is in it.
+                unreadable = "; ".join(
+                    f"broker {b}: {r}" for b, r in sorted(readings.unreadable.items())
+                )
+                waiting.append(
+                    f"{vm_id}: agent not joined yet"
+                    + (f" (unreadable member records: {unreadable})" if unreadable else "")
+                )
                 continue
-            broker_id = int(member["broker_id"])
-            if broker_id not in registered or "healthy" not in str(member.get("sentence")):
-                waiting.append(f"{vm_id} (broker {broker_id}): {member.get('sentence')}")
+            broker_id = member.broker_id
+            if broker_id not in registered or not member.has_joined(generation):
+                waiting.append(
+                    f"{vm_id} (broker {broker_id}, {member.state.value}, spec generation "
+                    f"{member.spec_generation}/{generation}): {member.sentence}"
+                )
                 continue
             if vm["state"] == "joining" or vm["broker_id"] != broker_id:
                 self.db.update_vm(vm_id, broker_id=broker_id, state="running")
@@ -454,7 +467,7 @@ class Controller:
         if vm["state"] != "terminated":
             # The decision may be old (the service was down in between): look once more.
             io = self._io(op.cluster, exclude=(vm_id,))
-            if broker_id in io.members() and broker_id in io.registered_brokers():
+            if broker_id in io.members().alive and broker_id in io.registered_brokers():
                 return Outcome(
                     FAIL,
                     f"{vm_id} came back (agent and broker {broker_id} present): not replaced",
@@ -532,12 +545,13 @@ class Controller:
     @step(StepName.WAIT_APPLIED, {K.UPGRADE, K.CHANGE_CONFIG}, Patience.APPLIED)
     def wait_applied(self, op: OperationRow, _batch: int) -> Outcome:
         generation = int(op.context.get("spec_generation", 0))
-        members = self._io(op.cluster).members()
+        readings = self._io(op.cluster).members()
+        members = readings.records
         behind = [
-            f"broker {b}: {m.get('sentence')}"
+            f"broker {b}: {m.sentence}"
             for b, m in sorted(members.items())
-            if int(m.get("spec_generation", -1)) < generation or m.get("pending_restart")
-        ]
+            if m.spec_generation < generation or m.pending_restart
+        ] + [f"broker {b}: record unreadable ({r})" for b, r in sorted(readings.unreadable.items())]
         expected = len(self.db.cluster_vms(op.cluster))
         if behind or len(members) < expected:
             return wait(f"{len(members)}/{expected} agents; waiting for " + "; ".join(behind))

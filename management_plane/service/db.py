@@ -66,7 +66,9 @@ clusters = Table(
     Column("name", String(64), primary_key=True),
     Column("provider", String(32), nullable=False),
     Column("instance_type", String(64), nullable=False),
-    Column("spec", Text, nullable=False),  # planner.spec.ClusterSpec JSON: the desired state
+    Column(
+        "spec", Text, nullable=False
+    ),  # planner.contracts.spec.ClusterSpec JSON: the desired state
     Column(
         "status", String(32), nullable=False
     ),  # creating | running | updating | deleting | deleted | failed

@@ -32,7 +32,7 @@ from management_plane.service.validation import (
     validate_name,
     zookeeper_participants,
 )
-from planner.spec import ClusterSpec, parse_spec
+from planner.contracts.spec import ClusterSpec, parse_spec
 
 if TYPE_CHECKING:
     from management_plane.service.tenant_service import TenantService

@@ -26,6 +26,7 @@ from agent.broker_config.apply import (
 from management_plane.local import render as local_render
 from management_plane.local.image import find_java, load_image
 from management_plane.local.layout import ClusterLayout, VmLayout
+from planner.contracts.spec import ClusterSpec
 from planner.contracts.vm_config import (
     BROKER_CONFIGS,
     BrokerConfigError,
@@ -34,7 +35,6 @@ from planner.contracts.vm_config import (
     render_server_properties,
 )
 from planner.contracts.vm_config.listeners import RENDERED_OUTSIDE_CATALOG
-from planner.spec import ClusterSpec
 from tests.harness import ClusterHandle
 
 pytestmark = pytest.mark.integration

@@ -20,13 +20,15 @@ from agent.ports import (
     StoreUnavailable,
 )
 from agent.reassign import PartitionMove, ReassignmentError, VerifyResult
-from agent.safety import PartitionState
 from agent.settings import AgentSettings, parse_settings
 from agent.zk_membership import ReconfigChange
+from planner.contracts.kafka_state import PartitionState
+from planner.contracts.plan_records import Progress
+from planner.contracts.plan_status import PlanState, PlanStatus
+from planner.contracts.spec import ClusterSpec
 from planner.contracts.vm_config import BROKER_CONFIGS, parse_server_properties
 from planner.live_layout import LiveLayoutError
-from planner.spec import ClusterSpec
-from planner.store import PlanConflictError, PlanTooLargeError, Progress, StoredPlan
+from planner.store import PlanConflictError, PlanTooLargeError, StoredPlan
 
 
 class FakeClock:
@@ -309,11 +311,12 @@ class FakePlanStore:
     def read_progress(self) -> Progress | None:
         return self.progress
 
-    def read_status(self) -> dict[str, Any]:
+    def read_status(self) -> PlanStatus:
         if self.plan is None:
-            return {}
+            return PlanStatus(PlanState.NONE)
         progress = self.progress
-        return {"plan_id": self.plan.plan_id, "state": progress.state if progress else None}
+        state = PlanState(progress.state) if progress else PlanState.PENDING
+        return PlanStatus(state, self.plan.plan_id)
 
     def write(self, plan: StoredPlan, expected_meta_version: int | None) -> StoredPlan:
         self.write_attempts.append(plan.batch_count)

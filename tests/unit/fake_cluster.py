@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any
 
 from management_plane.providers.base import ProviderError, VmInfo, VmRequest
 from management_plane.service.cluster_io import ClusterUnreachable, PartitionState
-from planner.spec import ClusterSpec, parse_spec
+from planner.contracts.member import MemberReadings, MemberRecord, MemberRole, MemberState
+from planner.contracts.spec import ClusterSpec, parse_spec
 from planner.zookeeper_ensemble import (
     EnsembleConfig,
     EnsembleRepairRequest,
@@ -109,7 +109,7 @@ class FakeCluster:
     broker registrations and partitions, the id claims, the ZooKeeper ensemble's config and the repair requests."""
 
     spec: ClusterSpec | None = None
-    member_znodes: dict[int, dict[str, Any]] = field(default_factory=dict)
+    member_znodes: dict[int, MemberRecord] = field(default_factory=dict)
     registered: set[int] = field(default_factory=set)
     partition_states: list[PartitionState] = field(default_factory=list)
     released_claims: list[int] = field(default_factory=list)
@@ -132,20 +132,32 @@ class FakeCluster:
     # -- what a test does to the cluster --------------------------------------------------
 
     def agent_joins(self, address: str, broker_id: int, healthy: bool = True) -> None:
-        """The VM's agent claims `broker_id`, starts its broker and reports healthy."""
+        """The VM's agent claims `broker_id`, starts its broker and reports healthy (its
+        sentence never says the word: the controller reads the state)."""
         generation = self.spec.generation if self.spec else 0
-        self.member_znodes[broker_id] = {
-            "address": address,
-            "sentence": "healthy: broker serving" if healthy else "starting the broker",
-            "spec_generation": generation,
-        }
+        self.member_znodes[broker_id] = MemberRecord(
+            broker_id=broker_id,
+            vm_id=f"vm-of-{address}",
+            address=address,
+            jolokia_url=f"http://{address}:8778/jolokia/",
+            agent_version="0.1.0",
+            state=MemberState.HEALTHY if healthy else MemberState.STARTING,
+            sentence="broker serving" if healthy else "starting the broker",
+            registered=healthy,
+            spec_generation=generation,
+            pending_restart=False,
+            role=MemberRole.MEMBER,
+            updated_at_ms=0,
+        )
         if healthy:
             self.registered.add(broker_id)
 
     def agent_applies(self, broker_id: int, generation: int, pending_restart: bool) -> None:
-        member = self.member_znodes[broker_id]
-        member["spec_generation"] = generation
-        member["pending_restart"] = pending_restart
+        self.member_znodes[broker_id] = replace(
+            self.member_znodes[broker_id],
+            spec_generation=generation,
+            pending_restart=pending_restart,
+        )
 
     def place(self, replicas_by_partition: dict[str, tuple[int, ...]]) -> None:
         """Partitions `topic-N` with these replicas, every one in sync."""
@@ -167,8 +179,8 @@ class FakeCluster:
         self.spec = written
         return written
 
-    def members(self) -> dict[int, dict[str, Any]]:
-        return {b: dict(m) for b, m in self.member_znodes.items()}
+    def members(self) -> MemberReadings:
+        return MemberReadings(records=dict(self.member_znodes))
 
     def registered_brokers(self) -> set[int]:
         return set(self.registered)

@@ -4,7 +4,6 @@ timeouts, and ZooKeeper going away. Time is a fake clock: a 300 s wait takes mil
 
 from __future__ import annotations
 
-import json
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -12,10 +11,11 @@ from typing import Any
 import pytest
 
 from agent.ports import PAUSED, RUNNING, STOPPED
-from agent.safety import PartitionState
 from agent.zk_membership import ReconfigChange, ReconfigKind
+from planner.contracts.kafka_state import PartitionState
+from planner.contracts.member import MemberRecord, MemberRole, MemberState
+from planner.contracts.spec import ClusterSpec
 from planner.contracts.vm_config import parse_server_properties
-from planner.spec import ClusterSpec
 from planner.zookeeper_ensemble import ZkServer, ZookeeperRole
 from tests.unit.agent_fakes import Rig, make_rig
 
@@ -198,9 +198,20 @@ def test_every_registered_members_broker_is_read_and_a_cold_start_counts_only_ru
 ) -> None:
     rig = make_rig(tmp_path, SPEC)
     for broker_id in (1, 2):
-        rig.zookeeper.members[broker_id] = json.dumps(
-            {"address": f"127.0.1.{broker_id + 1}", "jolokia_url": f"http://b{broker_id}/"}
-        ).encode()
+        rig.zookeeper.members[broker_id] = MemberRecord(
+            broker_id=broker_id,
+            vm_id=f"vm{broker_id + 1}",
+            address=f"127.0.1.{broker_id + 1}",
+            jolokia_url=f"http://b{broker_id}/",
+            agent_version="0.1.0",
+            state=MemberState.STARTING,
+            sentence="",
+            registered=False,
+            spec_generation=-1,
+            pending_restart=False,
+            role=MemberRole.MEMBER,
+            updated_at_ms=0,
+        ).to_bytes()
     rig.zookeeper.registered = {1}  # broker 2's VM still boots
     read: list[str] = []
 

@@ -20,9 +20,10 @@ from agent.decide import (
     decide,
 )
 from agent.identity import candidate_ids
-from agent.safety import PartitionState, lagging_on_running_brokers, restart_blockers
+from agent.safety import lagging_on_running_brokers, restart_blockers
 from agent.settings import SettingsError, load_settings, parse_settings
-from planner.spec import ClusterSpec
+from planner.contracts.kafka_state import PartitionState
+from planner.contracts.spec import ClusterSpec
 
 pytestmark = pytest.mark.unit
 

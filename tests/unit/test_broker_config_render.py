@@ -17,6 +17,7 @@ from management_plane.local import cluster as local_cluster
 from management_plane.local import render as local_render
 from management_plane.local.layout import plan_layout
 from planner.contracts import vm_config
+from planner.contracts.spec import ClusterSpec
 from planner.contracts.vm_config import (
     AGENT_OWNED_KEYS,
     BrokerConfigError,
@@ -33,7 +34,6 @@ from planner.contracts.vm_config.listeners import (
     TENANT_LISTENER_SECURITY,
     TENANT_SECURITY_KEYS,
 )
-from planner.spec import ClusterSpec
 
 pytestmark = pytest.mark.unit
 

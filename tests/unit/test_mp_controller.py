@@ -29,7 +29,7 @@ from management_plane.service.operations import (
     expand_steps,
 )
 from management_plane.service.steps import Patience, StepTimeouts
-from planner.spec import ClusterSpec
+from planner.contracts.spec import ClusterSpec
 from tests.unit.fake_cluster import (
     BootstrappingProvider,
     ClusterDeletingProvider,

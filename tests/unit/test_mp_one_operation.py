@@ -38,7 +38,7 @@ from management_plane.service.service import Service
 from management_plane.service.validation import ValidationError
 from management_plane.tenants.kafka import TenantKafkaError
 from management_plane.tenants.model import Problem, TenantError
-from planner.spec import ClusterSpec
+from planner.contracts.spec import ClusterSpec
 from tests.unit.fake_cluster import FakeProvider
 
 pytestmark = pytest.mark.unit

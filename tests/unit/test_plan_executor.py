@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from agent.plan_housekeeping import VERIFY_EVERY_S
-from planner.spec import ClusterSpec
+from planner.contracts.spec import ClusterSpec
 from tests.unit.agent_fakes import Rig, make_rig
 
 pytestmark = pytest.mark.unit

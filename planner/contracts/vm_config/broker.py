@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Final
 
+from planner.contracts.spec import ClusterSpec
 from planner.contracts.vm_config.listeners import (
     INTERNAL_LISTENER,
     TENANT_LISTENER,
@@ -25,7 +26,6 @@ from planner.contracts.vm_config.validation import (
     ConfigProblem,
     broker_config_problems,
 )
-from planner.spec import ClusterSpec
 
 ZOOKEEPER_SESSION: Final[Mapping[str, str]] = MappingProxyType(
     {

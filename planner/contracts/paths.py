@@ -1,4 +1,4 @@
-"""Every ZooKeeper path KaaS uses, named in one place (the layout of ../shared/DESIGN.md).
+"""Every ZooKeeper path KaaS uses, named in one place.
 
 Kafka's own data lives under /kafka/<cluster> (its chroot); KaaS's under /kaas/<cluster>.
 """
@@ -86,11 +86,6 @@ class ClusterPaths:
     @property
     def journal_entry_prefix(self) -> str:
         return f"{self.journal}/entry-"
-
-    @property
-    def zookeeper_members(self) -> str:
-        """Ephemeral: one child per ZooKeeper server id whose agent is alive (seen-at times)."""
-        return f"{self.root}/zookeeper"
 
     @property
     def ensemble_repair(self) -> str:
