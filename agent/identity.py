@@ -16,6 +16,7 @@ from pathlib import Path
 from kazoo.client import KazooClient
 from kazoo.exceptions import NodeExistsError, NoNodeError
 
+from agent.errors import AgentError
 from planner.contracts.claim import BrokerIdClaim, parse_claim
 from planner.contracts.fields import ContractError
 from planner.contracts.paths import ClusterPaths
@@ -23,7 +24,7 @@ from planner.contracts.paths import ClusterPaths
 VOLUME_ID_FILE = "kaas-volume-id"
 
 
-class IdentityError(RuntimeError):
+class IdentityError(AgentError, RuntimeError):
     pass
 
 

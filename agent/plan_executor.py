@@ -44,7 +44,7 @@ from agent.ports import (
     ReassignerFactory,
     StoreUnavailable,
 )
-from agent.reassign import PartitionMove, ReassignmentError
+from agent.reassign import PartitionMove, ReassignToolError
 from agent.settings import AgentSettings
 from planner.batches import MovementBudget
 from planner.contracts.plan_status import PlanStatus
@@ -258,7 +258,7 @@ class PlanExecutor:
             moves = _moves(action.moves)
             try:
                 self.reassigner(spec.kafka_version).execute(moves, spec.budget.throttle_bytes_per_s)
-            except ReassignmentError as exc:
+            except ReassignToolError as exc:
                 return f"planner: {action.reason}: Kafka refused: {exc}"
             self.journal("reassign", action.reason, f"{len(moves)} partitions submitted")
         self.memory = replace(self.memory, last_verify_at=snap.now)
@@ -273,7 +273,7 @@ class PlanExecutor:
             try:
                 # Verify also removes the throttles of a complete batch.
                 result = self.reassigner(spec.kafka_version).verify(_moves(next_step.moves))
-            except ReassignmentError as exc:
+            except ReassignToolError as exc:
                 return f"planner: {action.reason}; verify failed: {exc}"
             next_step = after_confirm(action, next_step.moves, result.complete)
             if isinstance(next_step, KeepWaiting):
@@ -299,11 +299,11 @@ class PlanExecutor:
             in_progress: tuple[tuple[str, int], ...] | None = tool.verify(
                 _moves(pending)
             ).in_progress
-        except ReassignmentError:
+        except ReassignToolError:
             in_progress = None  # Kafka knows of no reassignment for them
         lost = lost_moves(pending, in_progress)
         if lost:
-            with contextlib.suppress(ReassignmentError):
+            with contextlib.suppress(ReassignToolError):
                 tool.execute(_moves(lost), spec.budget.throttle_bytes_per_s)
                 self.journal("reassign", action.reason, f"{len(lost)} partitions resubmitted")
 
@@ -344,7 +344,7 @@ def start_plan_executor(
             if is_planner():
                 try:
                     executor.tick()
-                except (StoreUnavailable, ReassignmentError, OSError) as exc:
+                except (StoreUnavailable, ReassignToolError, OSError) as exc:
                     executor.sentence = f"planner: tick failed: {exc}"
                     log.warning("plan_tick_failed", error=str(exc))
                 except Exception as exc:  # never let the planner thread die

@@ -15,6 +15,7 @@ from enum import StrEnum
 from typing import Any, Protocol
 
 from agent.broker_config import ConfigDiff, RunningValue
+from agent.errors import AgentError
 from agent.reassign import PartitionMove, VerifyResult
 from agent.zk_membership import ReconfigChange
 from planner.contracts.kafka_state import PartitionState
@@ -36,11 +37,11 @@ Assignment = Mapping[tuple[str, int], tuple[int, ...]]
 """(topic, partition) -> replicas, preferred leader first."""
 
 
-class StoreUnavailable(Exception):
+class StoreUnavailable(AgentError):
     """ZooKeeper did not answer (no session, or the session was lost during the call)."""
 
 
-class AdminUnavailable(Exception):
+class AdminUnavailable(AgentError):
     """A Kafka admin request failed or timed out; the message names the request."""
 
 

@@ -10,11 +10,12 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from agent.errors import AgentError
 from planner.contracts.paths import validate_cluster_name
 from planner.contracts.vm_config import SizingError, SizingProfile, sizing_profile
 
 
-class SettingsError(ValueError):
+class SettingsError(AgentError, ValueError):
     """A settings file the agent refuses; the message names the field."""
 
 

@@ -14,13 +14,14 @@ from pathlib import Path
 
 import psutil
 
+from agent.errors import AgentError
 from agent.ports import PAUSED, RUNNING, STOPPED, BrokerSupervisor, ProcessState
 from agent.settings import AgentSettings
 
 __all__ = ["BrokerSupervisor", "LocalProcessSupervisor", "SystemdSupervisor", "make_supervisor"]
 
 
-class ImageError(RuntimeError):
+class ImageError(AgentError, RuntimeError):
     pass
 
 

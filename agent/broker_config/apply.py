@@ -28,6 +28,7 @@ from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, C
 from confluent_kafka.admin import ConfigSource as KafkaConfigSource
 
 from agent.broker_config.classify import ConfigChange, ConfigDiff, ConfigLayer, RunningValue
+from agent.errors import AgentError
 from planner.contracts.vm_config.properties import server_properties_text
 from planner.contracts.vm_config.validation import BROKER_CONFIGS, broker_config_problems
 
@@ -45,7 +46,7 @@ def _layer(source: object) -> ConfigLayer:
     return _LAYERS.get(number, ConfigLayer.OTHER) if isinstance(number, int) else ConfigLayer.OTHER
 
 
-class ConfigApplyError(RuntimeError):
+class ConfigApplyError(AgentError, RuntimeError):
     """A Kafka call about broker config failed; the message names the keys involved."""
 
 

@@ -1,8 +1,8 @@
 """What an EC2 broker VM is told at first boot (pure: text out).
 
 The user-data is a shell script cloud-init runs once. It configures the broker's ENI (the
-secondary interface holding the broker's stable address, seed 003), mounts the broker's EBS
-data volume, and writes the agent's settings file (/etc/kaas/agent.json, the format of
+secondary interface holding the broker's stable address, so a replacement keeps it), mounts
+the broker's EBS data volume, and writes the agent's settings file (/etc/kaas/agent.json, the format of
 agent/settings.py) before restarting kaas-agent. Two values exist only once the instance
 runs (its instance id and, without an ENI, its primary address); the script fills them in
 from the instance metadata service in place of the placeholders below.

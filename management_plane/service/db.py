@@ -37,7 +37,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.exc import IntegrityError
 
-from management_plane.errors import Refusal, RequestRefused
+from management_plane.errors import PermanentError, Refusal, RequestRefused
 from management_plane.service.operations import (
     TENANT_KINDS,
     UNFINISHED,
@@ -169,7 +169,7 @@ class ClusterBusy(RequestRefused):
         self.running = running
 
 
-class StoredValueError(ValueError):
+class StoredValueError(PermanentError, ValueError):
     """A row whose stored value this version cannot read."""
 
 

@@ -19,7 +19,7 @@ from agent.ports import (
     ProcessState,
     StoreUnavailable,
 )
-from agent.reassign import PartitionMove, ReassignmentError, VerifyResult
+from agent.reassign import PartitionMove, ReassignToolError, VerifyResult
 from agent.settings import AgentSettings, parse_settings
 from agent.zk_membership import ReconfigChange
 from planner.contracts.kafka_state import PartitionState
@@ -388,7 +388,7 @@ class FakeReassigner:
 
     def execute(self, moves: Sequence[PartitionMove], throttle_bytes_per_s: int) -> None:
         if self.refuse is not None:
-            raise ReassignmentError(self.refuse)
+            raise ReassignToolError(self.refuse)
         self.executed.append(list(moves))
         for move in moves:
             if self.instant:
@@ -399,7 +399,7 @@ class FakeReassigner:
     def verify(self, moves: Sequence[PartitionMove]) -> VerifyResult:
         self.verified.append(list(moves))
         if self.knows_nothing:
-            raise ReassignmentError("no reassignment in progress")
+            raise ReassignToolError("no reassignment in progress")
         pending = tuple(
             (m.topic, m.partition)
             for m in moves
