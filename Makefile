@@ -19,7 +19,7 @@ $(VENV)/.installed: setup.cfg pyproject.toml constraints.txt
 	@command -v java >/dev/null || { echo "setup: java not found on PATH: install a Java 17+ runtime" >&2; exit 1; }
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip==26.3 setuptools==84.2.1 wheel==0.48.0
-	$(BIN)/pip install -q -c constraints.txt -e '.[test]'
+	$(BIN)/pip install -q -c constraints.txt -e '.[all,test]'
 	touch $@
 
 # The script verifies the cache and fetches only what is missing or corrupt.
