@@ -7,11 +7,15 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from management_plane.errors import KaasError
 from management_plane.local.layout import DEFAULT_ADDRESS_BASE
+from management_plane.local.up_choice import UpChoice
 from management_plane.logs import configure_logging
+
+if TYPE_CHECKING:
+    from management_plane.local.cluster import UpResult
 
 VM_ACTIONS = ("stop", "start", "kill", "pause", "resume", "wipe")
 
@@ -160,6 +164,18 @@ def _print_status(status: dict[str, Any]) -> None:
         print(f"problem: {problem}")
 
 
+def _up_outcome(result: UpResult) -> str:
+    """What `kaas up` did, and why when it found a cluster already there."""
+    choice, reason, seconds = result.decision.choice, result.decision.reason, result.seconds
+    if choice is UpChoice.REUSE:
+        return f"already running, reused ({reason})"
+    if choice is UpChoice.START:
+        return f"started again in {seconds:.1f}s ({reason})"
+    if choice is UpChoice.REPLACE:
+        return f"replaced by a new cluster, up in {seconds:.1f}s ({reason})"
+    return f"up in {seconds:.1f}s"
+
+
 def _run(args: argparse.Namespace) -> int:
     if args.command in ("serve", "cluster", "tenant", "topic", "op"):
         from management_plane.service.client import run
@@ -182,8 +198,7 @@ def _run(args: argparse.Namespace) -> int:
             agents=args.agents,
         )
         layout = result.state.layout
-        verb = "already running" if result.already_running else f"up in {result.seconds:.1f}s"
-        print(f"cluster {layout.name}: {len(layout.vms)} VMs {verb}")
+        print(f"cluster {layout.name}: {len(layout.vms)} VMs {_up_outcome(result)}")
         print(f"bootstrap servers: {layout.bootstrap_servers}")
         print(f"zookeeper: {layout.zookeeper_connect}")
         print(f"cluster file: {home.resolve() / 'cluster.json'}")
