@@ -13,15 +13,30 @@ from management_plane.errors import KaasError
 from management_plane.local.layout import DEFAULT_ADDRESS_BASE
 from management_plane.local.up_choice import UpChoice
 from management_plane.logs import configure_logging
+from planner.client_logs import log_client_lines_to
 
 if TYPE_CHECKING:
     from management_plane.local.cluster import UpResult
 
 VM_ACTIONS = ("stop", "start", "kill", "pause", "resume", "wipe")
+# The management plane's own commands: `serve` logs to its own file, the rest are HTTP calls.
+SERVICE_COMMANDS = ("serve", "cluster", "tenant", "topic", "op")
+CLIENT_LOG = "kafka-clients.log"
+SPARK_LOG = "spark.log"
 
 
 def default_home() -> Path:
     return Path(os.environ.get("KAAS_HOME", str(Path.home() / ".kaas" / "local")))
+
+
+def _keep_library_lines_off_the_terminal(home: Path, spark: bool = False) -> None:
+    """The Kafka clients' (librdkafka's) lines, and Spark's, go to HOME/logs, not the terminal."""
+    logs = home / "logs"
+    log_client_lines_to(logs / CLIENT_LOG)
+    if spark:
+        from analytics.session import LOG_FILE_ENV
+
+        os.environ.setdefault(LOG_FILE_ENV, str(logs / SPARK_LOG))
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -177,7 +192,7 @@ def _up_outcome(result: UpResult) -> str:
 
 
 def _run(args: argparse.Namespace) -> int:
-    if args.command in ("serve", "cluster", "tenant", "topic", "op"):
+    if args.command in SERVICE_COMMANDS:
         from management_plane.service.client import run
 
         return run(args)
@@ -272,6 +287,7 @@ def main(argv: list[str] | None = None) -> int:
     # `plan` and `analytics` belong to their packages' own command lines, but for `plan
     # export`, which reads a live cluster.
     if argv[:2] == ["plan", "export"]:
+        _keep_library_lines_off_the_terminal(default_home())
         return _plan_export(argv[2:])
     if argv and argv[0] == "plan":
         from planner.cli import main as plan_main
@@ -280,9 +296,12 @@ def main(argv: list[str] | None = None) -> int:
     if argv and argv[0] == "analytics":
         from analytics.cli import main as analytics_main
 
+        _keep_library_lines_off_the_terminal(default_home(), spark=True)
         return analytics_main(argv[1:])
     args = _parser().parse_args(argv)
     configure_logging(args.verbose)
+    if args.command not in SERVICE_COMMANDS:
+        _keep_library_lines_off_the_terminal(getattr(args, "home", None) or default_home())
     try:
         return _run(args)
     except KaasError as exc:
