@@ -21,6 +21,13 @@ if TYPE_CHECKING:
 VM_ACTIONS = ("stop", "start", "kill", "pause", "resume", "wipe")
 # The management plane's own commands: `serve` logs to its own file, the rest are HTTP calls.
 SERVICE_COMMANDS = ("serve", "cluster", "tenant", "topic", "op")
+# The install extra that brings each package only some planes need.
+EXTRA_OF_PACKAGE = {
+    **dict.fromkeys(("pyspark", "matplotlib", "pandas", "pyarrow", "numpy"), "analytics"),
+    **dict.fromkeys(("fastapi", "starlette", "pydantic", "uvicorn", "sqlalchemy"), "service"),
+    **dict.fromkeys(("boto3", "botocore", "psutil"), "service"),
+    **dict.fromkeys(("statsd", "sdnotify"), "agent"),
+}
 CLIENT_LOG = "kafka-clients.log"
 SPARK_LOG = "spark.log"
 
@@ -282,8 +289,30 @@ def _plan_export(argv: list[str]) -> int:
     return 0
 
 
+def missing_extra_message(module: str | None) -> str | None:
+    """The error for a command whose plane's install extra is missing, or None when the
+    missing module is not one an extra brings."""
+    extra = EXTRA_OF_PACKAGE.get((module or "").split(".")[0])
+    if extra is None:
+        return None
+    return (
+        f"this command needs the {extra} extra, which is not installed (no module "
+        f"{module!r}): pip install 'kaas[{extra}]'"
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        return _main(list(sys.argv[1:] if argv is None else argv))
+    except ModuleNotFoundError as exc:
+        message = missing_extra_message(exc.name)
+        if message is None:
+            raise
+        print(f"kaas: error: {message}", file=sys.stderr)
+        return 1
+
+
+def _main(argv: list[str]) -> int:
     # `plan` and `analytics` belong to their packages' own command lines, but for `plan
     # export`, which reads a live cluster.
     if argv[:2] == ["plan", "export"]:

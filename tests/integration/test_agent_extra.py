@@ -115,6 +115,22 @@ def test_the_agent_environment_has_the_agent_and_nothing_of_the_other_planes(
     assert help_text.returncode == 0, help_text.stderr
     assert "usage: kaas-agent" in help_text.stdout
 
+    # Another plane's command says which extra it lacks.
+    for command, extra in (
+        (("analytics", "audit", "--help"), "analytics"),
+        (("serve",), "service"),
+    ):
+        refused = subprocess.run(
+            [str(venv / "bin" / "kaas"), *command],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=agent_image,
+        )
+        assert refused.returncode == 1, refused.stdout + refused.stderr
+        assert f"kaas: error: this command needs the {extra} extra" in refused.stderr
+        assert f"pip install 'kaas[{extra}]'" in refused.stderr
+
 
 def test_the_agent_from_its_extra_runs_a_cycle_against_real_zookeeper(
     agent_image: Path, zk_hosts: str, tmp_path: Path

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from management_plane.cli import EXTRA_OF_PACKAGE, missing_extra_message
+
 pytestmark = pytest.mark.unit
 
 REPO = Path(__file__).resolve().parents[2]
@@ -68,3 +70,34 @@ def test_a_broker_vm_gets_neither_spark_nor_the_web_stack() -> None:
     base = _lines(_setup_cfg()["options"]["install_requires"])
     agent = {_normal(PIN.match(req).group(1)) for req in base + _extras()["agent"]}  # type: ignore[union-attr]
     assert not agent & {"pyspark", "fastapi", "uvicorn", "boto3", "sqlalchemy", "matplotlib"}
+
+
+@pytest.mark.parametrize(
+    ("module", "extra"),
+    [
+        ("pyspark.sql", "analytics"),
+        ("fastapi", "service"),
+        ("boto3", "service"),
+        ("statsd", "agent"),
+    ],
+)
+def test_a_command_missing_its_extra_names_the_extra(module: str, extra: str) -> None:
+    assert missing_extra_message(module) == (
+        f"this command needs the {extra} extra, which is not installed (no module "
+        f"{module!r}): pip install 'kaas[{extra}]'"
+    )
+
+
+@pytest.mark.parametrize("module", ["no_such_module", None, "kazoo"])
+def test_other_missing_modules_are_not_blamed_on_an_extra(module: str | None) -> None:
+    assert missing_extra_message(module) is None
+
+
+def test_every_package_mapped_to_an_extra_is_in_that_extra() -> None:
+    extras = _extras()
+    import_names = {"sqlalchemy": "SQLAlchemy", "botocore": "boto3", "starlette": "fastapi"}
+    import_names |= {"pydantic": "fastapi"}
+    for module, extra in EXTRA_OF_PACKAGE.items():
+        requirement = import_names.get(module, module)
+        names = {_normal(PIN.match(req).group(1)) for req in extras[extra]}  # type: ignore[union-attr]
+        assert _normal(requirement) in names, (module, extra)
