@@ -83,8 +83,11 @@ def agent_image(tmp_path_factory: pytest.TempPathFactory) -> Path:
         capture_output=True,
         text=True,
         timeout=300,
+        cwd=work,  # not the repository: the image's Python must render from what it installed
     )
     assert provisioned.returncode == 0, provisioned.stdout + provisioned.stderr
+    # The agent's environment also rendered the image's configuration files.
+    assert (root / "etc" / "kaas").is_dir()
     return root
 
 
