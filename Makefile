@@ -9,6 +9,8 @@ IMAGE := build/image
 ARTIFACT_SETS := kafka kafka-previous zookeeper jolokia spark-kafka
 ARTIFACT_SUMS := $(foreach set,$(ARTIFACT_SETS),$(ARTIFACTS)/$(set)/SHA256SUMS)
 PYTEST_ARGS ?=
+# Extra `kaas up` options for demo and up, e.g. UP_ARGS='--address-base 127.0.5' beside another cluster.
+UP_ARGS ?=
 
 .PHONY: setup artifacts image demo test test-unit test-integration test-drill lint typecheck up down status clean
 
@@ -19,7 +21,7 @@ $(VENV)/.installed: setup.cfg pyproject.toml constraints.txt
 	@command -v java >/dev/null || { echo "setup: java not found on PATH: install a Java 17+ runtime" >&2; exit 1; }
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip==26.3 setuptools==84.2.1 wheel==0.48.0
-	$(BIN)/pip install -q -c constraints.txt -e '.[test]'
+	$(BIN)/pip install -q -c constraints.txt -e '.[all,test]'
 	touch $@
 
 # The script verifies the cache and fetches only what is missing or corrupt.
@@ -35,7 +37,7 @@ $(ARTIFACT_SUMS): | artifacts
 ## replaced through the management plane, the audit of what it produced, then the balance
 ## job over its metrics (score and chart); leaves the cluster running
 demo: setup
-	$(BIN)/kaas up --nodes 3
+	$(BIN)/kaas up --nodes 3 $(UP_ARGS)
 	@rm -rf build/demo/ledger && mkdir -p build/demo
 	KAAS_PRODUCED_LEDGER_DIR=build/demo/ledger $(BIN)/kaas demo
 	@bootstrap=$$($(BIN)/kaas status --json | $(BIN)/python -c 'import json, sys; print(json.load(sys.stdin)["bootstrap_servers"])'); \
@@ -64,7 +66,7 @@ typecheck: setup
 	$(BIN)/mypy
 
 up: setup
-	$(BIN)/kaas up --nodes 3
+	$(BIN)/kaas up --nodes 3 $(UP_ARGS)
 
 status:
 	$(BIN)/kaas status

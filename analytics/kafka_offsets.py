@@ -15,6 +15,7 @@ from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaExcepti
 from confluent_kafka.admin import AdminClient
 
 from analytics.errors import AnalyticsError
+from planner.client_logs import client_logger
 
 REQUEST_TIMEOUT_S = 30.0
 
@@ -49,7 +50,8 @@ def partition_offsets(bootstrap_servers: str, topics: Sequence[str]) -> list[Par
             # A throwaway group id: this consumer never subscribes or commits.
             "group.id": f"kaas-analytics-offsets-{uuid.uuid4().hex[:8]}",
             "enable.auto.commit": False,
-        }
+        },
+        logger=client_logger,
     )
     try:
         metadata = consumer.list_topics(timeout=REQUEST_TIMEOUT_S)
@@ -74,7 +76,7 @@ def partition_offsets(bootstrap_servers: str, topics: Sequence[str]) -> list[Par
 
 def consumer_groups(bootstrap_servers: str) -> list[str]:
     """Every consumer group the cluster knows."""
-    admin = AdminClient({"bootstrap.servers": bootstrap_servers})
+    admin = AdminClient({"bootstrap.servers": bootstrap_servers}, logger=client_logger)
     try:
         result = admin.list_consumer_groups(request_timeout=REQUEST_TIMEOUT_S).result()
     except KafkaException as error:
@@ -86,7 +88,7 @@ def committed_offsets(
     bootstrap_servers: str, groups: Sequence[str], topics: Sequence[str]
 ) -> list[CommittedOffset]:
     """Committed offsets of `groups` on the partitions of `topics` they have committed on."""
-    admin = AdminClient({"bootstrap.servers": bootstrap_servers})
+    admin = AdminClient({"bootstrap.servers": bootstrap_servers}, logger=client_logger)
     wanted = set(topics)
     rows = []
     for group in groups:
@@ -127,7 +129,7 @@ def assigned_partitions(
     """
     if not groups:
         return []
-    admin = AdminClient({"bootstrap.servers": bootstrap_servers})
+    admin = AdminClient({"bootstrap.servers": bootstrap_servers}, logger=client_logger)
     wanted = set(topics)
     futures = admin.describe_consumer_groups(list(groups), request_timeout=REQUEST_TIMEOUT_S)
     rows = []

@@ -7,6 +7,9 @@ Transforms never build a session: the job mains and the test fixture call
 from __future__ import annotations
 
 import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -22,6 +25,19 @@ LOCAL_IMAGE_JARS_DIR = REPO_ROOT / "build" / "image" / "opt" / "kaas" / "spark" 
 JARS_DIR_ENV = "KAAS_SPARK_JARS"
 MASTER_ENV = "KAAS_SPARK_MASTER"
 DRIVER_MEMORY_ENV = "KAAS_SPARK_DRIVER_MEMORY"
+LOG_FILE_ENV = "KAAS_SPARK_LOG_FILE"
+
+# Spark's own log lines (its WARN lines, log4j's) to one file instead of the terminal.
+LOG4J2_TO_FILE = """\
+rootLogger.level = info
+rootLogger.appenderRef.file.ref = file
+appender.file.type = File
+appender.file.name = file
+appender.file.fileName = {log_file}
+appender.file.append = true
+appender.file.layout.type = PatternLayout
+appender.file.layout.pattern = %d{{yy/MM/dd HH:mm:ss}} %p %c{{1}}: %m%n%ex
+"""
 
 # The jars the Kafka source needs; names are prefixes, versions come from the Maven file.
 KAFKA_CONNECTOR_JAR_PREFIXES = (
@@ -65,6 +81,8 @@ class SparkSettings:
     records on local[2])."""
     jars_dir: Path = field(default_factory=default_jars_dir)
     extra_conf: tuple[tuple[str, str], ...] = ()
+    log_file: Path | None = None
+    """Where Spark's log lines go; None: Spark's default, WARN and above on stderr."""
 
     @classmethod
     def from_env(cls, app_name: str = "kaas-analytics") -> SparkSettings:
@@ -72,6 +90,7 @@ class SparkSettings:
             app_name=app_name,
             master=os.environ.get(MASTER_ENV, cls.master),
             driver_memory=os.environ.get(DRIVER_MEMORY_ENV, cls.driver_memory),
+            log_file=Path(os.environ[LOG_FILE_ENV]) if os.environ.get(LOG_FILE_ENV) else None,
         )
 
 
@@ -92,6 +111,37 @@ def missing_connector_jars(jars_dir: Path) -> list[str]:
         for prefix in KAFKA_CONNECTOR_JAR_PREFIXES
         if not any(name.startswith(prefix) for name in names)
     ]
+
+
+def _driver_java_options(log_file: Path | None) -> str:
+    # The throughput collector instead of G1: on 2 cores G1's concurrent threads compete
+    # with the job's two tasks. The balance job over 10M records took 50-59 s with it
+    # against 65 s with G1 (cold JVM, quiet machine).
+    options = "-XX:+UseParallelGC"
+    if log_file is None:
+        return options
+    log_file = log_file.resolve()
+    log_file.parent.mkdir(parents=True, exist_ok=True)
+    config = log_file.with_name(log_file.name + ".log4j2.properties")
+    config.write_text(LOG4J2_TO_FILE.format(log_file=log_file))
+    return f"{options} -Dlog4j2.configurationFile=file:{config}"
+
+
+@contextmanager
+def _stderr_to(log_file: Path) -> Iterator[None]:
+    """File descriptor 2 appends to `log_file` while the block runs (for the processes it
+    starts), then is the terminal again."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    target = os.open(log_file, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.dup2(target, 2)
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(target)
 
 
 def build_spark_session(settings: SparkSettings) -> SparkSession:
@@ -116,10 +166,7 @@ def build_spark_session(settings: SparkSettings) -> SparkSession:
             # default 120 s it declares its own local executor lost and the job fails.
             .config("spark.network.timeout", "600s")
             .config("spark.executor.heartbeatInterval", "60s")
-            # The throughput collector instead of G1: on 2 cores G1's concurrent threads
-            # compete with the job's two tasks. The balance job over 10M records took
-            # 50-59 s with it against 65 s with G1 (cold JVM, quiet machine).
-            .config("spark.driver.extraJavaOptions", "-XX:+UseParallelGC")
+            .config("spark.driver.extraJavaOptions", _driver_java_options(settings.log_file))
         )
     builder = (
         builder.config("spark.sql.shuffle.partitions", str(settings.shuffle_partitions))
@@ -130,6 +177,13 @@ def build_spark_session(settings: SparkSettings) -> SparkSession:
     )
     for key, value in settings.extra_conf:
         builder = builder.config(key, value)
-    session = builder.getOrCreate()
+    if settings.log_file is not None and not launched_by_spark_submit():
+        # The JVM starts here and keeps the stderr it is given: what it prints there
+        # itself (the incubator-module warning, "Setting default log level") and its
+        # Python workers' lines go to the log file too.
+        with _stderr_to(settings.log_file):
+            session = builder.getOrCreate()
+    else:
+        session = builder.getOrCreate()
     session.sparkContext.setLogLevel("WARN")
     return session

@@ -13,6 +13,7 @@ from analytics import metrics
 from analytics.errors import AnalyticsError
 from analytics.metrics import ParsedMetrics
 from analytics.session import missing_connector_jars
+from planner.client_logs import client_logger
 
 METRICS_TOPIC = "_kaas_metrics"
 NORMALISED_TABLES = ("broker_metrics", "topic_metrics", "partition_metrics")
@@ -69,9 +70,9 @@ def require_topics(bootstrap_servers: str, topics: Sequence[str], timeout_s: flo
     from confluent_kafka.admin import AdminClient
 
     try:
-        metadata = AdminClient({"bootstrap.servers": bootstrap_servers}).list_topics(
-            timeout=timeout_s
-        )
+        metadata = AdminClient(
+            {"bootstrap.servers": bootstrap_servers}, logger=client_logger
+        ).list_topics(timeout=timeout_s)
     except KafkaException as error:
         raise SourceError(f"cannot reach Kafka at {bootstrap_servers}: {error.args[0]}") from error
     missing = [topic for topic in topics if topic not in metadata.topics]

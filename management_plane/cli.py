@@ -7,17 +7,43 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from management_plane.errors import KaasError
 from management_plane.local.layout import DEFAULT_ADDRESS_BASE
+from management_plane.local.up_choice import UpChoice
 from management_plane.logs import configure_logging
+from planner.client_logs import log_client_lines_to
+
+if TYPE_CHECKING:
+    from management_plane.local.cluster import UpResult
 
 VM_ACTIONS = ("stop", "start", "kill", "pause", "resume", "wipe")
+# The management plane's own commands: `serve` logs to its own file, the rest are HTTP calls.
+SERVICE_COMMANDS = ("serve", "cluster", "tenant", "topic", "op")
+# The install extra that brings each package only some planes need.
+EXTRA_OF_PACKAGE = {
+    **dict.fromkeys(("pyspark", "matplotlib", "pandas", "pyarrow", "numpy"), "analytics"),
+    **dict.fromkeys(("fastapi", "starlette", "pydantic", "uvicorn", "sqlalchemy"), "service"),
+    **dict.fromkeys(("boto3", "botocore", "psutil"), "service"),
+    **dict.fromkeys(("statsd", "sdnotify"), "agent"),
+}
+CLIENT_LOG = "kafka-clients.log"
+SPARK_LOG = "spark.log"
 
 
 def default_home() -> Path:
     return Path(os.environ.get("KAAS_HOME", str(Path.home() / ".kaas" / "local")))
+
+
+def _keep_library_lines_off_the_terminal(home: Path, spark: bool = False) -> None:
+    """The Kafka clients' (librdkafka's) lines, and Spark's, go to HOME/logs, not the terminal."""
+    logs = home / "logs"
+    log_client_lines_to(logs / CLIENT_LOG)
+    if spark:
+        from analytics.session import LOG_FILE_ENV
+
+        os.environ.setdefault(LOG_FILE_ENV, str(logs / SPARK_LOG))
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -160,8 +186,20 @@ def _print_status(status: dict[str, Any]) -> None:
         print(f"problem: {problem}")
 
 
+def _up_outcome(result: UpResult) -> str:
+    """What `kaas up` did, and why when it found a cluster already there."""
+    choice, reason, seconds = result.decision.choice, result.decision.reason, result.seconds
+    if choice is UpChoice.REUSE:
+        return f"already running, reused ({reason})"
+    if choice is UpChoice.START:
+        return f"started again in {seconds:.1f}s ({reason})"
+    if choice is UpChoice.REPLACE:
+        return f"replaced by a new cluster, up in {seconds:.1f}s ({reason})"
+    return f"up in {seconds:.1f}s"
+
+
 def _run(args: argparse.Namespace) -> int:
-    if args.command in ("serve", "cluster", "tenant", "topic", "op"):
+    if args.command in SERVICE_COMMANDS:
         from management_plane.service.client import run
 
         return run(args)
@@ -182,8 +220,7 @@ def _run(args: argparse.Namespace) -> int:
             agents=args.agents,
         )
         layout = result.state.layout
-        verb = "already running" if result.already_running else f"up in {result.seconds:.1f}s"
-        print(f"cluster {layout.name}: {len(layout.vms)} VMs {verb}")
+        print(f"cluster {layout.name}: {len(layout.vms)} VMs {_up_outcome(result)}")
         print(f"bootstrap servers: {layout.bootstrap_servers}")
         print(f"zookeeper: {layout.zookeeper_connect}")
         print(f"cluster file: {home.resolve() / 'cluster.json'}")
@@ -252,11 +289,34 @@ def _plan_export(argv: list[str]) -> int:
     return 0
 
 
+def missing_extra_message(module: str | None) -> str | None:
+    """The error for a command whose plane's install extra is missing, or None when the
+    missing module is not one an extra brings."""
+    extra = EXTRA_OF_PACKAGE.get((module or "").split(".")[0])
+    if extra is None:
+        return None
+    return (
+        f"this command needs the {extra} extra, which is not installed (no module "
+        f"{module!r}): pip install 'kaas[{extra}]'"
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        return _main(list(sys.argv[1:] if argv is None else argv))
+    except ModuleNotFoundError as exc:
+        message = missing_extra_message(exc.name)
+        if message is None:
+            raise
+        print(f"kaas: error: {message}", file=sys.stderr)
+        return 1
+
+
+def _main(argv: list[str]) -> int:
     # `plan` and `analytics` belong to their packages' own command lines, but for `plan
     # export`, which reads a live cluster.
     if argv[:2] == ["plan", "export"]:
+        _keep_library_lines_off_the_terminal(default_home())
         return _plan_export(argv[2:])
     if argv and argv[0] == "plan":
         from planner.cli import main as plan_main
@@ -265,9 +325,12 @@ def main(argv: list[str] | None = None) -> int:
     if argv and argv[0] == "analytics":
         from analytics.cli import main as analytics_main
 
+        _keep_library_lines_off_the_terminal(default_home(), spark=True)
         return analytics_main(argv[1:])
     args = _parser().parse_args(argv)
     configure_logging(args.verbose)
+    if args.command not in SERVICE_COMMANDS:
+        _keep_library_lines_off_the_terminal(getattr(args, "home", None) or default_home())
     try:
         return _run(args)
     except KaasError as exc:

@@ -20,6 +20,12 @@ from management_plane.workload import (
 BATCH_MESSAGES = 500
 BATCH_KEYS = 50
 
+# The producer writes as fast as the replacement lets it (3M to 14M messages here), and a
+# loaded 2-core machine reads them back at 20,000 a second or less: the read-back's limit
+# grows with what was written, so that a slow read is not reported as a loss.
+READ_BACK_MIN_TIMEOUT_S = 180.0
+READ_BACK_MIN_RATE = 10_000  # messages a second
+
 
 def run_managed_demo(service: BackgroundService, cluster: str, ledger_dir: Path) -> int:
     admin = ApiClient(service.url, service.admin_key_file.read_text().strip())
@@ -75,6 +81,7 @@ def run_managed_demo(service: BackgroundService, cluster: str, ledger_dir: Path)
         acknowledged,
         group=f"{topic}.audit",  # the tenant's ACLs cover groups with its prefix only
         client_config=client_config,
+        timeout=max(READ_BACK_MIN_TIMEOUT_S, len(acknowledged) / READ_BACK_MIN_RATE),
     )
     print(
         f"replacement done in {replace_seconds:.0f}s under load: {len(acknowledged)} messages "

@@ -22,6 +22,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from analytics.ledger import ProducedLedger
 from management_plane.errors import KaasError
+from planner.client_logs import client_logger
 
 # When set, every produce_keyed call that was given no ledger writes one into this folder
 # (one JSON-lines file per call), so that drills and the demo leave the counts the audit
@@ -47,7 +48,7 @@ def decode(value: bytes | None) -> tuple[str, int]:
 def create_topic(
     bootstrap_servers: str, topic: str, partitions: int, replication_factor: int = 3
 ) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap_servers})
+    admin = AdminClient({"bootstrap.servers": bootstrap_servers}, logger=client_logger)
     futures = admin.create_topics(
         [NewTopic(topic, num_partitions=partitions, replication_factor=replication_factor)],
         operation_timeout=30,
@@ -69,7 +70,7 @@ def durable_producer(bootstrap_servers: str, **overrides: object) -> Producer:
         "delivery.timeout.ms": 120_000,
     }
     config.update(overrides)
-    return Producer(config)
+    return Producer(config, logger=client_logger)
 
 
 @dataclass
@@ -171,7 +172,8 @@ def consume_group(
                 "partition.assignment.strategy": "cooperative-sticky",
                 # A tenant's SASL settings, for instance.
                 **(client_config or {}),
-            }
+            },
+            logger=client_logger,
         )
         for _ in range(consumers)
     ]

@@ -22,7 +22,7 @@ variable "source_ami_owner" {
 
 variable "agent_wheel" {
   type        = string
-  description = "Path of the kaas wheel (python -m build) installed into /opt/kaas/venv."
+  description = "Path of the kaas wheel (python -m build); /opt/kaas/venv gets it with its agent extra only."
 }
 
 locals {
@@ -64,6 +64,11 @@ build {
   }
 
   provisioner "file" {
+    source      = "${path.root}/../constraints.txt"
+    destination = "/tmp/kaas/constraints.txt"
+  }
+
+  provisioner "file" {
     sources     = ["${path.root}/pom.xml", "${path.root}/maven-settings.xml"]
     destination = "/tmp/kaas/packer/"
   }
@@ -86,7 +91,7 @@ build {
   provisioner "shell" {
     inline = [
       "bash /tmp/kaas/packer/scripts/fetch-artifacts.sh /tmp/kaas/jvm",
-      "sudo bash /tmp/kaas/packer/scripts/provision.sh --root / --artifacts /tmp/kaas/jvm --system --agent-wheel /tmp/kaas/${basename(var.agent_wheel)}",
+      "sudo bash /tmp/kaas/packer/scripts/provision.sh --root / --artifacts /tmp/kaas/jvm --system --agent-wheel /tmp/kaas/${basename(var.agent_wheel)} --constraints /tmp/kaas/constraints.txt",
       "rm -rf /tmp/kaas",
     ]
   }

@@ -44,11 +44,19 @@ from management_plane.local.processes import (
     stop_process,
 )
 from management_plane.local.state import (
+    LOCK_FILE,
     ClusterState,
     locked,
     read_state,
     require_state,
     write_state,
+)
+from management_plane.local.up_choice import (
+    RecordedCluster,
+    UpChoice,
+    UpDecision,
+    address_base_of,
+    decide_up,
 )
 from management_plane.workload import create_topic
 from planner.contracts.member import MemberRecord
@@ -64,15 +72,18 @@ KAFKA_STOP_TIMEOUT = 120.0
 ZOOKEEPER_STOP_TIMEOUT = 30.0
 AGENT_STOP_TIMEOUT = 30.0
 METRICS_TOPIC = "_kaas_metrics"  # the agents' default metrics_topic
-SERVING_MODES = ("leader", "follower", "observer", "standalone")
 RETIRED_DIR = "retired"  # logs of recycled VMs; their indexes (and addresses) are not reused
 
 
 @dataclass(frozen=True)
 class UpResult:
     state: ClusterState
-    already_running: bool
+    decision: UpDecision
     seconds: float
+
+    @property
+    def already_running(self) -> bool:
+        return self.decision.choice is UpChoice.REUSE
 
 
 def _last_line(log_file: Path) -> str:
@@ -261,7 +272,7 @@ class LocalCluster:
         for vm in vms:
             _wait_for(
                 f"the ZooKeeper server of {vm.name} to join the quorum",
-                lambda vm=vm: probes.zookeeper_mode(vm) in SERVING_MODES,  # type: ignore[misc]
+                lambda vm=vm: probes.zookeeper_mode(vm) in probes.SERVING_MODES,  # type: ignore[misc]
                 ZOOKEEPER_READY_TIMEOUT,
                 f"see {vm.logs_dir / 'zookeeper.log'}",
                 self._watch(state, vms, "zookeeper"),
@@ -269,18 +280,31 @@ class LocalCluster:
 
     def _wait_brokers(self, state: ClusterState, vms: tuple[VmLayout, ...]) -> None:
         layout = state.layout
-        wanted = {vm.broker_id for vm in vms}
+        if state.agents:
+            # The agents claim the ids (a VM that replaced another keeps the id it took
+            # over), so only their number is known here.
+            wanted_text = f"{len(vms)} brokers"
+
+            def enough(ids: set[int]) -> bool:
+                return len(ids) >= len(vms)
+        else:
+            wanted = {vm.broker_id for vm in vms}
+            wanted_text = f"brokers {sorted(wanted)}"
+
+            def enough(ids: set[int]) -> bool:
+                return wanted <= ids
+
         logs = "see " + ", ".join(str(vm.logs_dir / "kafka.log") for vm in vms)
         _wait_for(
-            f"brokers {sorted(wanted)} to register in ZooKeeper",
-            lambda: wanted <= set(probes.broker_registrations(layout)),
+            f"{wanted_text} to register in ZooKeeper",
+            lambda: enough(set(probes.broker_registrations(layout))),
             BROKERS_READY_TIMEOUT,
             logs,
             self._watch(state, vms, "agent" if state.agents else "kafka"),
         )
         _wait_for(
-            f"a metadata request to list brokers {sorted(wanted)}",
-            lambda: wanted <= probes.metadata_broker_ids(layout.bootstrap_servers),
+            f"a metadata request to list {wanted_text}",
+            lambda: enough(probes.metadata_broker_ids(layout.bootstrap_servers)),
             BROKERS_READY_TIMEOUT,
             logs,
             self._watch(state, vms, "agent" if state.agents else "kafka"),
@@ -323,32 +347,15 @@ class LocalCluster:
         image.kafka_libs(version)  # an unknown version fails here, before anything starts
         with locked(self.home):
             existing = read_state(self.home)
-            if existing is not None:
-                alive = [
-                    (vm.name, kind)
-                    for vm in existing.layout.vms
-                    for kind in existing.kinds
-                    if is_alive(existing.record(vm.name, kind))
-                ]
-                expected = len(existing.kinds) * nodes
-                if (
-                    len(existing.layout.vms) != nodes
-                    or existing.layout.vms[0].address != layout.vms[0].address
-                ):
-                    raise KaasError(
-                        f"a cluster of {len(existing.layout.vms)} VMs from {existing.layout.vms[0].address} "
-                        f"already lives at {self.home}: use it, or `kaas down --purge --home {self.home}` first"
-                    )
-                if len(alive) == expected:
-                    return UpResult(existing, True, time.monotonic() - started)
-                if alive:
-                    raise KaasError(
-                        f"the cluster at {self.home} is partly running ({len(alive)} of {expected} processes): "
-                        "start the stopped VMs with `kaas vm start NAME`, or `kaas down` first"
-                    )
+            decision = decide_up(self._recorded(existing), nodes, address_base, self.home)
+            if existing is not None and decision.choice is UpChoice.REUSE:
+                return UpResult(existing, decision, time.monotonic() - started)
+            if existing is not None and decision.choice is UpChoice.START:
                 layout = existing.layout
                 version = kafka_version or existing.kafka_version
                 agents = existing.agents
+            if existing is not None and decision.choice is UpChoice.REPLACE:
+                self._discard(existing)
             _check_ports_free(layout.vms)
             state = ClusterState(layout=layout, kafka_version=version, agents=agents)
             try:
@@ -380,7 +387,34 @@ class LocalCluster:
                 raise
             write_state(state)
         log.info("cluster_up", name=name, nodes=nodes, seconds=round(time.monotonic() - started, 1))
-        return UpResult(state, False, time.monotonic() - started)
+        return UpResult(state, decision, time.monotonic() - started)
+
+    def _recorded(self, state: ClusterState | None) -> RecordedCluster | None:
+        if state is None:
+            return None
+        vms = state.layout.vms
+        alive = sum(is_alive(state.record(vm.name, kind)) for vm in vms for kind in state.kinds)
+        expected = len(vms) * len(state.kinds)
+        return RecordedCluster(
+            vm_count=len(vms),
+            address_base=address_base_of(vms[0].address),
+            processes_alive=alive,
+            processes_expected=expected,
+            serving_problem=probes.serving_problem(state.layout) if alive == expected else None,
+        )
+
+    def _discard(self, state: ClusterState) -> None:
+        """Stop everything of a cluster about to be replaced and delete its folder's
+        contents (all but the lock file, which the caller holds)."""
+        stop_background_service(self.home)
+        self._stop_all(state)
+        for entry in self.home.iterdir():
+            if entry.name == LOCK_FILE:
+                continue
+            if entry.is_dir():
+                shutil.rmtree(entry)
+            else:
+                entry.unlink()
 
     def down(self, purge: bool = False, stop_service: bool = True) -> ClusterState | None:
         """Stop every process; with `stop_service`, first the management plane `kaas up`

@@ -25,6 +25,9 @@ _RDKAFKA_LOG = logging.getLogger("kaas.probe.rdkafka")
 _RDKAFKA_LOG.setLevel(logging.CRITICAL)
 
 
+SERVING_MODES = ("leader", "follower", "observer", "standalone")
+
+
 def zookeeper_mode(vm: VmLayout, timeout: float = 2.0) -> str:
     """leader, follower, observer, standalone, 'not serving' or 'down' (ZooKeeper's `srvr` command)."""
     client = KazooClient(hosts=vm.zookeeper_endpoint, timeout=timeout, connection_retry=None)
@@ -161,3 +164,19 @@ def agent_members(
     finally:
         client.stop()
         client.close()
+
+
+def serving_problem(cluster: ClusterLayout) -> str | None:
+    """Why a cluster whose processes all run does not serve (a ZooKeeper server outside
+    the quorum, a broker not registered), or None."""
+    for vm in cluster.vms:
+        mode = zookeeper_mode(vm)
+        if mode not in SERVING_MODES:
+            return f"the ZooKeeper server of {vm.name} is {mode}"
+    try:
+        registered = len(broker_registrations(cluster))
+    except Exception as exc:
+        return f"ZooKeeper did not answer ({exc})"
+    if registered < len(cluster.vms):
+        return f"{registered} of {len(cluster.vms)} brokers registered"
+    return None

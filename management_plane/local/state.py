@@ -20,6 +20,7 @@ from management_plane.local.layout import ClusterLayout, Ports, VmLayout
 from management_plane.local.processes import ProcessRecord
 
 STATE_FILE = "cluster.json"
+LOCK_FILE = ".lock"
 SCHEMA_VERSION = 1
 PROCESS_KINDS = ("zookeeper", "agent", "kafka")
 AGENT_PID_FILE = (
@@ -174,7 +175,7 @@ def write_state(state: ClusterState) -> None:
 def locked(home: Path) -> Iterator[None]:
     """One `kaas` command at a time changes a cluster's processes."""
     home.mkdir(parents=True, exist_ok=True)
-    with (home / ".lock").open("w") as lock:
+    with (home / LOCK_FILE).open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
             yield

@@ -52,6 +52,7 @@ from management_plane.tenants.topics import (
     tenant_topics,
     topic_request_problems,
 )
+from planner.client_logs import client_logger
 
 log = structlog.get_logger(__name__)
 
@@ -120,7 +121,7 @@ class KafkaTenants:
     admin: AdminClient = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        self.admin = AdminClient({"bootstrap.servers": self.admin_bootstrap})
+        self.admin = AdminClient({"bootstrap.servers": self.admin_bootstrap}, logger=client_logger)
 
     # -- tenants --------------------------------------------------------------------------
 
@@ -399,7 +400,7 @@ class KafkaTenants:
         )
         # Every broker's own metadata, since the next limit check may ask any of them.
         probes = [
-            AdminClient({"bootstrap.servers": f"{b.host}:{b.port}"})
+            AdminClient({"bootstrap.servers": f"{b.host}:{b.port}"}, logger=client_logger)
             for b in metadata.brokers.values()
         ]
 

@@ -2,26 +2,34 @@
 # The provisioning steps of a KaaS VM image. Packer runs them on the EC2 builder with
 # ROOT=/ and --system; `make setup` runs the same script into a local folder (the local
 # provider's "image"), which skips only the steps that need a real machine (packages,
-# users, the agent's virtual environment, enabling units).
+# users, enabling units). With --agent-wheel the agent goes into ROOT/opt/kaas/venv with
+# the wheel's `agent` extra only (no Spark, no web stack), pinned by --constraints.
 #
-#   provision.sh --root ROOT --artifacts CACHE_DIR [--system] [--agent-wheel FILE] [--python PY]
+#   provision.sh --root ROOT --artifacts CACHE_DIR [--system] [--agent-wheel FILE --constraints FILE] [--python PY]
 #
 # --python: a Python with kaas installed, which renders the image's configuration files
-# (default with --system: the agent's virtual environment; without either: none written).
+# (default with --agent-wheel: the agent's virtual environment; without either: none written).
 set -euo pipefail
 
-root="" artifacts="" system=0 agent_wheel="" python=""
+root="" artifacts="" system=0 agent_wheel="" constraints="" python=""
 while [[ $# -gt 0 ]]; do
   case $1 in
     --root) root=$2; shift 2 ;;
     --artifacts) artifacts=$2; shift 2 ;;
     --system) system=1; shift ;;
     --agent-wheel) agent_wheel=$2; shift 2 ;;
+    --constraints) constraints=$2; shift 2 ;;
     --python) python=$2; shift 2 ;;
     *) echo "provision: unknown argument $1" >&2; exit 2 ;;
   esac
 done
 [[ -n $root && -n $artifacts ]] || { echo "provision: --root and --artifacts are required" >&2; exit 2; }
+if (( system )) && [[ -z $agent_wheel ]]; then
+  echo "provision: --system needs --agent-wheel" >&2; exit 2
+fi
+if [[ -n $agent_wheel && -z $constraints ]]; then
+  echo "provision: --agent-wheel needs --constraints (the pinned versions)" >&2; exit 2
+fi
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 
 # Step 1 (system only): the Java runtime and the service account.
@@ -61,7 +69,7 @@ place() { # place SRC_DIR DEST_DIR
 }
 
 # Step 3: the JVM artifacts.
-opt="$root/opt/kaas"
+opt="${root%/}/opt/kaas"
 mkdir -p "$opt"
 place "$artifacts/kafka" "$opt/kafka/$kafka_version/libs"
 place "$artifacts/kafka-previous" "$opt/kafka/$kafka_previous_version/libs"
@@ -74,14 +82,16 @@ cp "$artifacts/jolokia"/jolokia-agent-jvm-*-javaagent.jar "$opt/jolokia/jolokia-
 mkdir -p "$root/etc/systemd/system"
 install -m 0644 "$repo"/systemd/*.service "$root/etc/systemd/system/"
 
-# Step 5 (system only): the agent in its own virtual environment, the units enabled.
+# Step 5: the agent in its own virtual environment (its extra only); on a real machine,
+# the units enabled.
+if [[ -n $agent_wheel ]]; then
+  python3 -m venv "$opt/venv"
+  "$opt/venv/bin/pip" install --quiet --constraint "$constraints" "$(realpath "$agent_wheel")[agent]"
+  python=${python:-$opt/venv/bin/python}
+fi
 if (( system )); then
-  [[ -n $agent_wheel ]] || { echo "provision: --system needs --agent-wheel" >&2; exit 2; }
-  python3 -m venv /opt/kaas/venv
-  /opt/kaas/venv/bin/pip install --quiet "$agent_wheel"
   systemctl daemon-reload
   systemctl enable kaas-agent.service
-  python=${python:-/opt/kaas/venv/bin/python}
 fi
 
 # Step 6: the configuration files every VM carries (Kafka's log4j, ZooKeeper's zoo.cfg and

@@ -1,0 +1,76 @@
+"""What `kaas up` does with the cluster it finds in its folder."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from management_plane.errors import KaasError
+from management_plane.local.up_choice import (
+    RecordedCluster,
+    UpChoice,
+    address_base_of,
+    decide_up,
+)
+
+pytestmark = pytest.mark.unit
+
+HOME = Path("/home/u/.kaas/local")
+
+
+def recorded(alive: int, problem: str | None = None, vms: int = 3) -> RecordedCluster:
+    return RecordedCluster(
+        vm_count=vms,
+        address_base="127.0.1",
+        processes_alive=alive,
+        processes_expected=3 * vms,
+        serving_problem=problem,
+    )
+
+
+@pytest.mark.parametrize(
+    ("found", "choice", "reason"),
+    [
+        (None, UpChoice.CREATE, f"no cluster at {HOME}"),
+        (recorded(9), UpChoice.REUSE, "it was running and serving"),
+        (recorded(0), UpChoice.START, "it was stopped"),
+        (recorded(1), UpChoice.REPLACE, "it was partly running (1 of 9 processes)"),
+        (recorded(8), UpChoice.REPLACE, "it was partly running (8 of 9 processes)"),
+        (
+            recorded(9, "the ZooKeeper server of vm2 is not serving"),
+            UpChoice.REPLACE,
+            "its processes ran but it did not serve: the ZooKeeper server of vm2 is not serving",
+        ),
+        (
+            recorded(9, "2 of 3 brokers registered"),
+            UpChoice.REPLACE,
+            "its processes ran but it did not serve: 2 of 3 brokers registered",
+        ),
+    ],
+)
+def test_up_creates_reuses_starts_or_replaces(
+    found: RecordedCluster | None, choice: UpChoice, reason: str
+) -> None:
+    decision = decide_up(found, 3, "127.0.1", HOME)
+    assert (decision.choice, decision.reason) == (choice, reason)
+
+
+@pytest.mark.parametrize(
+    ("nodes", "address_base"),
+    [(5, "127.0.1"), (3, "127.0.7")],
+)
+def test_a_cluster_of_another_shape_is_refused_not_replaced(nodes: int, address_base: str) -> None:
+    for alive in (0, 4, 9):
+        with pytest.raises(KaasError) as refused:
+            decide_up(recorded(alive), nodes, address_base, HOME)
+        assert str(refused.value) == (
+            f"a cluster of 3 VMs on 127.0.1.x already lives at {HOME}, not the {nodes} VMs on "
+            f"{address_base}.x asked for: `kaas up --nodes 3 --address-base 127.0.1` uses it, "
+            f"`kaas down --purge --home {HOME}` deletes it"
+        )
+
+
+def test_the_address_base_is_the_first_three_octets() -> None:
+    assert address_base_of("127.0.1.4") == "127.0.1"
+    assert address_base_of("127.0.11.12") == "127.0.11"
