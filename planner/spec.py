@@ -11,11 +11,13 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from planner.errors import PlannerError
+
 SPEC_SCHEMA_VERSION = 1
 ZOOKEEPER_ENSEMBLE_SIZES = (1, 3, 5)
 
 
-class SpecError(ValueError):
+class SpecError(PlannerError, ValueError):
     """A spec value that must not be acted on; the message names the offending field."""
 
 

@@ -24,6 +24,7 @@ from typing import Any
 from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
+from planner.errors import PlannerError
 from planner.plan import Plan
 from planner.zkpaths import ClusterPaths
 
@@ -36,7 +37,7 @@ DEFAULT_MAX_TRANSACTION_BYTES = 900_000
 PROGRESS_STATES = frozenset({"pending", "executing", "done", "failed", "superseded"})
 
 
-class PlanStoreError(Exception):
+class PlanStoreError(PlannerError):
     """A stored value is corrupt, foreign, or the store changed under a conditional write."""
 
 
@@ -448,7 +449,7 @@ class PlanStore:
         return partitions
 
 
-class _Superseded(Exception):
+class _Superseded(PlannerError):
     pass
 
 

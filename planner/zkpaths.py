@@ -1,4 +1,4 @@
-"""Every ZooKeeper path KaaS uses, named in one place (the layout of ../shared/DESIGN.md).
+"""Every ZooKeeper path KaaS uses, named in one place.
 
 Kafka's own data lives under /kafka/<cluster> (its chroot); KaaS's under /kaas/<cluster>.
 """
