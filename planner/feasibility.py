@@ -101,10 +101,10 @@ def _check_disk(cluster: Cluster, settings: PlannerSettings) -> None:
         )
     # Bytes that must live in each rack: the fewest replicas of every partition a rack
     # may hold.
-    rack_count = len(racks)
-    must_hold = sum(
-        p.size_bytes * rack_bounds(p.replication_factor, rack_count)[0] for p in cluster.partitions
-    )
+    fewest = {
+        k: rack_bounds(k, len(racks))[0] for k in {p.replication_factor for p in cluster.partitions}
+    }
+    must_hold = sum(p.size_bytes * fewest[p.replication_factor] for p in cluster.partitions)
     needed: dict[str, int] = {}
     reasons = []
     for rack in racks:
