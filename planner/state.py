@@ -247,6 +247,10 @@ class PlacementState:
             k = len(reps)
             if k not in self.rack_low:
                 self.rack_low[k], self.rack_high[k] = rack_bounds(k, racks)
+        self.rack_allows: MoveTest = _rack_move_test(
+            self.replicas, self.rack_of, self.rack_low, self.rack_high
+        )
+        """Moving p's replica from src to dst keeps p's rack spread valid (p valid now)."""
         # Cross-rack moves can only help when some partition does not have a fixed number
         # of replicas in every rack (k a multiple of R fixes it): skip them otherwise.
         self.any_flexible_partition = any(k % racks for k in self.rack_low)
@@ -275,21 +279,6 @@ class PlacementState:
         checks from the replica lists alone (not from the incremental counters), with
         one example each."""
         return first_violations(self.facts)
-
-    def rack_allows(self, p: int, src: int, dst: int) -> bool:
-        """Moving p's replica from src to dst keeps p's rack spread valid (p valid now)."""
-        src_rack, dst_rack = self.rack_of[src], self.rack_of[dst]
-        if src_rack == dst_rack:
-            return True
-        k = len(self.replicas[p])
-        in_dst = in_src = 0
-        for b in self.replicas[p]:
-            rack = self.rack_of[b]
-            if rack == dst_rack:
-                in_dst += 1
-            elif rack == src_rack:
-                in_src += 1
-        return in_dst + 1 <= self.rack_high[k] and in_src - 1 >= self.rack_low[k]
 
     # ----- targets ---------------------------------------------------------------------
 
@@ -383,6 +372,34 @@ class PlacementState:
     def replica_lists_by_id(self) -> list[tuple[int, ...]]:
         ids = self.broker_ids
         return [tuple(ids[b] for b in reps) for reps in self.replicas]
+
+
+def _rack_move_test(
+    replicas: list[list[int]],
+    rack_of: list[int],
+    rack_low: dict[int, int],
+    rack_high: dict[int, int],
+) -> MoveTest:
+    """The rack spread's move test over the state's lists. A closure, not a method: the
+    compiled move check holds it, and a bound method there would make the state a
+    reference cycle that only the cycle collector (paused while planning) could free."""
+
+    def rack_allows(p: int, src: int, dst: int) -> bool:
+        src_rack, dst_rack = rack_of[src], rack_of[dst]
+        if src_rack == dst_rack:
+            return True
+        reps = replicas[p]
+        in_dst = in_src = 0
+        for b in reps:
+            rack = rack_of[b]
+            if rack == dst_rack:
+                in_dst += 1
+            elif rack == src_rack:
+                in_src += 1
+        k = len(reps)
+        return in_dst + 1 <= rack_high[k] and in_src - 1 >= rack_low[k]
+
+    return rack_allows
 
 
 def _floor(value: float) -> int:

@@ -5,10 +5,12 @@ whole-cluster checks."""
 from __future__ import annotations
 
 import dataclasses
+import gc
 import importlib
 import inspect
 import pkgutil
 import random
+import weakref
 
 import pytest
 
@@ -178,3 +180,20 @@ def test_every_planner_error_derives_from_the_planner_root() -> None:
                 assert issubclass(value, PlannerError), value
     names = {cls.__name__ for cls in found}
     assert {"LayoutError", "ReassignmentError", "InfeasibleError", "PlanStoreError"} <= names
+
+
+def test_a_working_state_is_freed_without_the_cycle_collector() -> None:
+    """The compiled move check must not tie the state into a reference cycle: planning
+    runs with the cycle collector paused, and a state kept alive by a cycle holds its
+    whole placement in memory."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        state = optimize(_cluster(0), PlannerSettings(), 0)
+        ReplicaPhases(state, random.Random(0))
+        freed = weakref.ref(state)
+        del state
+        assert freed() is None
+    finally:
+        if was_enabled:
+            gc.enable()
