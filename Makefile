@@ -26,8 +26,8 @@ $(VENV)/.installed: setup.cfg pyproject.toml constraints.txt
 artifacts:
 	@packer/scripts/fetch-artifacts.sh $(ARTIFACTS)
 
-$(IMAGE)/opt/kaas/image.json: $(ARTIFACT_SUMS) packer/scripts/provision.sh $(wildcard systemd/*.service) | artifacts
-	packer/scripts/provision.sh --root $(IMAGE) --artifacts $(ARTIFACTS)
+$(IMAGE)/opt/kaas/image.json: $(ARTIFACT_SUMS) packer/scripts/provision.sh $(wildcard systemd/*.service) | artifacts $(VENV)/.installed
+	packer/scripts/provision.sh --root $(IMAGE) --artifacts $(ARTIFACTS) --python $(BIN)/python
 
 $(ARTIFACT_SUMS): | artifacts
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from confluent_kafka.admin import AdminClient, ConfigResource
 
-from agent.safety import PartitionState
+from planner.contracts.kafka_state import PartitionState
 
 # librdkafka reports every refused connection; a stopped broker is a state the agent handles.
 _RDKAFKA_LOG = logging.getLogger("kaas.agent.rdkafka")

@@ -1,137 +1,163 @@
-"""The agent's loop (../shared/DESIGN.md, "The agent's cycle"): one snapshot, a pure
-`decide`, at most one action, one sentence, written to the member znode. Long actions
-(start, restart) run off the loop under the cluster-wide restart lock; the cycles in
-between report their progress.
+"""The agent's loop: one snapshot, a pure `decide`, at most one action, one sentence,
+written to the member znode. Long actions (start, restart) run off the loop under the
+cluster-wide restart lock (agent/restart.py decides their steps); the cycles in between
+report their progress.
+
+Everything the agent talks to comes through the ports of agent/ports.py, injected:
+`build_agent` wires the real adapters, unit tests wire fakes.
 """
 
 from __future__ import annotations
 
-import json
 import threading
-import time
 from collections.abc import Callable
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Protocol
 
 import structlog
-from kazoo.client import KazooClient, KazooState
-from kazoo.exceptions import KazooException, LockTimeout, NodeExistsError, NoNodeError
-from kazoo.recipe.lock import Lock
 
-from agent import brokerview
-from agent.broker_config import (
-    BrokerConfigError,
-    BrokerFacts,
-    ConfigDiff,
-    diff_broker_config,
-    parse_server_properties,
-    render_server_properties,
-    server_properties_text,
+from agent.broker_config import desired_server_properties, diff_broker_config
+from agent.decide import (
+    RUNNING,
+    STOPPED,
+    Action,
+    ApplyDynamicConfig,
+    BrokerLaunch,
+    BrokerView,
+    ConfigChanges,
+    DoNothing,
+    ReconfigureZookeeper,
+    RestartBroker,
+    Snapshot,
+    StartBroker,
+    decide,
 )
-from agent.broker_config.apply import (
-    ConfigApplyError,
-    ConfigCommandClusterDefaults,
-    apply_config_diff,
-    describe_running_config,
-)
-from agent.decide import RUNNING, STOPPED, Action, BrokerView, ConfigChanges, Snapshot, decide
-from agent.identity import claim_broker_id, volume_broker_id, volume_id
+from agent.identity import volume_id
+from agent.member_state import member_state
 from agent.metrics_loop import start_metrics_loop
 from agent.plan_executor import PlanExecutor, start_plan_executor
-from agent.planner_role import PlannerRole
-from agent.safety import lagging_on_running_brokers, restart_blockers
+from agent.ports import (
+    AdminUnavailable,
+    AgentZooKeeper,
+    BrokerAdmin,
+    BrokerSupervisor,
+    Clock,
+    ClusterAdmin,
+    EnsembleMembership,
+    PlannerSeat,
+    PlanStorePort,
+    Reassigner,
+    StoreUnavailable,
+)
+from agent.restart import LaunchKind
+from agent.restart_runner import RestartRunner, write_properties
 from agent.settings import AgentSettings
-from agent.supervisor import BrokerSupervisor, kafka_libs, make_supervisor
-from agent.zk_ensemble import EnsembleKeeper
-from planner.spec import ClusterSpec, SpecError, parse_spec
-from planner.zkpaths import ClusterPaths
+from planner.contracts.journal import JournalAction, JournalEntry
+from planner.contracts.kafka_state import volume_broker_id
+from planner.contracts.member import MemberRecord, MemberRole, MemberState, parse_members
+from planner.contracts.paths import ClusterPaths
+from planner.contracts.spec import ClusterSpec, SpecError, parse_spec
+from planner.contracts.vm_config import BrokerConfigError
 
 AGENT_VERSION = "0.1.0"
-MEMBER_SCHEMA_VERSION = 1
 log = structlog.get_logger("kaas.agent")
 
 
-def read_properties(path: Path) -> dict[str, str]:
-    try:
-        return parse_server_properties(path.read_text())
-    except OSError:
-        return {}
+class Running(Protocol):
+    def is_alive(self) -> bool: ...
 
 
-def write_properties(path: Path, properties: dict[str, str]) -> None:
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(server_properties_text(properties))
-    tmp.rename(path)
+Spawn = Callable[[str, Callable[[], None]], Running]
+"""Run a long action off the loop: (name, work) -> a handle that tells whether it runs."""
+
+
+def spawn_thread(name: str, work: Callable[[], None]) -> Running:
+    thread = threading.Thread(target=work, name=f"agent-{name}", daemon=True)
+    thread.start()
+    return thread
 
 
 @dataclass
 class LongAction:
     name: str
     progress: str
-    thread: threading.Thread
+    running: Running | None = None
+
+
+@dataclass(frozen=True)
+class CycleMemory:
+    """What one cycle leaves for the next; each snapshot returns the next one."""
+
+    last_good_spec: ClusterSpec | None = None
+    unresponsive_since: float | None = None
+    """Monotonic time since which every read of a live broker has failed (None: it answers)."""
+
+
+@dataclass(frozen=True)
+class AgentPorts:
+    zookeeper: AgentZooKeeper
+    admin: BrokerAdmin
+    supervisor: BrokerSupervisor
+    ensemble: EnsembleMembership
+    planner_seat: PlannerSeat
+    plan_store: PlanStorePort
+    cluster_admin: Callable[[str], ClusterAdmin]
+    """bootstrap list -> the whole cluster's admin, for the elected planner."""
+    reassigner: Callable[[str, str], Reassigner]
+    """(Kafka version, bootstrap list) -> Kafka's reassignment tool."""
+    clock: Clock
+    spawn: Spawn = field(default=spawn_thread)
 
 
 class Agent:
-    def __init__(self, settings: AgentSettings, supervisor: BrokerSupervisor | None = None) -> None:
+    def __init__(self, settings: AgentSettings, ports: AgentPorts) -> None:
         self.settings = settings
         self.paths = ClusterPaths(settings.cluster)
-        self.supervisor = supervisor or make_supervisor(settings)
-        self.zk = KazooClient(hosts=settings.zookeeper_hosts, timeout=10.0)
-        self.zk.add_listener(self._on_zk_state)
-        self.zk_connected = False
+        self.ports = ports
+        self.zk = ports.zookeeper
+        self.admin = ports.admin
+        self.supervisor = ports.supervisor
+        self.clock = ports.clock
+        self.planner_role = ports.planner_seat
+        self.ensemble = ports.ensemble
         self.wake = threading.Event()
         self.broker_id: int = -1
-        self.last_good_spec: ClusterSpec | None = None
-        self.spec_error: str | None = None
+        self.memory = CycleMemory()
         self.long_action: LongAction | None = None
-        self.unresponsive_since: float | None = None
         self.last_sentence = ""
-        self.admin = brokerview.admin_client(settings.bootstrap)
         self.server_properties = settings.config_dir / "server.properties"
         self.metrics_problem: str | None = None
-        self.pending_diff: ConfigDiff | None = None
-        self.admin_secret: str | None = None
-        if settings.zookeeper_admin_secret_file is not None:
-            self.admin_secret = settings.zookeeper_admin_secret_file.read_text().strip()
-        self.planner_role = PlannerRole(self.zk, self.paths, f"broker-{settings.vm_id}")
         self.plan_executor = PlanExecutor(
             settings,
-            self.zk,
+            ports.zookeeper,
+            ports.plan_store,
             self._read_spec,
-            self.cluster_bootstrap,
-            lambda version: kafka_libs(settings.image_root, version),
+            lambda: ports.cluster_admin(self.cluster_bootstrap()),
+            lambda version: ports.reassigner(version, self.cluster_bootstrap()),
             self.journal,
+            ports.clock,
         )
-        self.ensemble = EnsembleKeeper(
-            self.zk, settings, self.admin_secret is not None, self.journal
+        self.restarts = RestartRunner(
+            settings,
+            ports.zookeeper,
+            ports.admin,
+            ports.supervisor,
+            ports.clock,
+            self.members,
+            self.journal,
         )
 
     # -- ZooKeeper ------------------------------------------------------------------------
 
-    def _on_zk_state(self, state: str) -> None:
-        self.zk_connected = state == KazooState.CONNECTED
-        if state == KazooState.CONNECTED:
-            # The member znode is ephemeral: after a new session it must be made again.
-            self.wake.set()
-
     def start(self, timeout: float = 30.0) -> None:
-        self.zk.start(timeout=timeout)
-        self.zk_connected = True
-        if self.admin_secret is not None:
-            self.zk.add_auth("digest", f"super:{self.admin_secret}")
+        # The member znode is ephemeral: after a new session it must be made again.
+        self.zk.on_connected(self.wake.set)
+        self.zk.connect(timeout)
         volume = volume_id(self.settings.data_dir)
-        limit = self._id_limit()
-        self.broker_id = claim_broker_id(
-            self.zk,
-            self.paths,
-            self.settings.vm_id,
-            volume,
-            limit,
-            self._preferred_broker_id(),
+        self.broker_id = self.zk.claim_broker_id(
+            self.settings.vm_id, volume, self._id_limit(), self._preferred_broker_id()
         )
-        self.zk.ensure_path(self.paths.members)
-        self.zk.DataWatch(self.paths.spec, self._on_spec_change)
+        self.zk.watch_spec(self.wake.set)
         log.info(
             "agent_started", broker_id=self.broker_id, vm_id=self.settings.vm_id, volume_id=volume
         )
@@ -142,19 +168,14 @@ class Agent:
         recorded = volume_broker_id(self.settings.data_dir)
         return recorded if recorded is not None else self.settings.preferred_broker_id
 
-    def _on_spec_change(self, data: bytes | None, stat: object) -> bool:
-        self.wake.set()
-        return True  # keep watching
-
     def _id_limit(self) -> int:
         spec, _ = self._read_spec()
         count = spec.broker_count if spec else 3
         return count + self.settings.spare_broker_ids
 
     def _read_spec(self) -> tuple[ClusterSpec | None, str | None]:
-        try:
-            raw, _ = self.zk.get(self.paths.spec)
-        except NoNodeError:
+        raw = self.zk.read_spec()
+        if raw is None:
             return None, f"no spec at {self.paths.spec}"
         try:
             spec = parse_spec(raw)
@@ -168,337 +189,201 @@ class Agent:
         return spec, None
 
     def journal(self, action: str, reason: str, result: str) -> None:
-        entry = {
-            "schema_version": 1,
-            "broker_id": self.broker_id,
-            "vm_id": self.settings.vm_id,
-            "action": action,
-            "reason": reason,
-            "result": result,
-            "at_ms": int(time.time() * 1000),
-        }
+        entry = JournalEntry(
+            broker_id=self.broker_id,
+            vm_id=self.settings.vm_id,
+            action=JournalAction(action),
+            reason=reason,
+            result=result,
+            at_ms=int(self.clock.time() * 1000),
+        )
         try:
-            self.zk.create(
-                self.paths.journal_entry_prefix,
-                json.dumps(entry).encode(),
-                sequence=True,
-                makepath=True,
-            )
-        except KazooException as exc:
+            self.zk.append_journal(entry.to_bytes())
+        except StoreUnavailable as exc:
             log.warning("journal_write_failed", error=str(exc))
 
-    def _write_member(self, sentence: str, pending_restart: bool) -> None:
-        generation = self.last_good_spec.generation if self.last_good_spec else -1
-        value = json.dumps(
-            {
-                "schema_version": MEMBER_SCHEMA_VERSION,
-                "broker_id": self.broker_id,
-                "vm_id": self.settings.vm_id,
-                "address": self.settings.address,
-                "jolokia_url": self.settings.jolokia_url,
-                "agent_version": AGENT_VERSION,
-                "sentence": sentence,
-                "pending_restart": pending_restart,
-                "role": "planner" if self.planner_role.is_planner else "member",
-                "plan": self.plan_executor.status if self.planner_role.is_planner else None,
-                "spec_generation": generation,
-                "updated_at_ms": int(time.time() * 1000),
-            }
-        ).encode()
-        path = self.paths.member(self.broker_id)
-        try:
-            self.zk.set(path, value)
-        except NoNodeError:
-            try:
-                self.zk.create(path, value, ephemeral=True, makepath=True)
-            except NodeExistsError:
-                self.zk.set(path, value)
+    def _write_member(
+        self, sentence: str, state: MemberState, registered: bool, pending_restart: bool
+    ) -> None:
+        spec = self.memory.last_good_spec
+        planner = self.planner_role.is_planner
+        record = MemberRecord(
+            broker_id=self.broker_id,
+            vm_id=self.settings.vm_id,
+            address=self.settings.address,
+            jolokia_url=self.settings.jolokia_url,
+            agent_version=AGENT_VERSION,
+            state=state,
+            sentence=sentence,
+            registered=registered,
+            spec_generation=spec.generation if spec else -1,
+            pending_restart=pending_restart,
+            role=MemberRole.PLANNER if planner else MemberRole.MEMBER,
+            updated_at_ms=int(self.clock.time() * 1000),
+            plan=self.plan_executor.status if planner else None,
+        )
+        self.zk.write_member(self.broker_id, record.to_bytes())
 
     def cluster_bootstrap(self) -> str:
         """Every live member's broker, this one first: the planner reads the whole cluster
         even while its own broker restarts."""
         port = self.settings.kafka_port
         others = sorted(
-            f"{m['address']}:{port}"
-            for b, m in self.members().items()
-            if b != self.broker_id and isinstance(m.get("address"), str)
+            f"{m.address}:{port}" for b, m in self.members().items() if b != self.broker_id
         )
         return ",".join([self.settings.bootstrap, *others])
 
-    def members(self) -> dict[int, dict[str, Any]]:
-        result = {}
-        for child in self.zk.get_children(self.paths.members):
-            try:
-                raw, _ = self.zk.get(f"{self.paths.members}/{child}")
-                result[int(child)] = json.loads(raw)
-            except (NoNodeError, ValueError):
-                continue
-        return result
+    def members(self) -> dict[int, MemberRecord]:
+        """The member records this agent can read; another agent's unreadable record (an
+        agent of a newer schema during an upgrade) is left out and logged."""
+        readings = parse_members({str(b): raw for b, raw in self.zk.read_members().items()})
+        for broker_id, reason in readings.unreadable.items():
+            log.warning("member_unreadable", broker_id=broker_id, reason=reason)
+        return readings.records
 
     # -- snapshot -------------------------------------------------------------------------
 
-    def _facts(self) -> BrokerFacts:
-        s = self.settings
-        return BrokerFacts(
-            broker_id=self.broker_id,
-            rack=s.zone,
-            listener_address=s.address,
-            port=s.kafka_port,
-            tenant_port=s.kafka_sasl_port,
-            advertised_address=s.address,
-            log_dirs=(str(s.data_dir),),
-            zookeeper_connect=s.zookeeper_hosts + self.paths.kafka_chroot,
-        )
-
-    def _desired_properties(self, spec: ClusterSpec) -> dict[str, str]:
-        """server.properties as the spec and this VM's facts say; BrokerConfigError names a bad key."""
-        return render_server_properties(spec, self._facts())
-
     def _config_changes(self, spec: ClusterSpec, responsive: bool) -> ConfigChanges:
-        """What differs between the rendered config and what the running broker uses."""
-        self.pending_diff = None
+        """The rendered config, and what differs from what the running broker uses."""
         try:
-            desired = self._desired_properties(spec)
+            desired = desired_server_properties(self.settings, self.broker_id, spec)
         except BrokerConfigError as exc:
             return ConfigChanges(error=str(exc))
         if not responsive:
-            return ConfigChanges()
+            return ConfigChanges(rendered=desired)
         try:
-            running = describe_running_config(self.admin, self.broker_id, timeout=5.0)
-        except ConfigApplyError as exc:
+            running = self.admin.running_config(self.broker_id)
+        except AdminUnavailable as exc:
             log.warning("running_config_unreadable", error=str(exc))
-            return ConfigChanges()
-        diff = diff_broker_config(desired, running)
-        self.pending_diff = diff
-        return ConfigChanges(dynamic=diff.dynamic_keys, read_only=diff.read_only_keys)
+            return ConfigChanges(rendered=desired)
+        return ConfigChanges(rendered=desired, diff=diff_broker_config(desired, running))
 
-    def _apply_dynamic(self, action: Action) -> None:
-        diff, spec = self.pending_diff, self.last_good_spec
-        if diff is None or spec is None:
-            return
-        s = self.settings
-        cluster_defaults = ConfigCommandClusterDefaults(
-            s.java, kafka_libs(s.image_root, spec.kafka_version), s.bootstrap
-        )
-        result = apply_config_diff(self.admin, self.broker_id, diff, cluster_defaults)
-        if result.ok:
-            # The file too, so that a later restart keeps what was applied dynamically.
-            write_properties(self.server_properties, self._desired_properties(spec))
-        self.journal(
-            action.kind,
-            action.reason,
-            "done, read back" if result.ok else f"failed: {result.error}",
-        )
-
-    def snapshot(self) -> Snapshot:
-        now = time.monotonic()
-        if not self.zk_connected:
-            return Snapshot(broker_id=self.broker_id, zk_connected=False, spec=self.last_good_spec)
-        spec, error = self._read_spec()
-        if spec is not None:
-            self.last_good_spec = spec
-        self.spec_error = error  # None whenever the spec read is valid
-        process = self.supervisor.state()
-        responsive = process == RUNNING and brokerview.metadata_answers(
-            self.admin, self.broker_id, timeout=3.0
-        )
-        if process == STOPPED or responsive:
-            self.unresponsive_since = None
-        elif self.unresponsive_since is None:
-            self.unresponsive_since = now
-        registered = self.zk.exists(f"{self.paths.kafka_broker_ids}/{self.broker_id}") is not None
-        controller_id = None
+    def snapshot(self) -> tuple[Snapshot, CycleMemory]:
+        """One read of ZooKeeper, the broker and its config, and the memory this cycle
+        leaves for the next (the caller keeps it: reading changes nothing)."""
+        if not self.zk.connected:
+            return self._unreachable(), self.memory
         try:
-            raw, _ = self.zk.get(self.paths.kafka_controller)
-            controller_id = int(json.loads(raw)["brokerid"])
-        except (NoNodeError, ValueError, KeyError, TypeError):
-            pass
+            return self._read_snapshot(self.clock.monotonic())
+        except StoreUnavailable as exc:
+            log.warning("zookeeper_read_failed", error=str(exc))
+            return self._unreachable(), self.memory
+
+    def _unreachable(self) -> Snapshot:
+        return Snapshot(
+            broker_id=self.broker_id, zk_connected=False, spec=self.memory.last_good_spec
+        )
+
+    def _read_snapshot(self, now: float) -> tuple[Snapshot, CycleMemory]:
+        spec, spec_error = self._read_spec()
+        good = spec if spec is not None else self.memory.last_good_spec
+        process = self.supervisor.state()
+        responsive = process == RUNNING and self.admin.metadata_answers(self.broker_id, 3.0)
+        since = self.memory.unresponsive_since
+        if process == STOPPED or responsive:
+            since = None
+        elif since is None:
+            since = now
+        registered = self.broker_id in self.zk.registered_brokers()
+        controller_id = self.zk.controller_id()
         changes = ConfigChanges()
-        if self.last_good_spec is not None:
-            changes = self._config_changes(self.last_good_spec, responsive)
+        if good is not None:
+            changes = self._config_changes(good, responsive)
         # Brokers that need a restart, or have not yet looked at the current spec: the
         # controller waits for both before restarting itself.
-        generation = self.last_good_spec.generation if self.last_good_spec else -1
+        generation = good.generation if good else -1
         awaiting = frozenset(
             b
             for b, m in self.members().items()
-            if m.get("pending_restart") or int(m.get("spec_generation", -1)) < generation
+            if m.pending_restart or m.spec_generation < generation
         )
-        zookeeper_change = self.ensemble.change(self.last_good_spec, now)
-        long_action = None
-        if self.long_action is not None:
-            if self.long_action.thread.is_alive():
-                long_action = self.long_action.progress
-            else:
-                self.long_action = None
-        return Snapshot(
+        zookeeper_change = self.ensemble.change(good, now)
+        long_action = self.long_action
+        running = long_action is not None and (
+            long_action.running is None or long_action.running.is_alive()
+        )
+        snap = Snapshot(
             broker_id=self.broker_id,
             zk_connected=True,
-            spec=self.last_good_spec,
-            spec_error=self.spec_error,
+            spec=good,
+            spec_error=spec_error,  # None whenever the spec read is valid
             broker=BrokerView(
-                process,
-                registered,
-                responsive,
-                0.0 if self.unresponsive_since is None else now - self.unresponsive_since,
+                process, registered, responsive, 0.0 if since is None else now - since
             ),
             config=changes,
-            long_action=long_action,
+            long_action=long_action.progress if long_action is not None and running else None,
             controller_id=controller_id,
             brokers_awaiting_restart=awaiting,
             unresponsive_threshold_s=self.settings.broker_unresponsive_s,
             zookeeper_change=zookeeper_change,
         )
+        return snap, CycleMemory(good, since)
 
     # -- actions --------------------------------------------------------------------------
 
-    def execute(self, action: Action, snap: Snapshot) -> None:
-        if action.kind in ("start", "restart"):
-            self._run_long(action)
-        elif action.kind == "zk_reconfig" and snap.zookeeper_change is not None:
-            self.ensemble.apply(snap.zookeeper_change)
-        elif action.kind == "apply_dynamic":
-            self._apply_dynamic(action)
+    def execute(self, action: Action) -> None:
+        match action:
+            case StartBroker(reason, launch):
+                self._run_long(LaunchKind.START, reason, launch)
+            case RestartBroker(reason, launch):
+                self._run_long(LaunchKind.RESTART, reason, launch)
+            case ReconfigureZookeeper(_, change):
+                self.ensemble.apply(change)
+            case ApplyDynamicConfig():
+                self._apply_dynamic(action)
+            case DoNothing():
+                pass
 
-    def _run_long(self, action: Action) -> None:
-        long_action = LongAction(
-            action.kind, f"{action.kind}: waiting to begin", threading.Thread()
+    def _apply_dynamic(self, action: ApplyDynamicConfig) -> None:
+        error = self.admin.apply_config(self.broker_id, action.diff, action.kafka_version)
+        if error is None:
+            # The file too, so that a later restart keeps what was applied dynamically.
+            write_properties(self.server_properties, action.server_properties)
+        self.journal(
+            action.kind, action.reason, "done, read back" if error is None else f"failed: {error}"
         )
-        target: Callable[[], None] = lambda: self._start_or_restart(action, long_action)  # noqa: E731
-        long_action.thread = threading.Thread(
-            target=target, name=f"agent-{action.kind}", daemon=True
-        )
+
+    def _run_long(self, kind: LaunchKind, reason: str, launch: BrokerLaunch) -> None:
+        long_action = LongAction(str(kind), f"{kind}: waiting to begin")
+
+        def report(progress: str) -> None:
+            long_action.progress = progress
+
+        def work() -> None:
+            self.restarts.run(self.broker_id, kind, launch, reason, report)
+
         self.long_action = long_action
-        long_action.thread.start()
-
-    def _start_or_restart(self, action: Action, progress: LongAction) -> None:
-        restart = action.kind == "restart"
-        steps = 3 if restart else 2
-        lock = Lock(self.zk, self.paths.restart_lock, identifier=f"broker {self.broker_id}")
-        try:
-            while True:
-                try:
-                    if lock.acquire(timeout=5):
-                        break
-                except LockTimeout:
-                    holders = lock.contenders()
-                    holder = holders[0] if holders else "nobody"
-                    progress.progress = f"{action.kind}: waiting for restart lock held by {holder}"
-        except KazooException as exc:
-            progress.progress = f"{action.kind}: restart lock unavailable ({exc})"
-            return
-        try:
-            if restart and self.supervisor.state() != STOPPED:
-                blockers = self._blockers()
-                if blockers:
-                    detail = ", ".join(blockers[:3])
-                    progress.progress = (
-                        f"restart blocked: stopping would take {detail} below min ISR"
-                    )
-                    self.journal(action.kind, action.reason, progress.progress)
-                    return
-                progress.progress = f"restart 1/{steps}: stopping broker (controlled shutdown)"
-                self.supervisor.stop(timeout=120)
-            if self.last_good_spec is not None:
-                write_properties(
-                    self.server_properties, self._desired_properties(self.last_good_spec)
-                )
-            step = 2 if restart else 1
-            progress.progress = f"{action.kind} {step}/{steps}: starting broker"
-            version = self.last_good_spec.kafka_version if self.last_good_spec else ""
-            self.supervisor.start(version)
-            if not self._wait(
-                lambda: brokerview.metadata_answers(self.admin, self.broker_id, 3.0), 180
-            ):
-                progress.progress = f"{action.kind}: broker did not answer within 180s"
-                self.journal(action.kind, action.reason, progress.progress)
-                return
-            progress.progress = (
-                f"{action.kind} {steps}/{steps}: waiting until every ISR is complete"
-            )
-            complete = self._wait_isr_complete()
-            result = (
-                "done, ISR complete" if complete else "broker up, ISR still incomplete after 300s"
-            )
-            progress.progress = f"{action.kind} {steps}/{steps} {result}"
-            self.journal(action.kind, action.reason, result)
-            log.info(
-                "long_action_done", action=action.kind, result=result, broker_id=self.broker_id
-            )
-        except Exception as exc:  # a failed step is reported, the next cycle decides again
-            progress.progress = f"{action.kind} failed: {exc}"
-            self.journal(action.kind, action.reason, progress.progress)
-        finally:
-            lock.release()
-
-    def _blockers(self) -> list[str]:
-        partitions = brokerview.partition_states(self.admin)
-        mine = {p.topic for p in partitions if self.broker_id in p.isr}
-        overrides = brokerview.topic_min_isr(self.admin, mine)
-        default = int(read_properties(self.server_properties).get("min.insync.replicas", "1"))
-        return restart_blockers(partitions, self.broker_id, overrides, default)
-
-    @staticmethod
-    def _wait(check: Callable[[], bool], timeout: float, interval: float = 1.0) -> bool:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if check():
-                return True
-            time.sleep(interval)
-        return False
-
-    def _wait_isr_complete(self, timeout: float = 300.0) -> bool:
-        """0 under-replicated partitions on every member's broker, read through Jolokia,
-        on `isr_stable_checks` consecutive checks."""
-        streak = 0
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            try:
-                # Brokers that are down have no ISR to complete: read the registered ones.
-                registered = set(self.zk.get_children(self.paths.kafka_broker_ids))
-                urls = [
-                    m["jolokia_url"]
-                    for broker_id, m in self.members().items()
-                    if "jolokia_url" in m and str(broker_id) in registered
-                ]
-                urls = urls or [self.settings.jolokia_url]
-                total = sum(brokerview.under_replicated(url) for url in urls)
-                if total > 0 and set(self.members()) - {int(b) for b in registered}:
-                    # A member's broker is down (a cold start): only replicas that can catch up.
-                    total = len(
-                        lagging_on_running_brokers(
-                            brokerview.partition_states(self.admin),
-                            (int(b) for b in registered),
-                        )
-                    )
-            except Exception:
-                total = -1
-            streak = streak + 1 if total == 0 else 0
-            if streak >= self.settings.isr_stable_checks:
-                return True
-            time.sleep(self.settings.isr_check_interval_s)
-        return False
+        long_action.running = self.ports.spawn(str(kind), work)
 
     # -- the loop -------------------------------------------------------------------------
 
     def run_cycle(self) -> str:
-        snap = self.snapshot()
+        running = self.long_action.running if self.long_action is not None else None
+        if running is not None and not running.is_alive():
+            self.long_action = None
+        snap, self.memory = self.snapshot()
         action = decide(snap)
-        if not action.is_none:
+        if not isinstance(action, DoNothing):
             self.journal(action.kind, action.reason, "started")
-        self.execute(action, snap)
+        self.execute(action)
         sentence = action.reason
         if self.metrics_problem:
             sentence += f"; {self.metrics_problem}"
         if self.planner_role.is_planner and self.plan_executor.sentence:
             sentence += f"; {self.plan_executor.sentence}"
-        if self.zk_connected:
+        if self.zk.connected:
+            long_kind = self.long_action.name if self.long_action is not None else None
             try:
-                self._write_member(sentence, pending_restart=bool(snap.config.read_only))
-            except KazooException as exc:
+                self._write_member(
+                    sentence,
+                    member_state(snap, action, long_kind),
+                    registered=snap.broker.registered,
+                    pending_restart=bool(snap.config.read_only),
+                )
+            except StoreUnavailable as exc:
                 log.warning("member_write_failed", error=str(exc))
-        if sentence != self.last_sentence or not action.is_none:
-            log.info(sentence, action=action.kind)
+        if sentence != self.last_sentence or not isinstance(action, DoNothing):
+            log.info(sentence, action=str(action.kind))
         self.last_sentence = sentence
         return sentence
 
@@ -519,7 +404,8 @@ class Agent:
             self.wake.clear()
 
     def start_metrics(self, stop: threading.Event) -> threading.Thread:
-        replication = min(3, self.last_good_spec.broker_count) if self.last_good_spec else 3
+        spec = self.memory.last_good_spec
+        replication = min(3, spec.broker_count) if spec else 3
 
         def on_sample(problem: str | None) -> None:
             self.metrics_problem = problem
@@ -529,8 +415,4 @@ class Agent:
         )
 
     def close(self) -> None:
-        try:
-            self.zk.stop()
-            self.zk.close()
-        except KazooException:
-            pass
+        self.zk.close()

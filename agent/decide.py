@@ -1,22 +1,55 @@
 """The agent's pure core: one snapshot in, at most one action and its reason out.
 
 No I/O here. The cycle builds the Snapshot from ZooKeeper, the local broker and the host;
-`decide` reads it; the cycle runs the action it returns. Table-driven tests cover it.
+`decide` reads it; the cycle runs the action it returns. Every action carries what running
+it needs (the config to write, the Kafka version to start, the diff to apply, the reconfig),
+so the shell never reads it back from the snapshot or its own fields. Table-driven tests
+cover it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import ClassVar
 
+from agent.broker_config import ConfigDiff
+from agent.ports import PAUSED, RUNNING, STOPPED, ProcessState
 from agent.zk_membership import ReconfigChange
-from planner.spec import ClusterSpec
+from planner.contracts.spec import ClusterSpec
 
-RUNNING, PAUSED, STOPPED = "running", "paused", "stopped"
+__all__ = [
+    "PAUSED",
+    "RUNNING",
+    "STOPPED",
+    "Action",
+    "ActionKind",
+    "ApplyDynamicConfig",
+    "BrokerLaunch",
+    "BrokerView",
+    "ConfigChanges",
+    "DoNothing",
+    "ReconfigureZookeeper",
+    "RestartBroker",
+    "Snapshot",
+    "StartBroker",
+    "decide",
+    "nothing",
+]
+
+
+class ActionKind(StrEnum):
+    NONE = "none"
+    START = "start"
+    RESTART = "restart"
+    ZK_RECONFIG = "zk_reconfig"
+    APPLY_DYNAMIC = "apply_dynamic"
 
 
 @dataclass(frozen=True)
 class BrokerView:
-    process: str  # running | paused | stopped
+    process: ProcessState
     registered: bool  # its znode is under /brokers/ids
     responsive: bool  # a metadata request or a JMX read answered this cycle
     unresponsive_for_s: float = 0.0  # how long every read has failed while the process lives
@@ -24,15 +57,26 @@ class BrokerView:
 
 @dataclass(frozen=True)
 class ConfigChanges:
-    """Differences between the rendered config and what the broker runs (from the classifier)."""
+    """The rendered config and how it differs from what the broker runs (from the classifier).
 
-    dynamic: tuple[str, ...] = ()
-    read_only: tuple[str, ...] = ()
+    `rendered` is empty when the spec does not render (then `error` says why); `diff` is
+    empty when the running config could not be read (a broker that does not answer)."""
+
+    rendered: Mapping[str, str] = field(default_factory=dict)
+    diff: ConfigDiff = field(default_factory=ConfigDiff)
     error: str | None = None  # an unknown key or a wrong-typed value: refuse, change nothing
 
     @property
+    def dynamic(self) -> tuple[str, ...]:
+        return self.diff.dynamic_keys
+
+    @property
+    def read_only(self) -> tuple[str, ...]:
+        return self.diff.read_only_keys
+
+    @property
     def empty(self) -> bool:
-        return not self.dynamic and not self.read_only
+        return self.diff.empty
 
 
 @dataclass(frozen=True)
@@ -51,18 +95,73 @@ class Snapshot:
 
 
 @dataclass(frozen=True)
-class Action:
-    kind: str  # none | start | restart | zk_reconfig | apply_dynamic
+class BrokerLaunch:
+    """What a start or a restart writes and runs: server.properties (None: the spec did not
+    render, `config_error` says why, and nothing is started) and the Kafka version."""
+
+    kafka_version: str
+    server_properties: Mapping[str, str] | None
+    config_error: str | None = None
+
+
+@dataclass(frozen=True)
+class DoNothing:
+    kind: ClassVar[ActionKind] = ActionKind.NONE
     reason: str
-    keys: tuple[str, ...] = field(default=())
+
+
+@dataclass(frozen=True)
+class StartBroker:
+    kind: ClassVar[ActionKind] = ActionKind.START
+    reason: str
+    launch: BrokerLaunch
+
+
+@dataclass(frozen=True)
+class RestartBroker:
+    kind: ClassVar[ActionKind] = ActionKind.RESTART
+    reason: str
+    launch: BrokerLaunch
+    keys: tuple[str, ...] = ()
+    """The read-only keys that changed (empty: a restart of a broker that stopped answering)."""
+
+
+@dataclass(frozen=True)
+class ReconfigureZookeeper:
+    kind: ClassVar[ActionKind] = ActionKind.ZK_RECONFIG
+    reason: str
+    change: ReconfigChange
+
+
+@dataclass(frozen=True)
+class ApplyDynamicConfig:
+    kind: ClassVar[ActionKind] = ActionKind.APPLY_DYNAMIC
+    reason: str
+    diff: ConfigDiff
+    server_properties: Mapping[str, str]
+    """Written to the file once the diff is applied, so a later restart keeps it."""
+    kafka_version: str
 
     @property
-    def is_none(self) -> bool:
-        return self.kind == "none"
+    def keys(self) -> tuple[str, ...]:
+        return self.diff.dynamic_keys
 
 
-def nothing(reason: str) -> Action:
-    return Action("none", reason)
+Action = DoNothing | StartBroker | RestartBroker | ReconfigureZookeeper | ApplyDynamicConfig
+
+
+def is_nothing(action: Action) -> bool:
+    return isinstance(action, DoNothing)
+
+
+def nothing(reason: str) -> DoNothing:
+    return DoNothing(reason)
+
+
+def _launch(spec: ClusterSpec, config: ConfigChanges) -> BrokerLaunch:
+    if config.error is not None:
+        return BrokerLaunch(spec.kafka_version, None, config.error)
+    return BrokerLaunch(spec.kafka_version, config.rendered)
 
 
 def decide(s: Snapshot) -> Action:
@@ -77,20 +176,23 @@ def decide(s: Snapshot) -> Action:
     refused = (
         f"; refused the new spec: {s.spec_error}, keeping the last good one" if s.spec_error else ""
     )
+    launch = _launch(s.spec, s.config)
 
     if s.broker.process == STOPPED:
-        return Action("start", f"{who}: broker process gone, starting it{refused}")
+        return StartBroker(f"{who}: broker process gone, starting it{refused}", launch)
     if s.zookeeper_change is not None:
-        return Action("zk_reconfig", f"{who}: {s.zookeeper_change.reason}{refused}")
+        return ReconfigureZookeeper(
+            f"{who}: {s.zookeeper_change.reason}{refused}", s.zookeeper_change
+        )
     if s.broker.process == PAUSED and s.broker.unresponsive_for_s >= s.unresponsive_threshold_s:
-        return Action(
-            "restart",
+        return RestartBroker(
             f"{who}: broker paused for {s.broker.unresponsive_for_s:.0f}s, restarting it{refused}",
+            launch,
         )
     if not s.broker.responsive and s.broker.unresponsive_for_s >= s.unresponsive_threshold_s:
-        return Action(
-            "restart",
+        return RestartBroker(
             f"{who}: broker not answering for {s.broker.unresponsive_for_s:.0f}s, restarting it{refused}",
+            launch,
         )
     if not s.broker.responsive or not s.broker.registered:
         state = (
@@ -110,14 +212,17 @@ def decide(s: Snapshot) -> Action:
             return nothing(
                 f"{who}: controller restarts last, waiting for brokers {waiting} ({keys} changed){refused}"
             )
-        return Action(
-            "restart",
+        return RestartBroker(
             f"{who}: read-only config changed ({keys}), restarting{refused}",
+            launch,
             s.config.read_only,
         )
     if s.config.dynamic:
         keys = ", ".join(s.config.dynamic)
-        return Action(
-            "apply_dynamic", f"{who}: applying dynamic config ({keys}){refused}", s.config.dynamic
+        return ApplyDynamicConfig(
+            f"{who}: applying dynamic config ({keys}){refused}",
+            s.config.diff,
+            s.config.rendered,
+            s.spec.kafka_version,
         )
     return nothing(f"{who}: healthy, config at spec generation {s.spec.generation}{refused}")

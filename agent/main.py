@@ -56,10 +56,10 @@ def main(argv: list[str] | None = None) -> int:
     _configure_logging()
     from sdnotify import SystemdNotifier
 
-    from agent.cycle import Agent
+    from agent.wiring import build_agent
 
     notifier = SystemdNotifier()
-    agent = Agent(settings)
+    agent = build_agent(settings)
     stop = threading.Event()
 
     def request_stop(signum: int, frame: object) -> None:

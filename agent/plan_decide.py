@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from planner.store import Progress, StoredPlan
+from planner.contracts.plan_records import Progress
+from planner.store import StoredPlan
 
 ACTIVE_STATES = frozenset({"pending", "executing"})
 
@@ -93,7 +94,7 @@ def _continue(snap: PlanSnapshot, plan: StoredPlan, progress: Progress) -> PlanA
     pending = tuple(s for s in steps if snap.live[(s[0], s[1])] != s[2])
     if progress.started_batch == k:
         running = snap.now - progress.batch_started_at
-        # Stalled: no partition has arrived for stall_s (seed 002: a new controller helps).
+        # Stalled: no partition has arrived for stall_s; a new controller picks the moves up.
         idle = snap.now - max(progress.batch_started_at, snap.last_progress_at)
         stalled = bool(pending) and idle > snap.stall_s and not progress.controller_moved
         reason = (

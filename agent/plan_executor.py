@@ -1,118 +1,114 @@
 """The elected planner's work: plan the live cluster, store the plan, and execute it batch by
-batch with throttled reassignments (agent/reassign.py), recording progress in ZooKeeper so
-that any agent elected later resumes it. Runs on its own thread while this agent holds the
-planner election; the decisions are agent.plan_decide's, this module only reads and acts.
+batch with throttled reassignments, recording progress in ZooKeeper so that any agent elected
+later resumes it. Runs on its own thread while this agent holds the planner election.
+
+The decisions are `agent.plan_decide`'s (what to do with the plan) and
+`agent.plan_housekeeping`'s (the executor's own memory, a running batch); this module only
+reads through its ports and acts.
 """
 
 from __future__ import annotations
 
 import contextlib
 import threading
-import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
-from pathlib import Path
+from dataclasses import replace
 from typing import Any
 
 import structlog
-from confluent_kafka import ElectionType, KafkaError, KafkaException, TopicPartition
-from confluent_kafka.admin import AdminClient
-from kazoo.client import KazooClient
-from kazoo.exceptions import KazooException, NoNodeError
 
-from agent.plan_decide import (
-    Assignment,
-    PlanAction,
-    PlanInputs,
-    PlanSnapshot,
-    decide_plan,
-    plan_inputs,
+from agent.plan_decide import PlanAction, PlanSnapshot, decide_plan
+from agent.plan_housekeeping import (
+    CompleteBatch,
+    ConfirmBatch,
+    ExecutorMemory,
+    KeepWaiting,
+    Move,
+    ReelectController,
+    VerifyPending,
+    after_confirm,
+    check_batch_step,
+    lost_moves,
+    note_batch_progress,
+    note_refusal,
+    plan_again,
+    plan_finished,
+    planning_started,
+    smaller_prefix,
 )
-from agent.reassign import PartitionMove, ReassignmentError, ReassignmentTool
+from agent.ports import (
+    AgentZooKeeper,
+    Clock,
+    ClusterAdmin,
+    PlanStorePort,
+    ReassignerFactory,
+    StoreUnavailable,
+)
+from agent.reassign import PartitionMove, ReassignToolError
 from agent.settings import AgentSettings
 from planner.batches import MovementBudget
+from planner.contracts.plan_status import PlanStatus
+from planner.contracts.spec import ClusterSpec
 from planner.feasibility import InfeasibleError
 from planner.layout import LayoutError, parse_layout
-from planner.live_layout import LiveLayoutError, read_live_layout
+from planner.live_layout import LiveLayoutError
 from planner.model import BrokerState, PlannerSettings
-from planner.plan import make_plan
-from planner.spec import ClusterSpec
-from planner.store import (
-    PlanConflictError,
-    PlanStore,
-    PlanStoreError,
-    PlanTooLargeError,
-    Progress,
-    StoredPlan,
-)
-from planner.zkpaths import ClusterPaths
+from planner.plan import Plan, make_plan
+from planner.store import PlanConflictError, PlanStoreError, PlanTooLargeError, StoredPlan
 
 log = structlog.get_logger("kaas.agent.planner")
 
-VERIFY_EVERY_S = 30.0
-"""While a batch moves, how often Kafka's tool is asked about it (each ask is a JVM)."""
+Journal = Callable[[str, str, str], None]
 
 
-@dataclass
-class _Memory:
-    last_planned_at: float = 0.0
-    planned_for: PlanInputs | None = None
-    last_verify_at: float = 0.0
-    last_refusal: str = ""
-    batch_pending: tuple[int, int] = (-1, 0)
-    """(batch, partitions still moving) at the last look, to tell when one arrived."""
-    last_progress_at: float = 0.0
+def _moves(steps: tuple[Move, ...] | list[Move]) -> list[PartitionMove]:
+    return [PartitionMove(t, p, r) for t, p, r in steps]
 
 
 class PlanExecutor:
     def __init__(
         self,
         settings: AgentSettings,
-        zk: KazooClient,
+        zookeeper: AgentZooKeeper,
+        store: PlanStorePort,
         read_spec: Callable[[], tuple[ClusterSpec | None, str | None]],
-        bootstrap: Callable[[], str],
-        kafka_libs: Callable[[str], Path],
-        journal: Callable[[str, str, str], None],
+        cluster_admin: Callable[[], ClusterAdmin],
+        reassigner: ReassignerFactory,
+        journal: Journal,
+        clock: Clock,
     ) -> None:
         self.settings = settings
-        self.zk = zk
-        self.paths = ClusterPaths(settings.cluster)
-        self.store = PlanStore(zk, settings.cluster)
+        self.zookeeper = zookeeper
+        self.store = store
         self.read_spec = read_spec
-        self.bootstrap = bootstrap
-        self.kafka_libs = kafka_libs
+        self.cluster_admin = cluster_admin
+        self.reassigner = reassigner
         self.journal = journal
-        self.memory = _Memory()
+        self.clock = clock
+        self.memory = ExecutorMemory()
         self.sentence = ""
-        self.status: dict[str, Any] = {}
+        self.status: PlanStatus | None = None
 
     # -- snapshot -------------------------------------------------------------------------
 
-    def snapshot(self) -> tuple[PlanSnapshot, ClusterSpec | None]:
+    def snapshot(self) -> tuple[PlanSnapshot, ClusterSpec | None, ExecutorMemory]:
+        """One read of everything the tick decides on, and the memory it leaves (applied by
+        the tick, so reading has no effect of its own)."""
         spec, _ = self.read_spec()
         plan: StoredPlan | None = None
-        progress: Progress | None = None
+        progress = None
         error = None
         try:
             plan = self.store.read()
             progress = self.store.read_progress()
         except PlanStoreError as exc:
             error = str(exc)
-        admin = AdminClient({"bootstrap.servers": self.bootstrap(), "socket.timeout.ms": 10000})
-        metadata = admin.list_topics(timeout=10)
         # Kafka's internal topics are left where Kafka put them, except while a broker
         # drains: it must give up their replicas too before its VM may go.
         draining = bool(spec and spec.draining_broker_ids)
-        live = {
-            (str(t.topic), p.id): tuple(p.replicas)
-            for t in metadata.topics.values()
-            if draining or not str(t.topic).startswith("__")
-            for p in t.partitions.values()
-        }
-        try:
-            lock_held = bool(self.zk.get_children(self.paths.restart_lock))
-        except NoNodeError:
-            lock_held = False
+        live, registered = self.cluster_admin().assignment(include_internal=draining)
+        now = self.clock.time()
+        memory, last_progress_at = note_batch_progress(self.memory, plan, progress, live, now)
         snap = PlanSnapshot(
             spec_ok=spec is not None,
             spec_generation=spec.generation if spec else -1,
@@ -121,46 +117,28 @@ class PlanExecutor:
             plan_error=error,
             progress=progress,
             live=live,
-            registered=frozenset(metadata.brokers),
-            restart_lock_held=lock_held,
-            now=time.time(),
-            last_planned_at=self.memory.last_planned_at,
-            planned_for=self.memory.planned_for,
+            registered=registered,
+            restart_lock_held=self.zookeeper.restart_lock_held(),
+            now=now,
+            last_planned_at=memory.last_planned_at,
+            planned_for=memory.planned_for,
             replan_interval_s=self.settings.replan_interval_s,
             stall_s=self.settings.reassignment_stall_s,
-            last_progress_at=self._note_progress(plan, progress, live),
+            last_progress_at=last_progress_at,
         )
-        return snap, spec
-
-    def _note_progress(
-        self, plan: StoredPlan | None, progress: Progress | None, live: Assignment
-    ) -> float:
-        """The last time the running batch's count of partitions still moving went down."""
-        if plan is None or progress is None or progress.started_batch is None:
-            return 0.0
-        batch = progress.started_batch
-        moving = sum(1 for t, p, r in plan.batch(batch) if (t, p) in live and live[(t, p)] != r)
-        seen_batch, seen_moving = self.memory.batch_pending
-        if seen_batch != batch or moving < seen_moving:
-            # A batch first seen by this agent (also after a takeover) counts from now.
-            self.memory.last_progress_at = time.time()
-        self.memory.batch_pending = (batch, moving)
-        return self.memory.last_progress_at
+        return snap, spec, memory
 
     # -- one tick -------------------------------------------------------------------------
 
     def tick(self) -> str:
-        snap, spec = self.snapshot()
+        snap, spec, self.memory = self.snapshot()
         action = decide_plan(snap)
         sentence = self._act(action, snap, spec)
         if sentence != self.sentence:
             log.info(sentence, action=action.kind)
         self.sentence = sentence
-        self.status = self._status()
+        self.status = self.store.read_status()
         return sentence
-
-    def _status(self) -> dict[str, Any]:
-        return self.store.read_status()
 
     def _act(self, action: PlanAction, snap: PlanSnapshot, spec: ClusterSpec | None) -> str:
         kind = action.kind
@@ -172,36 +150,29 @@ class PlanExecutor:
             return self._check_batch(action, snap, spec)
         if kind == "finish":
             self._advance(snap, state="done", detail=action.reason)
-            # Plan once more at the next tick: a spec change or a broker that came while the
-            # plan ran (a drain asked for mid-plan) is planned for at once, not at the next
-            # periodic check; with nothing changed the new plan is empty and the planner holds.
-            self.memory.last_planned_at = 0.0
-            self.memory.planned_for = None
+            self.memory = plan_finished(self.memory)
             self.journal("plan_done", action.reason, "done")
-            return f"planner: {action.reason}"
-        if kind == "supersede":
+        elif kind == "supersede":
             self._advance(snap, state="superseded", detail=action.reason)
-            self.memory.last_planned_at = 0.0
+            self.memory = plan_again(self.memory)
             self.journal("plan_superseded", action.reason, "replanning")
-            return f"planner: {action.reason}"
-        if kind == "refuse" and action.reason != self.memory.last_refusal:
-            self.memory.last_refusal = action.reason
-            self.journal("plan_refused", action.reason, "not executed")
+        elif kind == "refuse":
+            self.memory, new = note_refusal(self.memory, action.reason)
+            if new:
+                self.journal("plan_refused", action.reason, "not executed")
         return f"planner: {action.reason}"
 
     def _make_plan(self, action: PlanAction, snap: PlanSnapshot, spec: ClusterSpec) -> str:
-        self.memory.last_planned_at = snap.now
-        self.memory.planned_for = plan_inputs(snap.spec_generation, snap.registered, snap.live)
+        self.memory = planning_started(
+            self.memory, snap.now, snap.spec_generation, snap.registered, snap.live
+        )
         try:
-            document = read_live_layout(
-                self.bootstrap(),
-                self.settings.jolokia_port,
-                timeout_s=10.0,
-                include_internal=bool(spec.draining_broker_ids),
+            document = self.cluster_admin().read_layout(
+                include_internal=bool(spec.draining_broker_ids)
             )
             cluster = parse_layout(document)
         except (LiveLayoutError, LayoutError) as exc:
-            self.memory.last_planned_at = 0.0
+            self.memory = plan_again(self.memory)
             return f"planner: cannot read the cluster's layout: {exc}"
         cluster = cluster.with_broker_states(
             {b: BrokerState.DRAINING for b in spec.draining_broker_ids}
@@ -214,8 +185,8 @@ class PlanExecutor:
         try:
             plan = make_plan(cluster, PlannerSettings(), seed=0, budget=budget)
         except InfeasibleError as exc:
-            if str(exc) != self.memory.last_refusal:
-                self.memory.last_refusal = str(exc)
+            self.memory, new = note_refusal(self.memory, str(exc))
+            if new:
                 self.journal("plan_infeasible", str(exc), "no plan")
             return f"planner: no plan keeps the hard goals: {exc}"
         if plan.is_empty:
@@ -230,7 +201,7 @@ class PlanExecutor:
         }
         stored = self._store(plan, plan_id, inputs, previous)
         if stored is None:
-            self.memory.last_planned_at = 0.0
+            self.memory = plan_again(self.memory)
             return "planner: the plan changed under this planner; reading it again"
         summary = plan.summary()
         self.journal(
@@ -246,12 +217,10 @@ class PlanExecutor:
         )
 
     def _store(
-        self,
-        plan: Any,
-        plan_id: int,
-        inputs: dict[str, Any],
-        previous: StoredPlan | None,
+        self, plan: Plan, plan_id: int, inputs: dict[str, Any], previous: StoredPlan | None
     ) -> StoredPlan | None:
+        """The plan, or as many of its first batches as one ZooKeeper transaction holds;
+        None when someone else wrote a plan since it was read."""
         expected = previous.meta_version if previous is not None else None
         max_batches: int | None = None
         while True:
@@ -261,19 +230,12 @@ class PlanExecutor:
             try:
                 return self.store.write(stored, expected)
             except PlanTooLargeError:
-                # Store a prefix; the rest is planned again once it has run.
-                count = stored.batch_count
-                if count <= 1:
+                max_batches = smaller_prefix(stored.batch_count)
+                if max_batches is None:
                     raise
-                max_batches = count // 2
             except PlanConflictError as exc:
                 log.warning("plan_write_conflict", error=str(exc))
                 return None
-
-    def _tool(self, spec: ClusterSpec) -> ReassignmentTool:
-        return ReassignmentTool(
-            self.settings.java, self.kafka_libs(spec.kafka_version), self.bootstrap()
-        )
 
     def _start_batch(self, action: PlanAction, snap: PlanSnapshot, spec: ClusterSpec) -> str:
         progress = snap.progress
@@ -293,76 +255,61 @@ class PlanExecutor:
         except PlanStoreError as exc:
             return f"planner: progress not recorded ({exc}); batch not started"
         if action.moves:
-            moves = [PartitionMove(t, p, r) for t, p, r in action.moves]
+            moves = _moves(action.moves)
             try:
-                self._tool(spec).execute(moves, spec.budget.throttle_bytes_per_s)
-            except ReassignmentError as exc:
+                self.reassigner(spec.kafka_version).execute(moves, spec.budget.throttle_bytes_per_s)
+            except ReassignToolError as exc:
                 return f"planner: {action.reason}: Kafka refused: {exc}"
             self.journal("reassign", action.reason, f"{len(moves)} partitions submitted")
-        self.memory.last_verify_at = snap.now
+        self.memory = replace(self.memory, last_verify_at=snap.now)
         return f"planner: {action.reason}"
 
     def _check_batch(self, action: PlanAction, snap: PlanSnapshot, spec: ClusterSpec) -> str:
         plan = snap.plan
         assert plan is not None
-        batch = [PartitionMove(t, p, r) for t, p, r in plan.batch(action.batch)]
-        batch = [m for m in batch if (m.topic, m.partition) in snap.live]
-        if not action.moves:
-            if batch:
-                try:
-                    result = self._tool(spec).verify(batch)  # also removes the throttles
-                except ReassignmentError as exc:
-                    return f"planner: {action.reason}; verify failed: {exc}"
-                if not result.complete:
-                    return f"planner: {action.reason}; Kafka still finishing"
-            self._elect_preferred_leaders(batch)
-            self._advance(snap, state="executing", completed=action.batch + 1)
-            return f"planner: {action.reason}: batch done"
-        if action.stalled:
-            self._move_controller(snap, action)
-            return f"planner: {action.reason}: stalled, controller re-election requested"
-        if snap.now - self.memory.last_verify_at >= VERIFY_EVERY_S:
-            self.memory.last_verify_at = snap.now
-            pending = [PartitionMove(t, p, r) for t, p, r in action.moves]
-            tool = self._tool(spec)
+        in_live = [m for m in plan.batch(action.batch) if (m[0], m[1]) in snap.live]
+        self.memory, next_step = check_batch_step(self.memory, action, in_live, snap.now)
+        if isinstance(next_step, ConfirmBatch):
             try:
-                result = tool.verify(pending)
-                lost = [m for m in pending if (m.topic, m.partition) not in result.in_progress]
-            except ReassignmentError:
-                lost = pending  # Kafka knows of no reassignment for them
-            if lost:
-                # Recorded as started but not running (the agent stopped between the two):
-                # hand them to Kafka again.
-                with contextlib.suppress(ReassignmentError):
-                    tool.execute(lost, spec.budget.throttle_bytes_per_s)
-                    self.journal("reassign", action.reason, f"{len(lost)} partitions resubmitted")
+                # Verify also removes the throttles of a complete batch.
+                result = self.reassigner(spec.kafka_version).verify(_moves(next_step.moves))
+            except ReassignToolError as exc:
+                return f"planner: {action.reason}; verify failed: {exc}"
+            next_step = after_confirm(action, next_step.moves, result.complete)
+            if isinstance(next_step, KeepWaiting):
+                return f"planner: {action.reason}; Kafka still finishing"
+        if isinstance(next_step, CompleteBatch):
+            # A reordered replica list changes the preferred leader, not the leader: elect
+            # it now rather than at Kafka's next automatic rebalance (up to 5 minutes later).
+            self.cluster_admin().elect_preferred_leaders([(t, p) for t, p, _ in next_step.moves])
+            self._advance(snap, state="executing", completed=next_step.batch + 1)
+            return f"planner: {action.reason}: batch done"
+        if isinstance(next_step, ReelectController):
+            self._reelect_controller(snap, action)
+            return f"planner: {action.reason}: stalled, controller re-election requested"
+        if isinstance(next_step, VerifyPending):
+            self._resubmit_lost(action, next_step.moves, spec)
         return f"planner: {action.reason}"
 
-    def _elect_preferred_leaders(self, batch: list[PartitionMove]) -> None:
-        """A reordered replica list changes the preferred leader, not the leader: elect it
-        now rather than at Kafka's next automatic rebalance (up to 5 minutes later)."""
-        if not batch:
-            return
-        admin = AdminClient({"bootstrap.servers": self.bootstrap(), "socket.timeout.ms": 10000})
-        partitions = [TopicPartition(m.topic, m.partition) for m in batch]
+    def _resubmit_lost(
+        self, action: PlanAction, pending: tuple[Move, ...], spec: ClusterSpec
+    ) -> None:
+        tool = self.reassigner(spec.kafka_version)
         try:
-            results = admin.elect_leaders(ElectionType.PREFERRED, partitions).result(timeout=30)
-        except KafkaException as exc:
-            log.warning("preferred_leader_election_failed", error=str(exc))
-            return
-        # ELECTION_NOT_NEEDED is the common answer: the preferred leader already leads.
-        failed = {
-            f"{tp.topic}-{tp.partition}": str(err)
-            for tp, err in results.items()
-            if err is not None and _error_code(err) != KafkaError.ELECTION_NOT_NEEDED
-        }
-        if failed:
-            log.warning("preferred_leader_election_partial", failed=failed)
+            in_progress: tuple[tuple[str, int], ...] | None = tool.verify(
+                _moves(pending)
+            ).in_progress
+        except ReassignToolError:
+            in_progress = None  # Kafka knows of no reassignment for them
+        lost = lost_moves(pending, in_progress)
+        if lost:
+            with contextlib.suppress(ReassignToolError):
+                tool.execute(_moves(lost), spec.budget.throttle_bytes_per_s)
+                self.journal("reassign", action.reason, f"{len(lost)} partitions resubmitted")
 
-    def _move_controller(self, snap: PlanSnapshot, action: PlanAction) -> None:
-        """Seed 002's remedy for a stuck reassignment: a new controller picks it up again."""
-        with contextlib.suppress(NoNodeError):
-            self.zk.delete(self.paths.kafka_controller)
+    def _reelect_controller(self, snap: PlanSnapshot, action: PlanAction) -> None:
+        """A stuck reassignment is picked up again by a new controller."""
+        self.zookeeper.request_controller_election()
         progress = snap.progress
         assert progress is not None
         with contextlib.suppress(PlanStoreError):
@@ -389,13 +336,6 @@ class PlanExecutor:
             log.warning("plan_progress_conflict", error=str(exc))
 
 
-def _error_code(error: object) -> object:
-    """elect_leaders answers KafkaError or KafkaException (wrapping one) per partition."""
-    if isinstance(error, KafkaException) and error.args:
-        error = error.args[0]
-    return error.code() if isinstance(error, KafkaError) else None
-
-
 def start_plan_executor(
     executor: PlanExecutor, is_planner: Callable[[], bool], stop: threading.Event
 ) -> threading.Thread:
@@ -404,14 +344,14 @@ def start_plan_executor(
             if is_planner():
                 try:
                     executor.tick()
-                except (KazooException, ReassignmentError, OSError) as exc:
+                except (StoreUnavailable, ReassignToolError, OSError) as exc:
                     executor.sentence = f"planner: tick failed: {exc}"
                     log.warning("plan_tick_failed", error=str(exc))
                 except Exception as exc:  # never let the planner thread die
                     executor.sentence = f"planner: tick failed: {exc}"
                     log.error("plan_tick_failed", error=str(exc))
             else:
-                executor.sentence, executor.status = "", {}
+                executor.sentence, executor.status = "", None
             stop.wait(executor.settings.plan_interval_s)
 
     thread = threading.Thread(target=loop, name="agent-planner", daemon=True)

@@ -11,7 +11,7 @@ from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import KazooException, LockTimeout
 from kazoo.recipe.lock import Lock
 
-from planner.zkpaths import ClusterPaths
+from planner.contracts.paths import ClusterPaths
 
 
 class PlannerRole:

@@ -18,10 +18,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from agent.errors import AgentError
+
 TOOL = "org.apache.kafka.tools.reassign.ReassignPartitionsCommand"
 
 
-class ReassignmentError(RuntimeError):
+class ReassignToolError(AgentError, RuntimeError):
     pass
 
 
@@ -96,13 +98,13 @@ class ReassignmentTool:
                     check=False,
                 )
             except subprocess.TimeoutExpired:
-                raise ReassignmentError(
+                raise ReassignToolError(
                     f"kafka-reassign-partitions {' '.join(args)} timed out"
                 ) from None
         output = done.stdout + done.stderr
         if done.returncode != 0:
             last = [line for line in output.splitlines() if line.strip()][-1:] or ["no output"]
-            raise ReassignmentError(f"kafka-reassign-partitions {' '.join(args)} failed: {last[0]}")
+            raise ReassignToolError(f"kafka-reassign-partitions {' '.join(args)} failed: {last[0]}")
         return output
 
     def execute(self, moves: Sequence[PartitionMove], throttle_bytes_per_s: int) -> None:

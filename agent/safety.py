@@ -3,15 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 
-
-@dataclass(frozen=True)
-class PartitionState:
-    topic: str
-    partition: int
-    replicas: tuple[int, ...]
-    isr: tuple[int, ...]
+from planner.contracts.kafka_state import PartitionState
 
 
 def restart_blockers(

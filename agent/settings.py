@@ -10,10 +10,12 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from planner.zkpaths import validate_cluster_name
+from agent.errors import AgentError
+from planner.contracts.paths import validate_cluster_name
+from planner.contracts.vm_config import SizingError, SizingProfile, sizing_profile
 
 
-class SettingsError(ValueError):
+class SettingsError(AgentError, ValueError):
     """A settings file the agent refuses; the message names the field."""
 
 
@@ -47,6 +49,9 @@ class AgentSettings:
     """Root of the VM image (holds opt/kaas/image.json); "/" on a real VM."""
     java: str = "java"
     kafka_heap: str = "-Xms512m -Xmx512m"
+    host_sizing: SizingProfile = SizingProfile.STANDARD
+    """Threads, internal topics' partitions and retention in server.properties: "standard"
+    (Kafka's own defaults, a host per broker) or "local" (the local provider's shared cores)."""
     logs_dir: Path = Path("/var/log/kaas")
     state_dir: Path | None = None
     """Where the agent keeps local state (the broker's pid file); default: the data dir's parent."""
@@ -60,9 +65,19 @@ class AgentSettings:
     broker_unresponsive_s: float = 30.0
     """A live broker failing every metadata and JMX read this long is restarted."""
     broker_start_timeout_s: float = 180.0
+    """After a start, how long the broker has to answer a metadata request before the start
+    is reported as failed (and the restart lock released)."""
+    broker_stop_timeout_s: float = 120.0
+    """How long Kafka's controlled shutdown may take before the process is killed."""
+    restart_lock_poll_s: float = 5.0
+    """While another broker holds the restart lock, how often the holder is looked up again
+    for the progress line."""
     isr_stable_checks: int = 3
     """Consecutive checks with 0 under-replicated partitions before the restart lock is released."""
     isr_check_interval_s: float = 2.0
+    isr_complete_timeout_s: float = 300.0
+    """After a start, how long the lock is kept while ISRs are incomplete; then the restart
+    is reported as "broker up, ISR still incomplete" and the lock released."""
     reassignment_stall_s: float = 600.0
     """A reassignment with no progress this long triggers a controller re-election."""
     plan_interval_s: float = 10.0
@@ -136,6 +151,11 @@ def _convert(name: str, annotation: object, item: object, source: str) -> Any:
         if not isinstance(item, str) or not item:
             raise SettingsError(f"{source}: {name} must be a path string, got {item!r}")
         return Path(item)
+    if kind == "SizingProfile":
+        try:
+            return sizing_profile(item if isinstance(item, str) else repr(item))
+        except SizingError as exc:
+            raise SettingsError(f"{source}: {name}: {exc}") from None
     if kind == "int":
         if not isinstance(item, int) or isinstance(item, bool) or item < 0:
             raise SettingsError(f"{source}: {name} must be a non-negative integer, got {item!r}")

@@ -11,26 +11,17 @@ import signal
 import subprocess
 import time
 from pathlib import Path
-from typing import Protocol
 
 import psutil
 
+from agent.errors import AgentError
+from agent.ports import PAUSED, RUNNING, STOPPED, BrokerSupervisor, ProcessState
 from agent.settings import AgentSettings
 
-RUNNING, PAUSED, STOPPED = "running", "paused", "stopped"
+__all__ = ["BrokerSupervisor", "LocalProcessSupervisor", "SystemdSupervisor", "make_supervisor"]
 
 
-class BrokerSupervisor(Protocol):
-    def state(self) -> str: ...
-
-    def start(self, kafka_version: str) -> None: ...
-
-    def stop(self, timeout: float) -> None: ...
-
-    def pid(self) -> int | None: ...
-
-
-class ImageError(RuntimeError):
+class ImageError(AgentError, RuntimeError):
     pass
 
 
@@ -86,7 +77,7 @@ class LocalProcessSupervisor:
         process = self._process()
         return process.pid if process else None
 
-    def state(self) -> str:
+    def state(self) -> ProcessState:
         process = self._process()
         if process is None:
             return STOPPED
@@ -169,7 +160,7 @@ class SystemdSupervisor:
         pid = int(self._show().get("MainPID", "0"))
         return pid or None
 
-    def state(self) -> str:
+    def state(self) -> ProcessState:
         pid = self.pid()
         if pid is None:
             return STOPPED

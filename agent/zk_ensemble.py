@@ -1,29 +1,55 @@
-"""The adapter of ZooKeeper membership: reads the ensemble and who serves, asks the pure
-`zk_membership.decide_membership`, and runs the one reconfig it returns."""
+"""The adapter of ZooKeeper membership: reads the ensemble, who serves and the management
+plane's repair request, asks the pure `zk_membership.decide_membership`, and runs the one
+reconfig it returns, conditional on the config version it was decided from."""
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import structlog
 from kazoo.client import KazooClient
-from kazoo.exceptions import KazooException
+from kazoo.exceptions import (
+    BadVersionError,
+    KazooException,
+    NoNodeError,
+    ReconfigInProcessError,
+)
 
 from agent.settings import AgentSettings
 from agent.zk_membership import (
-    PARTICIPANT,
-    ConfigParseError,
     MembershipView,
     ReconfigChange,
-    ZkServer,
     decide_membership,
-    parse_ensemble_config,
     server_mode,
 )
-from planner.spec import ClusterSpec
+from planner.contracts.paths import ClusterPaths
+from planner.contracts.spec import ClusterSpec
+from planner.zookeeper_ensemble import (
+    EnsembleConfigError,
+    RepairRequestError,
+    ZkServer,
+    ZookeeperRole,
+    parse_ensemble_config,
+    parse_repair_request,
+)
 
 SERVING_MODES = ("leader", "follower", "observer")
+CONFIG_PATH = "/zookeeper/config"
 log = structlog.get_logger("kaas.agent")
+
+
+class ReconfigOutcome(enum.StrEnum):
+    APPLIED = "applied"
+    LOST_RACE = "lost_race"  # another change landed or is landing: re-read, not an error
+    FAILED = "failed"  # no answer or refused: re-read next cycle
+
+
+@dataclass(frozen=True)
+class ReconfigResult:
+    outcome: ReconfigOutcome
+    text: str  # what the journal says
 
 
 class EnsembleKeeper:
@@ -36,6 +62,7 @@ class EnsembleKeeper:
     ) -> None:
         self.zk = zk
         self.settings = settings
+        self.paths = ClusterPaths(settings.cluster)
         self.may_reconfigure = may_reconfigure  # only with the ZooKeeper super user's password
         self.journal = journal
         self.zookeeper_down_since: dict[int, float] = {}
@@ -43,7 +70,7 @@ class EnsembleKeeper:
     def change(self, spec: ClusterSpec | None, now: float) -> ReconfigChange | None:
         try:
             return self._membership_change(spec, now)
-        except (KazooException, ConfigParseError) as exc:
+        except (KazooException, EnsembleConfigError) as exc:
             log.warning("zookeeper_membership_unreadable", error=str(exc))
             return None
 
@@ -56,14 +83,30 @@ class EnsembleKeeper:
             s.address,
             s.zookeeper_peer_port,
             s.zookeeper_election_port,
-            PARTICIPANT,
+            ZookeeperRole.PARTICIPANT,
             s.zookeeper_client_port,
+            s.address,
         )
+
+    def _recycled_addresses(self) -> frozenset[str]:
+        """The addresses the management plane's repair request names; none without a
+        (readable) request: the gone threshold alone then decides removals."""
+        try:
+            raw, _ = self.zk.get(self.paths.ensemble_repair)
+        except NoNodeError:
+            return frozenset()
+        try:
+            return parse_repair_request(raw).recycled_addresses
+        except RepairRequestError as exc:
+            log.warning("ensemble_repair_request_refused", error=str(exc))
+            return frozenset()
 
     def _membership_change(self, spec: ClusterSpec | None, now: float) -> ReconfigChange | None:
         if not self.may_reconfigure or spec is None:
             return None  # without the super user's password the agent never reconfigures
-        raw, _ = self.zk.get("/zookeeper/config")
+        # Decide from the config the leader has now, not from what a lagging follower saw.
+        self.zk.sync(CONFIG_PATH)
+        raw, _ = self.zk.get(CONFIG_PATH)
         config = parse_ensemble_config(raw.decode())
         me = self._my_zookeeper_server()
         servers = dict(config.servers)
@@ -83,29 +126,50 @@ class EnsembleKeeper:
             me=me,
             desired_participants=spec.zookeeper_participants,
             gone_threshold_s=self.settings.zookeeper_gone_s,
+            recycled_addresses=self._recycled_addresses(),
         )
         return decide_membership(view)
 
-    def apply(self, change: ReconfigChange) -> None:
-        """One reconfig, conditional on the config version it was decided from; a lost race
-        or a lost connection leaves the decision to the next cycle, on a fresh read."""
-        _, stat = self.zk.get("/zookeeper/config")
+    def apply(self, change: ReconfigChange) -> ReconfigResult:
+        """One reconfig, conditional on the config version the change was decided from. A
+        lost race (BadVersion: another agent changed the ensemble since; ReconfigInProcess:
+        another agent's change is being committed) or a lost connection leaves the decision
+        to the next cycle, on a fresh read; a lost race is journaled as such, not as an
+        error. Returns what it journals."""
         try:
-            if change.kind == "add":
-                self.zk.reconfig(joining=change.server.line(), leaving=None, new_members=None)
-            else:
-                self.zk.reconfig(
-                    joining=None, leaving=str(change.server.server_id), new_members=None
-                )
-            result = "done"
+            self.zk.reconfig(
+                joining=change.joining,
+                leaving=change.leaving,
+                new_members=None,
+                from_config=change.from_config,
+            )
+            result = ReconfigResult(ReconfigOutcome.APPLIED, "done")
             self.zookeeper_down_since.pop(change.server.server_id, None)
+        except BadVersionError:
+            result = ReconfigResult(
+                ReconfigOutcome.LOST_RACE,
+                f"not applied: the ensemble changed since config version "
+                f"{change.from_config:x}, re-reading next cycle",
+            )
+        except ReconfigInProcessError:
+            # Another change from the same config is being committed right now.
+            result = ReconfigResult(
+                ReconfigOutcome.LOST_RACE,
+                f"not applied: another reconfig of config version {change.from_config:x} "
+                "is under way, re-reading next cycle",
+            )
         except KazooException as exc:
-            result = f"not applied ({type(exc).__name__}: {exc}), re-reading next cycle"
-        self.journal("zk_reconfig", change.reason, result)
-        log.info(
+            result = ReconfigResult(
+                ReconfigOutcome.FAILED,
+                f"not applied ({type(exc).__name__}: {exc}), re-reading next cycle",
+            )
+        self.journal("zk_reconfig", change.reason, result.text)
+        (log.warning if result.outcome is ReconfigOutcome.FAILED else log.info)(
             "zookeeper_reconfig",
-            change=change.kind,
+            change=change.kind.value,
             server=change.server.server_id,
-            result=result,
-            config_version=stat.version,
+            outcome=result.outcome.value,
+            result=result.text,
+            config_version=change.from_config,
         )
+        return result

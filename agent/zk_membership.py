@@ -1,84 +1,34 @@
-"""ZooKeeper ensemble membership by dynamic reconfig (seed 002).
+"""ZooKeeper ensemble membership by dynamic reconfig: the one place that decides it.
 
-The pure part reads the ensemble's current config (/zookeeper/config) and what is alive, and
-returns at most one change: remove a participant gone longer than a threshold, or add this
-VM's server (participant while the ensemble is below the spec's size, else observer). A
-change is proposed only when a quorum of the config it produces is connected, and one at a
-time; a half-done change (a server removed while it is being replaced, or a server running
-but absent from the config) is simply the state the next cycle repairs. Failure and growth
-go through the same two steps, as the seed describes.
+The pure part reads the ensemble's current config (/zookeeper/config), what is alive and the
+management plane's repair request, and returns at most one change: remove a server gone
+longer than a threshold (or at once when the management plane says its VM is recycled for
+good), add this VM's server (participant while the ensemble is below the spec's size, else
+observer), or promote this VM's observer while the voting ensemble is below that size. A
+change is proposed only when a quorum of the config it produces is connected, one at a
+time, and it carries the config version it was decided from: the reconfig is conditional
+on it, so of two agents deciding from the same config only one change lands. A half-done
+change (a server removed while it is being replaced, or a server running but absent from
+the config) is simply the state the next cycle repairs.
 """
 
 from __future__ import annotations
 
-import re
+import enum
 import socket
 from dataclasses import dataclass
 
-PARTICIPANT, OBSERVER = "participant", "observer"
-_SERVER_LINE = re.compile(
-    r"^server\.(?P<id>\d+)=(?P<address>[^:]+):(?P<peer>\d+):(?P<election>\d+)(?::(?P<role>participant|observer))?"
-    r"(?:;(?:(?P<client_address>[^:]+):)?(?P<client_port>\d+))?$"
+from planner.zookeeper_ensemble import (
+    EnsembleConfig,
+    ZkServer,
+    ZookeeperRole,
 )
 
 
-@dataclass(frozen=True)
-class ZkServer:
-    server_id: int
-    address: str
-    peer_port: int
-    election_port: int
-    role: str
-    client_port: int
-
-    def line(self) -> str:
-        return (
-            f"server.{self.server_id}={self.address}:{self.peer_port}:{self.election_port}:{self.role};"
-            f"{self.address}:{self.client_port}"
-        )
-
-    @property
-    def client_endpoint(self) -> str:
-        return f"{self.address}:{self.client_port}"
-
-
-@dataclass(frozen=True)
-class EnsembleConfig:
-    servers: dict[int, ZkServer]
-    version: int
-
-    @property
-    def participants(self) -> dict[int, ZkServer]:
-        return {i: s for i, s in self.servers.items() if s.role == PARTICIPANT}
-
-
-class ConfigParseError(ValueError):
-    pass
-
-
-def parse_ensemble_config(text: str) -> EnsembleConfig:
-    servers: dict[int, ZkServer] = {}
-    version = -1
-    for line in text.splitlines():
-        line = line.strip()
-        if not line:
-            continue
-        if line.startswith("version="):
-            version = int(line.split("=", 1)[1], 16)
-            continue
-        match = _SERVER_LINE.match(line)
-        if match is None:
-            raise ConfigParseError(f"unreadable line in /zookeeper/config: {line!r}")
-        server_id = int(match["id"])
-        servers[server_id] = ZkServer(
-            server_id=server_id,
-            address=match["address"],
-            peer_port=int(match["peer"]),
-            election_port=int(match["election"]),
-            role=match["role"] or PARTICIPANT,
-            client_port=int(match["client_port"] or 2181),
-        )
-    return EnsembleConfig(servers, version)
+class ReconfigKind(enum.StrEnum):
+    ADD = "add"
+    REMOVE = "remove"
+    PROMOTE = "promote"
 
 
 @dataclass(frozen=True)
@@ -89,13 +39,23 @@ class MembershipView:
     me: ZkServer | None  # this VM's server, None if it runs none
     desired_participants: int
     gone_threshold_s: float
+    recycled_addresses: frozenset[str] = frozenset()  # from the management plane's request
 
 
 @dataclass(frozen=True)
 class ReconfigChange:
-    kind: str  # add | remove
-    server: ZkServer
+    kind: ReconfigKind
+    server: ZkServer  # for an add or a promotion: the server with the role it gets
     reason: str
+    from_config: int  # the config version this change was decided from
+
+    @property
+    def joining(self) -> str | None:
+        return self.server.line() if self.kind is not ReconfigKind.REMOVE else None
+
+    @property
+    def leaving(self) -> str | None:
+        return str(self.server.server_id) if self.kind is ReconfigKind.REMOVE else None
 
 
 def _has_quorum(participants: set[int], serving: dict[int, bool]) -> bool:
@@ -103,41 +63,76 @@ def _has_quorum(participants: set[int], serving: dict[int, bool]) -> bool:
     return alive * 2 > len(participants)
 
 
-def decide_membership(view: MembershipView) -> ReconfigChange | None:
+def _removal(view: MembershipView) -> ReconfigChange | None:
+    """One server that is gone (past the threshold, or recycled and not serving), if the
+    ensemble without it keeps a connected quorum. An agent never removes its own server."""
     participants = set(view.config.participants)
-    # 1. Remove one participant that has been gone too long, if the rest keep a quorum.
-    for server_id in sorted(participants):
+    for server_id, server in sorted(view.config.servers.items()):
         if view.me is not None and server_id == view.me.server_id:
             continue
-        gone = view.down_for_s.get(server_id, 0.0)
-        if gone >= view.gone_threshold_s and len(participants) > 1:
-            remaining = participants - {server_id}
-            if _has_quorum(remaining, view.serving):
-                server = view.config.servers[server_id]
-                return ReconfigChange(
-                    "remove",
-                    server,
-                    f"ZooKeeper server {server_id} gone for {gone:.0f}s, removing it from the ensemble",
-                )
-    # 2. Add this VM's server when it runs, is synced to the leader, and is not in the config.
-    me = view.me
-    if (
-        me is not None
-        and me.server_id not in view.config.servers
-        and view.serving.get(me.server_id, False)
-    ):
-        role = PARTICIPANT if len(participants) < view.desired_participants else OBSERVER
-        joining = ZkServer(
-            me.server_id, me.address, me.peer_port, me.election_port, role, me.client_port
+        if view.serving.get(server_id, False):
+            continue  # a server that answers is not gone, whatever the threshold
+        gone_s = view.down_for_s.get(server_id, 0.0)
+        recycled = server.address in view.recycled_addresses
+        if gone_s < view.gone_threshold_s and not recycled:
+            continue
+        remaining = participants - {server_id}
+        if not remaining or not _has_quorum(remaining, view.serving):
+            continue
+        why = (
+            f"its VM {server.address} is recycled"
+            if recycled and gone_s < view.gone_threshold_s
+            else f"gone for {gone_s:.0f}s"
         )
-        new_participants = participants | ({me.server_id} if role == PARTICIPANT else set())
-        if _has_quorum(new_participants, view.serving):
-            return ReconfigChange(
-                "add",
-                joining,
-                f"ZooKeeper server {me.server_id} is not in the ensemble, adding it as {role}",
-            )
+        return ReconfigChange(
+            ReconfigKind.REMOVE,
+            server,
+            f"ZooKeeper server {server_id} {why}, removing it from the ensemble",
+            view.config.version,
+        )
     return None
+
+
+def _my_change(view: MembershipView) -> ReconfigChange | None:
+    """Add this VM's server when it runs, is synced to the leader, and is not in the config;
+    promote it when it observes while the voting ensemble is below the spec's size."""
+    me = view.me
+    if me is None or not view.serving.get(me.server_id, False):
+        return None
+    participants = set(view.config.participants)
+    current = view.config.servers.get(me.server_id)
+    if current is None:
+        role = (
+            ZookeeperRole.PARTICIPANT
+            if len(participants) < view.desired_participants
+            else ZookeeperRole.OBSERVER
+        )
+        voting = participants | ({me.server_id} if role is ZookeeperRole.PARTICIPANT else set())
+        if not _has_quorum(voting, view.serving):
+            return None
+        return ReconfigChange(
+            ReconfigKind.ADD,
+            me.with_role(role),
+            f"ZooKeeper server {me.server_id} is not in the ensemble, adding it as {role.value}",
+            view.config.version,
+        )
+    if current.role is ZookeeperRole.OBSERVER and len(participants) < view.desired_participants:
+        if not _has_quorum(participants | {me.server_id}, view.serving):
+            return None
+        return ReconfigChange(
+            ReconfigKind.PROMOTE,
+            current.with_role(ZookeeperRole.PARTICIPANT),
+            f"ZooKeeper server {me.server_id} observes while the ensemble has "
+            f"{len(participants)} of {view.desired_participants} participants, "
+            "promoting it to participant",
+            view.config.version,
+        )
+    return None
+
+
+def decide_membership(view: MembershipView) -> ReconfigChange | None:
+    # Removal first: a gone server's place is what a new or observing one takes.
+    return _removal(view) or _my_change(view)
 
 
 def server_mode(address: str, port: int, timeout: float = 2.0) -> str | None:

@@ -11,12 +11,13 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from analytics.errors import AnalyticsError
 from analytics.ledger import LEDGER_SCHEMA_VERSION
 
 LEDGER_KEYS = ("topic", "partition", "window_start_ms")
 
 
-class AuditInputError(ValueError):
+class AuditInputError(AnalyticsError, ValueError):
     """A ledger the audit cannot compare (wrong version, mixed window lengths...)."""
 
 

@@ -26,13 +26,14 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from analytics import balance, charts, layout, plan_compare
+from analytics.errors import AnalyticsError
 from analytics.metrics import ParsedMetrics, flattened
 from analytics.planner_score import score_windows
 
 SUMMARY_SCHEMA_VERSION = 1
 
 
-class BalanceInputError(ValueError):
+class BalanceInputError(AnalyticsError, ValueError):
     """Input the balance job cannot score (no records, several clusters...)."""
 
 

@@ -14,10 +14,12 @@ from dataclasses import dataclass
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
+from analytics.errors import AnalyticsError
+
 REQUEST_TIMEOUT_S = 30.0
 
 
-class OffsetsError(RuntimeError):
+class OffsetsError(AnalyticsError, RuntimeError):
     """Kafka did not answer an offsets request; the message names the request."""
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from analytics.balance import BYTES_IN, BYTES_OUT, DISK, LEADER_BYTES_IN, LEADERS, PARTITIONS
+from analytics.errors import AnalyticsError
 
 # The resources a layout can predict (CPU it cannot).
 PREDICTED_RESOURCES: tuple[str, ...] = (
@@ -28,7 +29,7 @@ PREDICTED_RESOURCES: tuple[str, ...] = (
 )
 
 
-class LayoutError(ValueError):
+class LayoutFileError(AnalyticsError, ValueError):
     """A LAYOUT.json or reassignment JSON that analytics cannot use; the message names the entry."""
 
 
@@ -46,19 +47,19 @@ def load_json_file(path: Path, what: str) -> Any:
         with path.open(encoding="utf-8") as handle:
             return json.load(handle)
     except FileNotFoundError as error:
-        raise LayoutError(f"{what} {path} does not exist") from error
+        raise LayoutFileError(f"{what} {path} does not exist") from error
     except json.JSONDecodeError as error:
-        raise LayoutError(f"{what} {path} is not valid JSON: {error}") from error
+        raise LayoutFileError(f"{what} {path} is not valid JSON: {error}") from error
 
 
 def _partition_key(entry: Any, where: str) -> tuple[str, int]:
     if not isinstance(entry, Mapping):
-        raise LayoutError(f"{where}: expected an object, got {entry!r}")
+        raise LayoutFileError(f"{where}: expected an object, got {entry!r}")
     topic, partition = entry.get("topic"), entry.get("partition")
     if not isinstance(topic, str) or not topic:
-        raise LayoutError(f"{where}: 'topic' must be a non-empty string, got {topic!r}")
+        raise LayoutFileError(f"{where}: 'topic' must be a non-empty string, got {topic!r}")
     if not isinstance(partition, int) or isinstance(partition, bool) or partition < 0:
-        raise LayoutError(
+        raise LayoutFileError(
             f"{where}: 'partition' of {topic} must be an integer >= 0, got {partition!r}"
         )
     return topic, partition
@@ -67,38 +68,38 @@ def _partition_key(entry: Any, where: str) -> tuple[str, int]:
 def _replicas(entry: Mapping[str, Any], where: str, broker_ids: set[int]) -> list[int]:
     replicas = entry.get("replicas")
     if not isinstance(replicas, list) or not replicas:
-        raise LayoutError(f"{where}: 'replicas' must be a non-empty list of broker ids")
+        raise LayoutFileError(f"{where}: 'replicas' must be a non-empty list of broker ids")
     for replica in replicas:
         if not isinstance(replica, int) or isinstance(replica, bool):
-            raise LayoutError(f"{where}: replica {replica!r} is not a broker id")
+            raise LayoutFileError(f"{where}: replica {replica!r} is not a broker id")
         if replica not in broker_ids:
-            raise LayoutError(f"{where}: replica {replica} is not a broker of the layout")
+            raise LayoutFileError(f"{where}: replica {replica} is not a broker of the layout")
     if len(set(replicas)) != len(replicas):
-        raise LayoutError(f"{where}: replicas {replicas} name a broker twice")
+        raise LayoutFileError(f"{where}: replicas {replicas} name a broker twice")
     return list(replicas)
 
 
 def _number(entry: Mapping[str, Any], name: str, default: float, where: str) -> float:
     value = entry.get(name, default)
     if not isinstance(value, int | float) or isinstance(value, bool) or value < 0:
-        raise LayoutError(f"{where}: '{name}' must be a number >= 0, got {value!r}")
+        raise LayoutFileError(f"{where}: '{name}' must be a number >= 0, got {value!r}")
     return float(value)
 
 
 def layout_brokers(layout: Any) -> dict[int, str | None]:
     """Broker id -> rack of a LAYOUT.json document."""
     if not isinstance(layout, Mapping) or not isinstance(layout.get("brokers"), list):
-        raise LayoutError("layout: expected an object with a 'brokers' list")
+        raise LayoutFileError("layout: expected an object with a 'brokers' list")
     brokers: dict[int, str | None] = {}
     for index, broker in enumerate(layout["brokers"]):
         where = f"layout brokers[{index}]"
         if not isinstance(broker, Mapping):
-            raise LayoutError(f"{where}: expected an object, got {broker!r}")
+            raise LayoutFileError(f"{where}: expected an object, got {broker!r}")
         broker_id = broker.get("id")
         if not isinstance(broker_id, int) or isinstance(broker_id, bool):
-            raise LayoutError(f"{where}: 'id' must be an integer, got {broker_id!r}")
+            raise LayoutFileError(f"{where}: 'id' must be an integer, got {broker_id!r}")
         if broker_id in brokers:
-            raise LayoutError(f"{where}: broker id {broker_id} appears twice")
+            raise LayoutFileError(f"{where}: broker id {broker_id} appears twice")
         rack = broker.get("rack")
         brokers[broker_id] = rack if isinstance(rack, str) else None
     return brokers
@@ -107,7 +108,7 @@ def layout_brokers(layout: Any) -> dict[int, str | None]:
 def _layout_partitions(layout: Mapping[str, Any]) -> list[Any]:
     partitions = layout.get("partitions", [])
     if not isinstance(partitions, list):
-        raise LayoutError("layout: 'partitions' must be a list")
+        raise LayoutFileError("layout: 'partitions' must be a list")
     return partitions
 
 
@@ -117,7 +118,7 @@ def apply_reassignment(layout: Any, reassignment: Any) -> dict[str, Any]:
     if not isinstance(reassignment, Mapping) or not isinstance(
         reassignment.get("partitions"), list
     ):
-        raise LayoutError("reassignment: expected an object with a 'partitions' list")
+        raise LayoutFileError("reassignment: expected an object with a 'partitions' list")
     moves: dict[tuple[str, int], list[int]] = {}
     for index, entry in enumerate(reassignment["partitions"]):
         where = f"reassignment partitions[{index}]"
@@ -129,7 +130,9 @@ def apply_reassignment(layout: Any, reassignment: Any) -> dict[str, Any]:
     unknown = sorted(set(moves) - known)
     if unknown:
         topic, partition = unknown[0]
-        raise LayoutError(f"reassignment moves {topic}-{partition}, which the layout does not have")
+        raise LayoutFileError(
+            f"reassignment moves {topic}-{partition}, which the layout does not have"
+        )
     updated = dict(layout)
     updated["partitions"] = [
         {**entry, "replicas": moves.get((entry["topic"], entry["partition"]), entry["replicas"])}

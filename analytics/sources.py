@@ -10,6 +10,7 @@ from pathlib import Path
 from pyspark.sql import DataFrame, SparkSession
 
 from analytics import metrics
+from analytics.errors import AnalyticsError
 from analytics.metrics import ParsedMetrics
 from analytics.session import missing_connector_jars
 
@@ -41,7 +42,7 @@ NORMALISED_SCHEMAS = {
 }
 
 
-class SourceError(ValueError):
+class SourceError(AnalyticsError, ValueError):
     """A source that cannot be read; the message says which and why."""
 
 

@@ -10,16 +10,16 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from planner.zkpaths import ClusterPaths
+from planner.contracts.paths import ClusterPaths
+from planner.contracts.plan_records import PlanScore, parse_plan_score
 
-SCORE_SCHEMA_VERSION = 1
 ZK_TIMEOUT_S = 15.0
 
 
 def score_znode_path(cluster: str) -> str:
     """`/kaas/<cluster>/plan/score`, beside the plan's meta and topics.
 
-    Taken from planner.zkpaths, where every KaaS znode path is named once; a bad
+    Taken from planner.contracts.paths, where every KaaS znode path is named once; a bad
     cluster name raises ValueError there.
     """
     return ClusterPaths(cluster).plan_score
@@ -34,18 +34,16 @@ def score_document(
     resources: Mapping[str, Mapping[str, Any]],
     computed_at: str,
 ) -> dict[str, Any]:
-    """The JSON value of the score znode (versioned, as every KaaS znode)."""
-    return {
-        "schema_version": SCORE_SCHEMA_VERSION,
-        "cluster": cluster,
-        "source": "analytics.balance",
-        "score": score,
-        "window_start": window_start,
-        "window_end": window_end,
-        "brokers": brokers,
-        "resources": {name: dict(values) for name, values in resources.items()},
-        "computed_at": computed_at,
-    }
+    """The JSON value of the score znode (the contract's PlanScore)."""
+    return PlanScore(
+        cluster,
+        score,
+        window_start,
+        window_end,
+        brokers,
+        {name: dict(values) for name, values in resources.items()},
+        computed_at,
+    ).to_json()
 
 
 class ZooKeeperScoreWriter:
@@ -60,6 +58,7 @@ class ZooKeeperScoreWriter:
 
         path = score_znode_path(cluster)
         data = json.dumps(document, sort_keys=True).encode()
+        parse_plan_score(data)  # a value no reader could parse is never written
         client = KazooClient(hosts=self.hosts, timeout=ZK_TIMEOUT_S)
         client.start(timeout=ZK_TIMEOUT_S)
         try:

@@ -12,7 +12,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import tempfile
 import threading
@@ -26,8 +25,9 @@ from kazoo.client import KazooClient
 from management_plane.local.cluster import LocalCluster
 from management_plane.local.state import require_state
 from management_plane.workload import create_topic, durable_producer
-from planner.spec import ClusterSpec, parse_spec
-from planner.zkpaths import ClusterPaths
+from planner.contracts.journal import parse_journal_entry
+from planner.contracts.paths import ClusterPaths
+from planner.contracts.spec import ClusterSpec, parse_spec
 
 
 def idle_cost(home: Path, seconds: float) -> None:
@@ -99,10 +99,10 @@ def rolling_restart(home: Path) -> None:
     journal_start = len(zk.get_children(paths.journal))
     while True:
         entries = [
-            json.loads(zk.get(f"{paths.journal}/{c}")[0])
+            parse_journal_entry(zk.get(f"{paths.journal}/{c}")[0])
             for c in sorted(zk.get_children(paths.journal))[journal_start:]
         ]
-        done = [e for e in entries if e["action"] == "restart" and e["result"].startswith("done")]
+        done = [e for e in entries if e.action == "restart" and e.result.startswith("done")]
         if len(done) == len(layout.vms) or time.monotonic() - roll_started > 600:
             break
         time.sleep(1)
@@ -111,13 +111,9 @@ def rolling_restart(home: Path) -> None:
     stop.set()
     thread.join(150)
     starts = {
-        e["broker_id"]: e["at_ms"]
-        for e in entries
-        if e["action"] == "restart" and e["result"] == "started"
+        e.broker_id: e.at_ms for e in entries if e.action == "restart" and e.result == "started"
     }
-    per_broker = [
-        (e["at_ms"] - starts[e["broker_id"]]) / 1000 for e in done if e["broker_id"] in starts
-    ]
+    per_broker = [(e.at_ms - starts[e.broker_id]) / 1000 for e in done if e.broker_id in starts]
     zk.stop()
     zk.close()
     # The first seconds carry the producer's metadata and id fetches: not the steady state.

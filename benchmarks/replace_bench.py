@@ -20,7 +20,7 @@ from pathlib import Path
 from confluent_kafka import KafkaError, Message
 
 from management_plane.workload import create_topic, durable_producer
-from planner.spec import ReassignmentBudget
+from planner.contracts.spec import ReassignmentBudget
 from tests import harness
 from tests.mp_service import ServiceHandle, free_port
 

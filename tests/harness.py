@@ -7,7 +7,6 @@ session can prove at its end that nothing was left running.
 from __future__ import annotations
 
 import fcntl
-import json
 import os
 import re
 import subprocess
@@ -21,12 +20,15 @@ from pathlib import Path
 from typing import IO
 
 from kazoo.client import KazooClient
+from kazoo.exceptions import NoNodeError
 
 from management_plane.local.cluster import LocalCluster
 from management_plane.local.layout import ClusterLayout
 from management_plane.local.processes import ProcessRecord, is_alive, kill_process
 from management_plane.local.state import require_state
-from planner.zkpaths import ClusterPaths
+from planner.contracts.journal import JournalEntry, parse_journal_entry
+from planner.contracts.member import MemberRecord, MemberState, parse_members
+from planner.contracts.paths import ClusterPaths
 
 
 def _claim_test_network() -> int:
@@ -152,13 +154,32 @@ def wait_until(check: Callable[[], bool], timeout: float, what: str, interval: f
     raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
-def agent_sentences(zk: KazooClient, cluster: str) -> list[str]:
-    """The last sentence of every agent, from the member znodes."""
-    members = ClusterPaths(cluster).members
+def member_records(zk: KazooClient, cluster: str) -> dict[int, MemberRecord]:
+    """Every agent's member record, read through the contract's parser (a record it refuses
+    fails the test: every agent here writes the current schema)."""
+    path = ClusterPaths(cluster).members
+    values = {}
+    for child in zk.get_children(path):
+        try:
+            values[child] = zk.get(f"{path}/{child}")[0]
+        except NoNodeError:  # an agent that just died: its ephemeral znode went after the listing
+            continue
+    readings = parse_members(values)
+    assert not readings.unreadable, f"unreadable member records: {readings.unreadable}"
+    return readings.records
+
+
+def journal_entries(zk: KazooClient, cluster: str) -> list[JournalEntry]:
+    """The agents' journal in order, every entry read through the contract's parser."""
+    path = ClusterPaths(cluster).journal
     return [
-        json.loads(zk.get(f"{members}/{child}")[0])["sentence"]
-        for child in zk.get_children(members)
+        parse_journal_entry(zk.get(f"{path}/{child}")[0]) for child in sorted(zk.get_children(path))
     ]
+
+
+def agent_sentences(zk: KazooClient, cluster: str) -> list[str]:
+    """The last sentence of every agent, from the member records."""
+    return [m.sentence for m in member_records(zk, cluster).values()]
 
 
 def wait_for_healthy_agents(
@@ -166,8 +187,8 @@ def wait_for_healthy_agents(
 ) -> None:
     wait_until(
         lambda: (
-            len(sentences := agent_sentences(zk, cluster)) == count
-            and all("healthy" in s for s in sentences)
+            len(records := member_records(zk, cluster)) == count
+            and all(m.state == MemberState.HEALTHY for m in records.values())
         ),
         timeout,
         f"{count} agents reporting a healthy broker",

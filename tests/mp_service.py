@@ -151,7 +151,7 @@ def adopt_cluster(service_home: Path, cluster: harness.ClusterHandle) -> str:
     then use the session's cluster instead of making one through the service. Call before
     the service starts. Returns the cluster's name."""
     from management_plane.service.db import Database
-    from planner.spec import ClusterSpec
+    from planner.contracts.spec import ClusterSpec
 
     service_home.mkdir(parents=True, exist_ok=True)
     db = Database(f"sqlite:///{service_home / 'kaas.db'}")

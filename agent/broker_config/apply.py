@@ -28,8 +28,9 @@ from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, C
 from confluent_kafka.admin import ConfigSource as KafkaConfigSource
 
 from agent.broker_config.classify import ConfigChange, ConfigDiff, ConfigLayer, RunningValue
-from agent.broker_config.render import server_properties_text
-from agent.broker_config.validation import BROKER_CONFIGS, broker_config_problems
+from agent.errors import AgentError
+from planner.contracts.vm_config.properties import server_properties_text
+from planner.contracts.vm_config.validation import BROKER_CONFIGS, broker_config_problems
 
 # Keyed by the numbers: describe_configs hands ConfigEntry.source over as a plain int.
 _LAYERS = {
@@ -45,7 +46,7 @@ def _layer(source: object) -> ConfigLayer:
     return _LAYERS.get(number, ConfigLayer.OTHER) if isinstance(number, int) else ConfigLayer.OTHER
 
 
-class ConfigApplyError(RuntimeError):
+class ConfigApplyError(AgentError, RuntimeError):
     """A Kafka call about broker config failed; the message names the keys involved."""
 
 

@@ -24,9 +24,9 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Final
 
-from agent.broker_config.definitions import ConfigDefinition, UpdateMode
-from agent.broker_config.listeners import RENDERED_OUTSIDE_CATALOG
-from agent.broker_config.validation import (
+from planner.contracts.vm_config.definitions import ConfigDefinition, UpdateMode
+from planner.contracts.vm_config.listeners import RENDERED_OUTSIDE_CATALOG
+from planner.contracts.vm_config.validation import (
     AGENT_OWNED_KEYS,
     AGENT_OWNED_SYNONYMS,
     BROKER_CONFIGS,

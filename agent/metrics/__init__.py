@@ -1,4 +1,4 @@
-"""The agent's metrics (issue 4, item 8): every interval, JMX through one Jolokia bulk
+"""The agent's metrics: every interval, JMX through one Jolokia bulk
 read and host values through psutil become one `_kaas_metrics` record (schema v1,
 analytics/schemas/metrics-v1.schema.json), sent as statsd gauges and produced to Kafka
 keyed by the broker id. See docs/agent-metrics.md.

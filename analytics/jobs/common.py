@@ -12,7 +12,7 @@ from pyspark.sql import SparkSession
 from analytics.audit import AuditInputError
 from analytics.balance_run import BalanceInputError
 from analytics.kafka_offsets import OffsetsError
-from analytics.layout import LayoutError
+from analytics.layout import LayoutFileError
 from analytics.session import SparkSettings, build_spark_session
 from analytics.sources import SourceError
 
@@ -22,7 +22,7 @@ EXIT_BAD_INPUT = 2
 
 # Errors that mean "the input is wrong": reported in one line, exit 2, no traceback.
 INPUT_ERRORS: tuple[type[Exception], ...] = (
-    LayoutError,
+    LayoutFileError,
     SourceError,
     BalanceInputError,
     AuditInputError,

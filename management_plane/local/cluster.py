@@ -33,7 +33,6 @@ from management_plane.local.layout import (
     VmLayout,
     next_vm,
     plan_layout,
-    zookeeper_participants,
 )
 from management_plane.local.processes import (
     is_alive,
@@ -52,8 +51,10 @@ from management_plane.local.state import (
     write_state,
 )
 from management_plane.workload import create_topic
-from planner.spec import ClusterSpec
-from planner.zkpaths import ClusterPaths
+from planner.contracts.member import MemberRecord
+from planner.contracts.paths import ClusterPaths
+from planner.contracts.plan_status import PlanStatus
+from planner.contracts.vm_config import render_zookeeper_myid
 
 log = structlog.get_logger("kaas.local")
 
@@ -116,21 +117,23 @@ def _live_ensemble(layout: ClusterLayout) -> list[str]:
     return [line for line in raw.decode().splitlines() if line.startswith("server.")]
 
 
-def _write_vm_files(layout: ClusterLayout, vm: VmLayout, agents: bool = False) -> None:
+def _write_vm_files(
+    layout: ClusterLayout, vm: VmLayout, kafka_version: str, agents: bool = False
+) -> None:
     for folder in (vm.config_dir, vm.kafka_data_dir, vm.zookeeper_data_dir, vm.logs_dir):
         folder.mkdir(parents=True, exist_ok=True)
-    (vm.zookeeper_data_dir / "myid").write_text(f"{vm.index}\n")
-    zoo_cfg = vm.config_dir / "zoo.cfg"
-    if not zoo_cfg.exists():  # after a reconfig ZooKeeper rewrites it to name its new dynamic file
-        zoo_cfg.write_text(render.render_zoo_cfg(vm))
-    dynamic = vm.config_dir / "zoo.cfg.dynamic"
-    if not dynamic.exists():  # after a reconfig ZooKeeper owns this file
-        dynamic.write_text(render.render_zookeeper_dynamic(layout))
-    (vm.config_dir / "zookeeper-logback.xml").write_text(render.render_zookeeper_logback())
-    server_properties = vm.config_dir / "server.properties"
-    if not (agents and server_properties.exists()):  # once rendered, the agent owns it
-        server_properties.write_text(render.render_server_properties(layout, vm))
-    (vm.config_dir / "kafka-log4j.properties").write_text(render.render_kafka_log4j(vm))
+    (vm.zookeeper_data_dir / "myid").write_text(render_zookeeper_myid(vm.index))
+    keep = {
+        # After a reconfig ZooKeeper rewrites zoo.cfg to name its new dynamic file, and owns that.
+        render.ZOO_CFG,
+        render.ZOOKEEPER_DYNAMIC,
+        # Once rendered, the agent owns server.properties.
+        *((render.SERVER_PROPERTIES,) if agents else ()),
+    }
+    for name, text in render.config_files(layout, vm, kafka_version).items():
+        path = vm.config_dir / name
+        if not (name in keep and path.exists()):
+            path.write_text(text)
 
 
 ZOOKEEPER_PORT_ROLES = ("zookeeper_client", "zookeeper_peer", "zookeeper_election")
@@ -215,14 +218,7 @@ class LocalCluster:
     @staticmethod
     def _write_spec_if_absent(layout: ClusterLayout, kafka_version: str) -> None:
         """The local provider stands in for the management plane: it writes the first spec."""
-        nodes = len(layout.vms)
-        spec = ClusterSpec(
-            cluster=layout.name,
-            kafka_version=kafka_version,
-            broker_count=nodes,
-            zones=tuple(dict.fromkeys(vm.zone for vm in layout.vms)),
-            zookeeper_participants=zookeeper_participants(nodes),
-        )
+        spec = render.local_spec(layout, kafka_version)
         client = KazooClient(hosts=layout.zookeeper_hosts, timeout=10)
         client.start(timeout=30)
         try:
@@ -357,7 +353,7 @@ class LocalCluster:
             state = ClusterState(layout=layout, kafka_version=version, agents=agents)
             try:
                 for vm in layout.vms:
-                    _write_vm_files(layout, vm, agents)
+                    _write_vm_files(layout, vm, version, agents)
                 for vm in layout.vms:
                     self._start_zookeeper(state, vm, java)
                 write_state(state)
@@ -405,9 +401,9 @@ class LocalCluster:
         layout = state.layout
         registrations: dict[int, probes.BrokerRegistration] = {}
         under_replicated: dict[int, int] = {}
-        members: dict[str, dict[str, Any]] = {}
+        members: dict[str, MemberRecord] = {}
         lock_holder = None
-        plan: dict[str, Any] | None = None
+        plan: PlanStatus | None = None
         problems = []
         try:
             registrations = probes.broker_registrations(layout, timeout=3.0)
@@ -434,9 +430,7 @@ class LocalCluster:
                 }
             member = members.get(vm.name)
             # With agents the broker id is the one the VM's agent claimed.
-            broker_id = (
-                int(member["broker_id"]) if member else (None if state.agents else vm.broker_id)
-            )
+            broker_id = member.broker_id if member else (None if state.agents else vm.broker_id)
             zookeeper_state = processes["zookeeper"]["state"]
             vms.append(
                 {
@@ -452,8 +446,9 @@ class LocalCluster:
                     "under_replicated_partitions": under_replicated.get(broker_id)
                     if broker_id is not None
                     else None,
-                    "agent_sentence": member.get("sentence") if member else None,
-                    "agent_role": member.get("role") if member else None,
+                    "agent_sentence": member.sentence if member else None,
+                    "agent_state": member.state.value if member else None,
+                    "agent_role": member.role.value if member else None,
                 }
             )
         return {
@@ -462,7 +457,7 @@ class LocalCluster:
             "kafka_version": state.kafka_version,
             "agents": state.agents,
             "restart_lock_holder": lock_holder,
-            "plan": plan,
+            "plan": plan.to_json() if plan is not None else None,
             "bootstrap_servers": layout.bootstrap_servers,
             "zookeeper_connect": layout.zookeeper_connect,
             "vms": vms,
@@ -503,10 +498,10 @@ class LocalCluster:
             state.layout = layout
             for folder in (vm.config_dir, vm.kafka_data_dir, vm.zookeeper_data_dir, vm.logs_dir):
                 folder.mkdir(parents=True, exist_ok=True)
-            (vm.config_dir / "zoo.cfg.dynamic").write_text(
-                "".join(line + "\n" for line in ensemble) + render.zookeeper_server_line(vm) + "\n"
+            (vm.config_dir / render.ZOOKEEPER_DYNAMIC).write_text(
+                render.joining_dynamic_file(ensemble, vm)
             )
-            _write_vm_files(layout, vm, agents=True)
+            _write_vm_files(layout, vm, state.kafka_version, agents=True)
             try:
                 self._start_zookeeper(state, vm, java)
                 write_state(state)
@@ -576,7 +571,7 @@ class LocalCluster:
         if action == "start":
             java = find_java()
             self.image()
-            _write_vm_files(state.layout, vm, state.agents)
+            _write_vm_files(state.layout, vm, state.kafka_version, state.agents)
             needed = [k for k in starting_order if not is_alive(state.record(vm.name, k))]
             if "zookeeper" in needed:
                 _check_ports_free((vm,), ZOOKEEPER_PORT_ROLES)

@@ -13,8 +13,10 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
 from management_plane.local.layout import ClusterLayout, VmLayout
+from planner.contracts.member import MemberRecord, parse_members
+from planner.contracts.paths import ClusterPaths
+from planner.contracts.plan_status import PlanStatus
 from planner.store import PlanStore
-from planner.zkpaths import ClusterPaths
 
 # kazoo logs every failed connection attempt at WARNING; a probe expects some to fail.
 logging.getLogger("kazoo.client").setLevel(logging.ERROR)
@@ -125,25 +127,25 @@ def under_replicated_by_leader(bootstrap_servers: str, timeout: float = 5.0) -> 
 
 def agent_members(
     cluster: ClusterLayout, timeout: float = 5.0
-) -> tuple[dict[str, dict[str, Any]], str | None, dict[str, Any]]:
-    """The agents' member znodes by VM id, who holds the restart lock (None if nobody), and
+) -> tuple[dict[str, MemberRecord], str | None, PlanStatus]:
+    """The agents' member records by VM id, who holds the restart lock (None if nobody), and
     where the stored plan stands (planner.store.PlanStore.read_status)."""
     paths = ClusterPaths(cluster.name)
     client = KazooClient(hosts=cluster.zookeeper_hosts, timeout=timeout, connection_retry=None)
     try:
         client.start(timeout=timeout)
-        members: dict[str, dict[str, Any]] = {}
+        values: dict[str, bytes] = {}
         try:
             children = client.get_children(paths.members)
         except NoNodeError:
             children = []
         for child in children:
             try:
-                value = json.loads(client.get(f"{paths.members}/{child}")[0])
-            except (NoNodeError, ValueError):
+                values[child] = client.get(f"{paths.members}/{child}")[0]
+            except NoNodeError:
                 continue
-            if isinstance(value, dict) and "vm_id" in value:
-                members[str(value["vm_id"])] = value
+        # A record this reader cannot use shows as an agent without a sentence.
+        members = {m.vm_id: m for m in parse_members(values).records.values()}
         holder = None
         try:
             contenders = sorted(

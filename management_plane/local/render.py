@@ -1,9 +1,8 @@
-"""Configuration files of a local VM's ZooKeeper server and Kafka broker (pure: text out).
-
-The durable defaults are the ones a production cluster wants: replication factor 3 where
-there are three brokers, min.insync.replicas 2, no unclean leader election, no automatic
-topic creation, broker.rack set to the VM's zone. The sizing (threads, heaps, internal
-topic partitions) is the local one: six JVMs share two cores.
+"""What the local provider adds to the renderer (planner.contracts.vm_config), pure: a local
+VM's facts and ensemble as the renderer's inputs, the local spec, the JVM command lines with
+their heaps, and the agent's settings file. The configuration files themselves come from
+the renderer only. Six JVMs share two cores here: hence the small heaps and the "local"
+sizing profile, passed to the renderer as an input.
 """
 
 from __future__ import annotations
@@ -12,107 +11,98 @@ import base64
 import hashlib
 
 from management_plane.local.layout import ClusterLayout, VmLayout, zookeeper_participants
-from planner.spec import durable_defaults
+from planner.contracts.spec import ClusterSpec
+from planner.contracts.vm_config import (
+    BrokerFacts,
+    EnsembleServer,
+    SizingProfile,
+    ZookeeperRole,
+    render_kafka_log4j,
+    render_server_properties,
+    render_zoo_cfg,
+    render_zookeeper_dynamic,
+    render_zookeeper_logback,
+    server_properties_text,
+    sizing_properties,
+    voting_roles,
+)
 
+HOST_SIZING = SizingProfile.LOCAL
 KAFKA_HEAP = ("-Xms512m", "-Xmx512m")
 ZOOKEEPER_HEAP = ("-Xms128m", "-Xmx256m")
 
 
-def zookeeper_server_line(vm: VmLayout, role: str = "participant") -> str:
+def local_spec(layout: ClusterLayout, kafka_version: str) -> ClusterSpec:
+    """The spec of a local cluster as `kaas up` starts it: the first spec it writes to
+    ZooKeeper for the agents, and the spec it renders for the brokers it starts itself."""
+    nodes = len(layout.vms)
+    return ClusterSpec(
+        cluster=layout.name,
+        kafka_version=kafka_version,
+        broker_count=nodes,
+        zones=tuple(dict.fromkeys(vm.zone for vm in layout.vms)),
+        zookeeper_participants=zookeeper_participants(nodes),
+    )
+
+
+def broker_facts(layout: ClusterLayout, vm: VmLayout) -> BrokerFacts:
+    """What the renderer needs to know about a local VM: the same facts its agent derives
+    from the settings agent_settings writes (the broker id is the one `kaas up` assigns)."""
+    return BrokerFacts(
+        broker_id=vm.broker_id,
+        rack=vm.zone,
+        listener_address=vm.address,
+        port=vm.ports.kafka,
+        tenant_port=vm.ports.kafka_sasl,
+        advertised_address=vm.address,
+        log_dirs=(str(vm.kafka_data_dir),),
+        zookeeper_connect=layout.zookeeper_connect,
+        host_sizing=sizing_properties(HOST_SIZING),
+    )
+
+
+def ensemble_server(
+    vm: VmLayout, role: ZookeeperRole = ZookeeperRole.PARTICIPANT
+) -> EnsembleServer:
     p = vm.ports
-    return (
-        f"server.{vm.index}={vm.address}:{p.zookeeper_peer}:{p.zookeeper_election}:{role};"
-        f"{vm.address}:{p.zookeeper_client}"
+    return EnsembleServer(
+        vm.index, vm.address, p.zookeeper_peer, p.zookeeper_election, p.zookeeper_client, role
     )
 
 
-def render_zookeeper_dynamic(cluster: ClusterLayout) -> str:
-    # The first VMs vote, as many as the spec's ensemble size; the rest observe.
-    voters = zookeeper_participants(len(cluster.vms))
-    return "".join(
-        zookeeper_server_line(vm, "participant" if vm.index <= voters else "observer") + "\n"
-        for vm in cluster.vms
-    )
+def ensemble(layout: ClusterLayout) -> tuple[EnsembleServer, ...]:
+    """The first VMs vote, as many as the spec's ensemble size; the rest observe."""
+    roles = voting_roles([vm.index for vm in layout.vms], zookeeper_participants(len(layout.vms)))
+    return tuple(ensemble_server(vm, roles[vm.index]) for vm in layout.vms)
 
 
-def render_zoo_cfg(vm: VmLayout) -> str:
-    # reconfigEnabled must be the same on every server; standaloneEnabled=false keeps a
-    # one-server ensemble a real ensemble that can grow by reconfig.
-    return "\n".join(
-        [
-            "tickTime=2000",
-            "initLimit=10",
-            "syncLimit=5",
-            f"dataDir={vm.zookeeper_data_dir}",
-            "reconfigEnabled=true",
-            "standaloneEnabled=false",
-            f"dynamicConfigFile={vm.config_dir / 'zoo.cfg.dynamic'}",
-            "4lw.commands.whitelist=srvr,mntr,ruok,conf,stat,isro",
-            "admin.enableServer=false",
-            "autopurge.snapRetainCount=3",
-            "autopurge.purgeInterval=1",
-            "maxClientCnxns=200",
-            "",
-        ]
-    )
+# A local VM's configuration files, by name in its config folder (the JVM command lines below
+# name them); myid is in ZooKeeper's data folder.
+SERVER_PROPERTIES = "server.properties"
+KAFKA_LOG4J = "kafka-log4j.properties"
+ZOO_CFG = "zoo.cfg"
+ZOOKEEPER_DYNAMIC = "zoo.cfg.dynamic"
+ZOOKEEPER_LOGBACK = "zookeeper-logback.xml"
 
 
-def render_zookeeper_logback() -> str:
-    return """<configuration>
-  <appender name="CONSOLE" class="ch.qos.logback.core.ConsoleAppender">
-    <encoder><pattern>%d{ISO8601} [myid:%X{myid}] %-5level [%t] %logger{1} - %msg%n</pattern></encoder>
-  </appender>
-  <root level="INFO"><appender-ref ref="CONSOLE"/></root>
-</configuration>
-"""
-
-
-def render_server_properties(cluster: ClusterLayout, vm: VmLayout) -> str:
-    listeners = f"PLAINTEXT://{vm.kafka_endpoint},SASL_PLAINTEXT://{vm.kafka_sasl_endpoint}"
-    properties = {
-        "broker.id": str(vm.broker_id),
-        "broker.rack": vm.zone,
-        "listeners": listeners,
-        "advertised.listeners": listeners,
-        "log.dirs": str(vm.kafka_data_dir),
-        "zookeeper.connect": cluster.zookeeper_connect,
-        "zookeeper.session.timeout.ms": "18000",
-        "zookeeper.connection.timeout.ms": "30000",
-        # The tenants' listener (docs/tenants.md): SCRAM-SHA-512 over SASL_PLAINTEXT; ACLs
-        # in ZooKeeper; PLAINTEXT (principal ANONYMOUS) stays internal and super user.
-        "inter.broker.listener.name": "PLAINTEXT",
-        "sasl.enabled.mechanisms": "SCRAM-SHA-512",
-        "listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config": (
-            "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+def config_files(layout: ClusterLayout, vm: VmLayout, kafka_version: str) -> dict[str, str]:
+    """Every file of a local VM's config folder, rendered by the one renderer."""
+    spec = local_spec(layout, kafka_version)
+    return {
+        ZOO_CFG: render_zoo_cfg(vm.zookeeper_data_dir, vm.config_dir / ZOOKEEPER_DYNAMIC),
+        ZOOKEEPER_DYNAMIC: render_zookeeper_dynamic(ensemble(layout)),
+        ZOOKEEPER_LOGBACK: render_zookeeper_logback(),
+        SERVER_PROPERTIES: server_properties_text(
+            render_server_properties(spec, broker_facts(layout, vm))
         ),
-        "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
-        "super.users": "User:ANONYMOUS",
-        **durable_defaults(len(cluster.vms)),
-        # Local sizing: six JVMs on two cores.
-        "num.partitions": "3",
-        "num.network.threads": "2",
-        "num.io.threads": "4",
-        "num.replica.fetchers": "1",
-        "background.threads": "4",
-        "offsets.topic.num.partitions": "12",
-        "transaction.state.log.num.partitions": "6",
-        "group.initial.rebalance.delay.ms": "0",
-        "log.retention.hours": "24",
+        KAFKA_LOG4J: render_kafka_log4j(),
     }
-    return "".join(f"{key}={value}\n" for key, value in properties.items())
 
 
-def render_kafka_log4j(vm: VmLayout) -> str:
-    return f"""log4j.rootLogger=INFO, stdout
-log4j.appender.stdout=org.apache.log4j.ConsoleAppender
-log4j.appender.stdout.layout=org.apache.log4j.PatternLayout
-log4j.appender.stdout.layout.ConversionPattern=[%d] %p %m (%c)%n
-log4j.logger.kafka.request.logger=WARN
-log4j.logger.org.apache.zookeeper=WARN
-log4j.logger.kafka.log.LogCleaner=INFO
-log4j.logger.state.change.logger=INFO
-# broker {vm.broker_id} on {vm.name}
-"""
+def joining_dynamic_file(live_lines: list[str], vm: VmLayout) -> str:
+    """The dynamic file of a VM joining a running ensemble: the ensemble as it states itself,
+    then this VM's server, which its agent adds by reconfig."""
+    return render_zookeeper_dynamic([ensemble_server(vm)], live_lines)
 
 
 def kafka_command(
@@ -126,12 +116,12 @@ def kafka_command(
         "-XX:InitiatingHeapOccupancyPercent=35",
         "-Djava.awt.headless=true",
         f"-Dkafka.logs.dir={vm.logs_dir}",
-        f"-Dlog4j.configuration=file:{vm.config_dir / 'kafka-log4j.properties'}",
+        f"-Dlog4j.configuration=file:{vm.config_dir / KAFKA_LOG4J}",
         f"-javaagent:{jolokia_agent}=host={vm.address},port={vm.ports.jolokia},discoveryEnabled=false",
         "-cp",
         f"{libs}/*",
         "kafka.Kafka",
-        str(vm.config_dir / "server.properties"),
+        str(vm.config_dir / SERVER_PROPERTIES),
     ]
 
 
@@ -148,11 +138,11 @@ def zookeeper_command(java: str, vm: VmLayout, lib: str, admin_digest: str) -> l
         f"-Dzookeeper.DigestAuthenticationProvider.superDigest=super:{admin_digest}",
         "-XX:+UseSerialGC",
         f"-Dzookeeper.log.dir={vm.logs_dir}",
-        f"-Dlogback.configurationFile={vm.config_dir / 'zookeeper-logback.xml'}",
+        f"-Dlogback.configurationFile={vm.config_dir / ZOOKEEPER_LOGBACK}",
         "-cp",
         f"{lib}/*",
         "org.apache.zookeeper.server.quorum.QuorumPeerMain",
-        str(vm.config_dir / "zoo.cfg"),
+        str(vm.config_dir / ZOO_CFG),
     ]
 
 
@@ -176,6 +166,7 @@ def agent_settings(
         "kafka_sasl_port": vm.ports.kafka_sasl,
         "jolokia_port": vm.ports.jolokia,
         "kafka_heap": " ".join(KAFKA_HEAP),
+        "host_sizing": HOST_SIZING.value,
         "loop_interval_s": 2,
         "isr_check_interval_s": 1,
         "zookeeper_server_id": vm.index,

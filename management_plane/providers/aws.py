@@ -38,7 +38,7 @@ from management_plane.providers.aws_ec2 import (
 )
 from management_plane.providers.aws_userdata import BrokerInterface, VmBoot, render_user_data
 from management_plane.providers.base import ProviderError, VmInfo, VmRequest
-from planner.zkpaths import validate_cluster_name
+from planner.contracts.paths import validate_cluster_name
 
 __all__ = [
     "ROLE_ADDRESS",

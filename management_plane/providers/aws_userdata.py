@@ -1,8 +1,8 @@
 """What an EC2 broker VM is told at first boot (pure: text out).
 
 The user-data is a shell script cloud-init runs once. It configures the broker's ENI (the
-secondary interface holding the broker's stable address, seed 003), mounts the broker's EBS
-data volume, and writes the agent's settings file (/etc/kaas/agent.json, the format of
+secondary interface holding the broker's stable address, so a replacement keeps it), mounts
+the broker's EBS data volume, and writes the agent's settings file (/etc/kaas/agent.json, the format of
 agent/settings.py) before restarting kaas-agent. Two values exist only once the instance
 runs (its instance id and, without an ENI, its primary address); the script fills them in
 from the instance metadata service in place of the placeholders below.
@@ -18,6 +18,8 @@ import ipaddress
 import json
 import shlex
 from dataclasses import dataclass
+
+from planner.contracts.vm_config import SizingProfile
 
 VM_ID_PLACEHOLDER = "@KAAS_VM_ID@"
 PRIMARY_ADDRESS_PLACEHOLDER = "@KAAS_PRIMARY_ADDRESS@"
@@ -83,6 +85,8 @@ def agent_settings(boot: VmBoot) -> dict[str, object]:
         "supervisor": "systemd",
         "image_root": "/",
         "kafka_heap": boot.kafka_heap,
+        # A broker has the instance to itself: Kafka's own thread and partition defaults.
+        "host_sizing": SizingProfile.STANDARD.value,
         "logs_dir": LOGS_DIR,
         "state_dir": AGENT_STATE_DIR,
     }

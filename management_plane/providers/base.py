@@ -2,22 +2,28 @@
 
 The management plane's controller decides which VMs a cluster needs; a provider only
 creates, describes and recycles them. A VM is immutable: it is never changed in place,
-only replaced (seed 002). The broker id is not the provider's to choose: the VM's agent
-claims it in ZooKeeper. Where a provider keeps per-broker resources (AWS: an ENI and an
-EBS volume tagged with the broker id, seed 003), `reuse_broker_id` asks for the resources
-of that id to be attached to the new VM, so a replacement keeps the broker's address and
-data.
+only replaced, so every change is a tested image on a fresh VM. The broker id is not the
+provider's to choose: the VM's agent claims it in ZooKeeper. Where a provider keeps
+per-broker resources (AWS: an ENI and an EBS volume tagged with the broker id),
+`reuse_broker_id` asks for the resources of that id to be attached to the new VM, so a
+replacement keeps the broker's address and data.
+
+What only some providers can do (start a cluster's first VMs together, hold the ZooKeeper
+super user's password, delete a whole cluster at once) are capability protocols below.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Protocol
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+from management_plane.errors import TemporaryError
 
 VM_STATES = ("pending", "running", "stopped", "terminated")
 
 
-class ProviderError(RuntimeError):
+class ProviderError(TemporaryError, RuntimeError):
     """A provider call that failed; the message names the VM or resource and the cause."""
 
 
@@ -71,3 +77,47 @@ class Provider(Protocol):
         """Delete the per-broker resources of a broker id that will not come back
         (scale-down, cluster deletion). A provider without such resources does nothing."""
         ...
+
+
+# -- what some providers can do besides ------------------------------------------------
+# The controller asks `isinstance(provider, Capability)` and takes the general path when a
+# provider lacks one; a provider gains a capability by defining the method.
+
+
+@runtime_checkable
+class BootstrapsClusters(Protocol):
+    def bootstrap_cluster(self, requests: list[VmRequest]) -> list[VmInfo]:
+        """Start a new cluster's first VMs together (their ZooKeeper servers form one
+        ensemble from the start); a cluster already up is returned as it is."""
+        ...
+
+
+@runtime_checkable
+class HoldsZookeeperAdminSecret(Protocol):
+    def zookeeper_admin_secret(self, cluster: str) -> str | None:
+        """The ZooKeeper super user's password (reconfig needs it); None when unknown. A
+        provider without it leaves the ensemble to its agents."""
+        ...
+
+
+@runtime_checkable
+class DeletesClusters(Protocol):
+    def delete_cluster(self, cluster: str) -> None:
+        """Remove every VM and resource of the cluster at once."""
+        ...
+
+
+@runtime_checkable
+class AdoptsClusters(Protocol):
+    adopted: dict[str, Path]
+    """Clusters started outside the service (`kaas up`), by name: the service runs
+    operations on them but never deletes them."""
+
+
+class ServiceProvider(Provider, Protocol):
+    """A provider as the service offers it to callers: its choices and versions."""
+
+    zones: tuple[str, ...]
+    instance_types: tuple[str, ...]
+
+    def kafka_versions(self) -> tuple[str, ...]: ...

@@ -23,23 +23,11 @@ from management_plane.local.layout import ZONES, VmLayout, address_base_of
 from management_plane.local.processes import is_alive
 from management_plane.local.state import read_state
 from management_plane.providers.base import ProviderError, VmInfo, VmRequest
+from planner.contracts.kafka_state import volume_broker_id
 
 log = structlog.get_logger("kaas.provider.local")
 
 INSTANCE_TYPES = ("local",)
-
-
-def _broker_id_on(vm: VmLayout) -> int | None:
-    """The broker id Kafka recorded on the VM's data volume, once it has run."""
-    try:
-        lines = (vm.kafka_data_dir / "meta.properties").read_text().splitlines()
-    except OSError:
-        return None
-    for line in lines:
-        key, _, value = line.partition("=")
-        if key.strip() == "broker.id" and value.strip().isdigit():
-            return int(value.strip())
-    return None
 
 
 class LocalProvider:
@@ -101,7 +89,7 @@ class LocalProvider:
             state="running" if running else "stopped",
             instance_type=INSTANCE_TYPES[0],
             kafka_version=kafka_version,
-            broker_id=_broker_id_on(vm),
+            broker_id=volume_broker_id(vm.kafka_data_dir),
         )
 
     @staticmethod

@@ -48,7 +48,7 @@ def adopt_local_cluster(db: Database, provider: LocalProvider, home: Path) -> st
         raise KaasError(f"--adopt-local-cluster {home}: {exc}") from None
     if spec is None:
         raise KaasError(f"--adopt-local-cluster {home}: cluster {name} has no spec in ZooKeeper")
-    by_address = {str(m.get("address")): broker for broker, m in members.items()}
+    by_address = {m.address: broker for broker, m in members.records.items()}
     db.add_cluster(name, provider.name, "local", json.dumps(spec.to_json(), sort_keys=True))
     for info in provider.list_vms(name):
         broker = by_address.get(info.address, info.broker_id)

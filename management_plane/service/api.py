@@ -14,12 +14,13 @@ from fastapi.security import APIKeyHeader
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from management_plane.errors import ApiError, KaasError, http_answer
 from management_plane.service.auth import Caller, authenticate
 from management_plane.service.db import OperationRow
-from management_plane.service.operations import OperationState, progress
-from management_plane.service.service import ApiError, Service
+from management_plane.service.operations import SUCCEEDED, progress
+from management_plane.service.runner import state_of
+from management_plane.service.service import Service
 from management_plane.service.tenant_routes import add_tenant_routes
-from management_plane.service.validation import ValidationError
 
 API_KEY_HEADER = "X-API-Key"
 
@@ -114,15 +115,14 @@ class OperationOut(BaseModel):
 
 
 def operation_out(op: OperationRow, journal: list[dict[str, Any]] | None = None) -> OperationOut:
-    state = OperationState(op.status, tuple(op.steps), op.step_index, op.context, op.message)
-    finished, _ = progress(state)
+    finished, _ = progress(state_of(op))
     return OperationOut(
         op_id=op.op_id,
         cluster=op.cluster,
-        kind=op.kind,
-        status=op.status,
-        step=op.step if op.status not in ("succeeded",) else None,
-        steps=op.steps,
+        kind=op.kind.value,
+        status=op.status.value,
+        step=str(op.step) if op.step is not None and op.status != SUCCEEDED else None,
+        steps=[str(s) for s in op.steps],
         steps_done=finished,
         message=op.message,
         params=op.params,
@@ -177,13 +177,11 @@ def create_app(service: Service) -> FastAPI:
 
     Admin = Annotated[Caller, Depends(admin)]
 
-    @app.exception_handler(ApiError)
-    def _api_error(_request: Request, exc: ApiError) -> JSONResponse:
-        return _error(exc.status, exc.code, exc.message)
-
-    @app.exception_handler(ValidationError)
-    def _validation_error(_request: Request, exc: ValidationError) -> JSONResponse:
-        return _error(400, "invalid_request", str(exc))
+    # Every error the service knows is answered by the one mapping in management_plane.errors.
+    @app.exception_handler(KaasError)
+    def _kaas_error(_request: Request, exc: KaasError) -> JSONResponse:
+        answer = http_answer(exc)
+        return _error(answer.status, answer.code, answer.message)
 
     @app.exception_handler(RequestValidationError)
     def _request_error(_request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -200,7 +198,8 @@ def create_app(service: Service) -> FastAPI:
 
     @app.exception_handler(Exception)
     def _internal(_request: Request, exc: Exception) -> JSONResponse:
-        return _error(500, "internal", f"internal error: {type(exc).__name__}")
+        answer = http_answer(exc)
+        return _error(answer.status, answer.code, answer.message)
 
     @app.get("/v1/health", responses=ERRORS)
     def health() -> dict[str, str]:

@@ -21,8 +21,8 @@ import structlog
 
 from management_plane.providers.base import Provider, ProviderError
 from management_plane.service.cluster_io import ClusterIO, ClusterUnreachable
-from management_plane.service.db import UNFINISHED, Database
-from management_plane.service.operations import expand_steps
+from management_plane.service.db import ClusterBusy, Database
+from management_plane.service.operations import OperationKind, expand_steps
 
 log = structlog.get_logger("kaas.broker_loss")
 
@@ -127,7 +127,7 @@ class BrokerLossWatcher:
                 self._absent_since.pop(cluster["name"], None)
 
     def _busy(self, cluster: str) -> bool:
-        return any(op.status in UNFINISHED for op in self.db.list_operations(cluster, 20))
+        return any(op.unfinished for op in self.db.list_operations(cluster, 20))
 
     def _provider_state(self, vm_id: str) -> str:
         try:
@@ -146,7 +146,7 @@ class BrokerLossWatcher:
             return []
         try:
             io = ClusterIO(cluster, [vm["address"] for vm in vms])
-            members = io.members()
+            members = io.members().alive
             registered = io.registered_brokers()
         except ClusterUnreachable as exc:
             log.warning("broker_loss_cannot_look", cluster=cluster, error=str(exc))
@@ -182,15 +182,19 @@ class BrokerLossWatcher:
         if not decisions or self._busy(cluster):
             return None
         decision = decisions[0]
-        op = self.db.add_operation(
-            cluster,
-            "replace_lost_vm",
-            {"vm_id": decision.vm_id, "broker_id": decision.broker_id},
-            expand_steps("replace_lost_vm", 1),
-            "broker-loss-watcher",
-            {"batches": [[decision.vm_id]], "decision": decision.reason},
-            journal=("detected", decision.reason),
-        )
+        try:
+            op = self.db.add_operation(
+                cluster,
+                OperationKind.REPLACE_LOST_VM,
+                {"vm_id": decision.vm_id, "broker_id": decision.broker_id},
+                expand_steps(OperationKind.REPLACE_LOST_VM, 1),
+                "broker-loss-watcher",
+                {"batches": [[decision.vm_id]], "decision": decision.reason},
+                journal=("detected", decision.reason),
+            )
+        except ClusterBusy:  # a request's operation got in first: look again after it
+            self._absent_since[cluster] = {}
+            return None
         self._absent_since[cluster] = {}
         log.warning(
             "broker_lost_replacing",

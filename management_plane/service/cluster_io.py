@@ -8,36 +8,38 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass, replace
-from typing import Any, TypeVar
+from dataclasses import replace
+from typing import TypeVar
 
+import structlog
 from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
-from planner.spec import ClusterSpec, SpecError, parse_spec
-from planner.zkpaths import ClusterPaths
+from management_plane.errors import TemporaryError
+from planner.contracts.kafka_state import PartitionState
+from planner.contracts.member import MemberReadings, parse_members
+from planner.contracts.paths import ClusterPaths
+from planner.contracts.spec import ClusterSpec, SpecError, parse_spec
+from planner.zookeeper_ensemble import (
+    EnsembleConfig,
+    EnsembleRepairRequest,
+    parse_ensemble_config,
+)
 
 logging.getLogger("kazoo.client").setLevel(logging.ERROR)
+log = structlog.get_logger("kaas.cluster_io")
 
 ZOOKEEPER_PORT = 2181
 KAFKA_PORT = 9092
+ENSEMBLE_CONFIG_PATH = "/zookeeper/config"
 
 T = TypeVar("T")
 
 
-class ClusterUnreachable(RuntimeError):
+class ClusterUnreachable(TemporaryError, RuntimeError):
     """ZooKeeper or Kafka did not answer; a step reading this waits and tries again."""
-
-
-@dataclass(frozen=True)
-class PartitionState:
-    topic: str
-    partition: int
-    replicas: tuple[int, ...]
-    isr: tuple[int, ...]
 
 
 def zookeeper_hosts(addresses: list[str]) -> str:
@@ -48,42 +50,14 @@ def bootstrap_servers(addresses: list[str]) -> str:
     return ",".join(f"{a}:{KAFKA_PORT}" for a in addresses)
 
 
-@dataclass(frozen=True)
-class ZkServerLine:
-    server_id: int
-    address: str
-    peer_port: int
-    election_port: int
-    role: str
-    client: str  # the part after ';' (client address and port)
-
-    def line(self, role: str) -> str:
-        return (
-            f"server.{self.server_id}={self.address}:{self.peer_port}:{self.election_port}:"
-            f"{role};{self.client}"
-        )
+_unreadable_logged: set[tuple[str, int, str]] = set()
 
 
-_SERVER = re.compile(r"^server\.(\d+)=([^:]+):(\d+):(\d+)(?::(participant|observer))?;(.+)$")
-
-
-def parse_servers(config: str) -> dict[int, ZkServerLine]:
-    """The server lines of /zookeeper/config (the lines without a client part are skipped:
-    every server KaaS starts names its client port)."""
-    servers = {}
-    for line in config.splitlines():
-        match = _SERVER.match(line.strip())
-        if match:
-            server_id = int(match[1])
-            servers[server_id] = ZkServerLine(
-                server_id,
-                match[2],
-                int(match[3]),
-                int(match[4]),
-                match[5] or "participant",
-                match[6],
-            )
-    return servers
+def _log_unreadable_once(cluster: str, broker_id: int, reason: str) -> None:
+    """Every status poll reads the members: one warning per record and reason is enough."""
+    if (cluster, broker_id, reason) not in _unreadable_logged:
+        _unreadable_logged.add((cluster, broker_id, reason))
+        log.warning("member_unreadable", cluster=cluster, broker_id=broker_id, reason=reason)
 
 
 class ClusterIO:
@@ -158,25 +132,27 @@ class ClusterIO:
 
     # -- agents and brokers ---------------------------------------------------------------
 
-    def members(self) -> dict[int, dict[str, Any]]:
-        """The agents' member znodes by broker id."""
+    def members(self) -> MemberReadings:
+        """The agents' member records by broker id; a record this reader cannot use (an
+        agent of another schema during an upgrade) is listed as unreadable and logged once."""
 
-        def read(zk: KazooClient) -> dict[int, dict[str, Any]]:
-            found: dict[int, dict[str, Any]] = {}
+        def read(zk: KazooClient) -> MemberReadings:
+            values: dict[str, bytes] = {}
             try:
                 children = zk.get_children(self.paths.members)
             except NoNodeError:
-                return found
+                return MemberReadings()
             for child in children:
                 try:
-                    value = json.loads(zk.get(f"{self.paths.members}/{child}")[0])
-                except (NoNodeError, ValueError):
+                    values[child] = zk.get(f"{self.paths.members}/{child}")[0]
+                except NoNodeError:
                     continue
-                if isinstance(value, dict) and child.isdigit():
-                    found[int(child)] = value
-            return found
+            return parse_members(values)
 
-        return self._with_zk(read)
+        readings = self._with_zk(read)
+        for broker_id, reason in readings.unreadable.items():
+            _log_unreadable_once(self.cluster, broker_id, reason)
+        return readings
 
     def registered_brokers(self) -> set[int]:
         def read(zk: KazooClient) -> set[int]:
@@ -198,41 +174,36 @@ class ClusterIO:
 
     # -- the ZooKeeper ensemble -------------------------------------------------------------
 
-    def repair_ensemble(
-        self, admin_secret: str, gone_addresses: set[str], participants: int
-    ) -> str | None:
-        """One reconfig (ZooKeeper's own dynamic reconfiguration, as the super user): drop the
-        servers of recycled VMs, and promote observers to participants while the ensemble has
-        fewer than `participants`. Returns what it changed, None if nothing needed changing.
-        The agents add a new VM's server as an observer when the ensemble is full; after its
-        predecessor leaves, only a promotion brings the voting ensemble back to size."""
+    def ensemble_config(self) -> EnsembleConfig:
+        """The ZooKeeper ensemble's dynamic config, as /zookeeper/config holds it."""
 
-        def repair(zk: KazooClient) -> str | None:
-            zk.add_auth("digest", f"super:{admin_secret}")
-            raw, _ = zk.get("/zookeeper/config")
-            text = raw.decode()
-            servers = parse_servers(text)
-            versions = [
-                ln.split("=", 1)[1] for ln in text.splitlines() if ln.startswith("version=")
-            ]
-            leaving = sorted(i for i, s in servers.items() if s.address in gone_addresses)
-            voting = [i for i, s in servers.items() if s.role == "participant" and i not in leaving]
-            observers = sorted(
-                i for i, s in servers.items() if s.role == "observer" and i not in leaving
-            )
-            promote = observers[: max(0, participants - len(voting))]
-            if not leaving and not promote:
-                return None
-            joining = ",".join(servers[i].line("participant") for i in promote) or None
-            zk.reconfig(
-                joining=joining,
-                leaving=",".join(str(i) for i in leaving) or None,
-                new_members=None,
-                from_config=int(versions[0], 16) if versions else -1,
-            )
-            return f"ZooKeeper ensemble: removed servers {leaving}, promoted observers {promote}"
+        def read(zk: KazooClient) -> EnsembleConfig:
+            zk.sync(ENSEMBLE_CONFIG_PATH)  # the leader's config, not a lagging follower's
+            raw, _ = zk.get(ENSEMBLE_CONFIG_PATH)
+            return parse_ensemble_config(raw.decode())
 
-        return self._with_zk(repair)
+        return self._with_zk(read)
+
+    def request_ensemble_repair(self, request: EnsembleRepairRequest) -> None:
+        """Ask the agents to repair the ensemble (they decide how): the request replaces any
+        earlier one."""
+
+        def write(zk: KazooClient) -> None:
+            path = self.paths.ensemble_repair
+            if zk.exists(path) is None:
+                with suppress(NodeExistsError):
+                    zk.create(path, request.encode(), makepath=True)
+                    return
+            zk.set(path, request.encode())
+
+        self._with_zk(write)
+
+    def withdraw_ensemble_repair(self) -> None:
+        def delete(zk: KazooClient) -> None:
+            with suppress(NoNodeError):
+                zk.delete(self.paths.ensemble_repair)
+
+        self._with_zk(delete)
 
     # -- Kafka ----------------------------------------------------------------------------
 

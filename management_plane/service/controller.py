@@ -4,48 +4,98 @@ Every step is safe to run again after a crash at any point: it first looks at wh
 true (VMs the provider has that the database does not know are adopted, a spec that already
 says the thing is left alone) and only then acts. A step returns an Outcome: done (next
 step), wait (run me again soon) or fail.
+
+Each step is registered (`@step`) with the operation kinds it serves, its timeout class and
+its retry policy; the controller reaches the provider and the cluster only through its two
+injected ports, so unit tests drive every step against fakes.
 """
 
 from __future__ import annotations
 
 import json
 from collections import Counter
-from dataclasses import dataclass, replace
-from typing import Any
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any, Protocol
 
 import structlog
 
-from management_plane.errors import KaasError
-from management_plane.providers.base import Provider, ProviderError, VmInfo, VmRequest
-from management_plane.service.cluster_io import ClusterIO, ClusterUnreachable
+from management_plane.errors import KaasError, StepVerdict, step_verdict
+from management_plane.providers.base import (
+    BootstrapsClusters,
+    DeletesClusters,
+    HoldsZookeeperAdminSecret,
+    Provider,
+    VmInfo,
+    VmRequest,
+)
+from management_plane.service.cluster_io import ClusterIO, ClusterUnreachable, PartitionState
 from management_plane.service.db import Database, OperationRow
-from management_plane.service.operations import DONE, FAIL, WAIT, Outcome, step_batch, step_name
-from planner.spec import ClusterSpec, parse_spec
+from management_plane.service.operations import (
+    CLUSTER_KINDS,
+    DONE,
+    FAIL,
+    WAIT,
+    OperationKind,
+    Outcome,
+    StepName,
+)
+from management_plane.service.steps import (
+    Patience,
+    RetryPolicy,
+    Step,
+    StepRegistry,
+    StepTimeouts,
+    UnknownStep,
+)
+from planner.contracts.member import MemberReadings
+from planner.contracts.spec import ClusterSpec, parse_spec
+from planner.zookeeper_ensemble import (
+    EnsembleConfig,
+    EnsembleConfigError,
+    EnsembleRepairRequest,
+    repair_outstanding,
+)
 
 log = structlog.get_logger("kaas.controller")
 
+__all__ = ["STEPS", "ClusterPort", "Controller", "StepTimeouts"]
 
-@dataclass(frozen=True)
-class StepTimeouts:
-    """Seconds a step may take before its operation fails (documented defaults)."""
 
-    create: float = 900.0
-    joined: float = 600.0
-    drained: float = 3600.0
-    applied: float = 1200.0
-    other: float = 300.0
+class ClusterPort(Protocol):
+    """What the steps read and write in a running cluster (ClusterIO; a fake in unit tests)."""
 
-    def for_step(self, step: str) -> float:
-        name = step_name(step)
-        return {
-            "create_vms": self.create,
-            "create_vm": self.create,
-            "wait_joined": self.joined,
-            "wait_drained": self.drained,
-            "wait_replicated": self.drained,
-            "wait_applied": self.applied,
-            "recycle_all": self.create,
-        }.get(name, self.other)
+    def read_spec(self) -> ClusterSpec | None: ...
+
+    def write_spec(self, change: Callable[[ClusterSpec | None], ClusterSpec]) -> ClusterSpec: ...
+
+    def members(self) -> MemberReadings: ...
+
+    def registered_brokers(self) -> set[int]: ...
+
+    def release_broker_claim(self, broker_id: int) -> None: ...
+
+    def ensemble_config(self) -> EnsembleConfig: ...
+
+    def request_ensemble_repair(self, request: EnsembleRepairRequest) -> None: ...
+
+    def withdraw_ensemble_repair(self) -> None: ...
+
+    def partitions(self) -> list[PartitionState]: ...
+
+
+ClusterPortFactory = Callable[[str, list[str]], ClusterPort]
+"""(cluster, the addresses of its VMs) -> the port; ClusterUnreachable when it cannot be."""
+
+K = OperationKind
+# The operations that replace every VM of a batch by a new one.
+REPLACING = frozenset({K.REPLACE_VM, K.CHANGE_INSTANCE_TYPE, K.UPGRADE})
+REMOVING = REPLACING | {K.SCALE_DOWN}
+CHANGING_SPEC = REPLACING | {K.SCALE_UP, K.SCALE_DOWN, K.CHANGE_CONFIG}
+JOINING = REPLACING | {K.SCALE_UP, K.REPLACE_LOST_VM}
+
+STEPS: StepRegistry[Controller] = StepRegistry()
+step = STEPS.register
 
 
 PROTOCOL_KEY = "inter.broker.protocol.version"
@@ -65,9 +115,12 @@ def wait(message: str, **context: Any) -> Outcome:
 
 
 class Controller:
-    def __init__(self, db: Database, provider: Provider) -> None:
+    def __init__(
+        self, db: Database, provider: Provider, cluster_io: ClusterPortFactory = ClusterIO
+    ) -> None:
         self.db = db
         self.provider = provider
+        self.cluster_io = cluster_io
 
     # -- helpers --------------------------------------------------------------------------
 
@@ -80,13 +133,13 @@ class Controller:
     def _spec(self, name: str) -> ClusterSpec:
         return parse_spec(self._cluster(name)["spec"])
 
-    def _io(self, cluster: str, exclude: tuple[str, ...] = ()) -> ClusterIO:
+    def _io(self, cluster: str, exclude: tuple[str, ...] = ()) -> ClusterPort:
         addresses = [
             vm["address"]
             for vm in self.db.cluster_vms(cluster)
             if vm["vm_id"] not in exclude and vm["state"] in ("running", "draining", "joining")
         ]
-        return ClusterIO(cluster, addresses)
+        return self.cluster_io(cluster, addresses)
 
     def _record(self, info: VmInfo, state: str) -> None:
         self.db.upsert_vm(
@@ -113,23 +166,33 @@ class Controller:
 
     # -- dispatch -------------------------------------------------------------------------
 
+    def step_of(self, op: OperationRow) -> Step[Controller]:
+        """The registered step the operation is at; UnknownStep if its kind has none."""
+        current = op.step
+        if current is None:
+            raise UnknownStep(f"operation {op.op_id} has no step left to run")
+        return STEPS.lookup(current, op.kind)
+
     def run(self, op: OperationRow) -> Outcome:
-        step = op.step
-        assert step is not None
-        handler = getattr(self, f"step_{step_name(step)}", None)
-        if handler is None:
-            return Outcome(FAIL, f"no such step {step!r}")
+        current = op.step
+        assert current is not None
         try:
-            outcome: Outcome = handler(op, step_batch(step))
-            return outcome
-        except ClusterUnreachable as exc:
-            return wait(f"{step}: cluster not reachable yet ({exc})")
-        except (ProviderError, KaasError) as exc:
-            return wait(f"{step}: {exc}")
+            step = self.step_of(op)
+        except UnknownStep as exc:
+            return Outcome(FAIL, f"{current}: {exc}")
+        try:
+            return step.run(self, op, current.batch_index)
+        except KaasError as exc:
+            if step.retry == RetryPolicy.NEVER or step_verdict(exc) == StepVerdict.FAIL:
+                return Outcome(FAIL, f"{current}: {exc}")
+            if isinstance(exc, ClusterUnreachable):
+                return wait(f"{current}: cluster not reachable yet ({exc})")
+            return wait(f"{current}: {exc}")
 
     # -- steps ----------------------------------------------------------------------------
 
-    def step_create_vms(self, op: OperationRow, _batch: int) -> Outcome:
+    @step(StepName.CREATE_VMS, {K.CREATE_CLUSTER}, Patience.CREATE)
+    def create_vms(self, op: OperationRow, _batch: int) -> Outcome:
         p = op.params
         zones = p["zones"]
         requests = [
@@ -145,9 +208,8 @@ class Controller:
             for i in range(p["broker_count"])
         ]
         known = {vm.vm_id for vm in self.provider.list_vms(op.cluster)}
-        bootstrap = getattr(self.provider, "bootstrap_cluster", None)
-        if bootstrap is not None:
-            infos: list[VmInfo] = bootstrap(requests)
+        if isinstance(self.provider, BootstrapsClusters):
+            infos = self.provider.bootstrap_cluster(requests)
         else:
             infos = self.provider.list_vms(op.cluster)
             for request in requests[len(infos) :]:
@@ -156,39 +218,56 @@ class Controller:
             self._record(info, "joining" if info.vm_id not in known else "running")
         return done(f"{len(infos)} VMs started: {', '.join(i.vm_id for i in infos)}")
 
-    def step_write_spec(self, op: OperationRow, _batch: int) -> Outcome:
-        changes: dict[str, Any] = dict(op.params.get("spec_changes", {}))
-        if "zones" in changes:
-            changes["zones"] = tuple(changes["zones"])
-        if op.kind == "create_cluster":
-            stored = self._spec(op.cluster)
-            written = self._io(op.cluster).write_spec(lambda _current: stored)
-            self.db.update_cluster(op.cluster, spec=json.dumps(written.to_json(), sort_keys=True))
-        else:
-            written = self._write_spec(op.cluster, **changes)
+    @step(StepName.WRITE_SPEC, {K.CREATE_CLUSTER})
+    def write_initial_spec(self, op: OperationRow, _batch: int) -> Outcome:
+        stored = self._spec(op.cluster)
+        written = self._io(op.cluster).write_spec(lambda _current: stored)
+        self.db.update_cluster(op.cluster, spec=json.dumps(written.to_json(), sort_keys=True))
         return done(
             f"spec generation {written.generation} written", spec_generation=written.generation
         )
 
-    def _members_by_address(self, cluster: str) -> tuple[dict[str, dict[str, Any]], set[int]]:
-        io = self._io(cluster)
-        members = {str(m.get("address")): m | {"broker_id": b} for b, m in io.members().items()}
-        return members, io.registered_brokers()
+    @step(StepName.WRITE_SPEC, CHANGING_SPEC)
+    def write_spec(self, op: OperationRow, _batch: int) -> Outcome:
+        changes: dict[str, Any] = dict(op.params.get("spec_changes", {}))
+        if "zones" in changes:
+            changes["zones"] = tuple(changes["zones"])
+        written = self._write_spec(op.cluster, **changes)
+        return done(
+            f"spec generation {written.generation} written", spec_generation=written.generation
+        )
 
     def _joined(self, cluster: str, vm_ids: list[str]) -> Outcome | None:
-        members, registered = self._members_by_address(cluster)
+        """Done when every VM's agent reports its broker HEALTHY, registered and at the spec
+        generation in ZooKeeper; the agent's sentence only explains a wait."""
+        io = self._io(cluster)
+        readings = io.members()
+        registered = io.registered_brokers()
+        spec = io.read_spec()
+        generation = spec.generation if spec is not None else 0
+        by_address = {m.address: m for m in readings.records.values()}
         waiting = []
         for vm_id in vm_ids:
             vm = self.db.vm(vm_id)
             if vm is None:
                 return Outcome(FAIL, f"VM {vm_id} vanished from the database")
-            member = members.get(vm["address"])
+            member = by_address.get(vm["address"])
             if member is None:
-                waiting.append(f"{vm_id}: agent not joined yet")
+                # An unreadable record may be this VM's: say so, the address is in it.
+                unreadable = "; ".join(
+                    f"broker {b}: {r}" for b, r in sorted(readings.unreadable.items())
+                )
+                waiting.append(
+                    f"{vm_id}: agent not joined yet"
+                    + (f" (unreadable member records: {unreadable})" if unreadable else "")
+                )
                 continue
-            broker_id = int(member["broker_id"])
-            if broker_id not in registered or "healthy" not in str(member.get("sentence")):
-                waiting.append(f"{vm_id} (broker {broker_id}): {member.get('sentence')}")
+            broker_id = member.broker_id
+            if broker_id not in registered or not member.has_joined(generation):
+                waiting.append(
+                    f"{vm_id} (broker {broker_id}, {member.state.value}, spec generation "
+                    f"{member.spec_generation}/{generation}): {member.sentence}"
+                )
                 continue
             if vm["state"] == "joining" or vm["broker_id"] != broker_id:
                 self.db.update_vm(vm_id, broker_id=broker_id, state="running")
@@ -196,31 +275,55 @@ class Controller:
             return wait("waiting for " + "; ".join(waiting))
         return None
 
-    def step_wait_joined(self, op: OperationRow, batch: int) -> Outcome:
-        if op.kind == "create_cluster":
-            vm_ids = [vm["vm_id"] for vm in self.db.cluster_vms(op.cluster)]
-        else:
-            vm_ids = op.context.get("new_vms", {}).get(str(batch), [])
+    @step(StepName.WAIT_JOINED, {K.CREATE_CLUSTER}, Patience.JOINED)
+    def wait_all_joined(self, op: OperationRow, _batch: int) -> Outcome:
+        vm_ids = [vm["vm_id"] for vm in self.db.cluster_vms(op.cluster)]
         pending = self._joined(op.cluster, vm_ids)
         if pending is not None:
             return pending
-        if op.kind == "create_cluster":
-            self.db.update_cluster(op.cluster, status="running")
+        self.db.update_cluster(op.cluster, status="running")
+        return self._all_joined(vm_ids)
+
+    @step(StepName.WAIT_JOINED, JOINING, Patience.JOINED)
+    def wait_joined(self, op: OperationRow, batch: int) -> Outcome:
+        vm_ids = op.context.get("new_vms", {}).get(str(batch), [])
+        pending = self._joined(op.cluster, vm_ids)
+        if pending is not None:
+            return pending
+        return self._all_joined(vm_ids)
+
+    def _all_joined(self, vm_ids: list[str]) -> Outcome:
         brokers = [self.db.vm(v)["broker_id"] for v in vm_ids]  # type: ignore[index]
         return done(f"{', '.join(vm_ids)} joined as brokers {brokers}")
 
-    def step_create_vm(self, op: OperationRow, batch: int) -> Outcome:
+    @step(StepName.CREATE_VM, {K.SCALE_UP}, Patience.CREATE)
+    def add_vms(self, op: OperationRow, batch: int) -> Outcome:
+        count = int(op.params["add"])
+        zones = self._zones_for_new(op.cluster, self._spec(op.cluster), count)
+        return self._create_vms(op, batch, zones, reuse_broker_id=None)
+
+    @step(StepName.CREATE_VM, REPLACING, Patience.CREATE)
+    def create_replacements(self, op: OperationRow, batch: int) -> Outcome:
+        olds = op.context["batches"][batch]
+        zones = [self.db.vm(v)["zone"] for v in olds]  # type: ignore[index]
+        return self._create_vms(op, batch, zones, reuse_broker_id=None)
+
+    @step(StepName.CREATE_VM, {K.REPLACE_LOST_VM}, Patience.CREATE)
+    def create_lost_replacement(self, op: OperationRow, batch: int) -> Outcome:
+        olds = op.context["batches"][batch]
+        zones = [self.db.vm(v)["zone"] for v in olds]  # type: ignore[index]
+        # A lost VM's replacement keeps its broker id (and, on aws, its ENI and EBS).
+        return self._create_vms(op, batch, zones, reuse_broker_id=op.params.get("broker_id"))
+
+    def _create_vms(
+        self, op: OperationRow, batch: int, zones: list[str], reuse_broker_id: int | None
+    ) -> Outcome:
+        """One new VM per zone in `zones`, for batch `batch`."""
         new_vms: dict[str, list[str]] = dict(op.context.get("new_vms", {}))
         created = list(new_vms.get(str(batch), []))
         spec = self._spec(op.cluster)
         cluster = self._cluster(op.cluster)
-        if op.kind == "scale_up":
-            count = int(op.params["add"])
-            zones = self._zones_for_new(op.cluster, spec, count)
-        else:
-            olds = op.context["batches"][batch]
-            zones = [self.db.vm(v)["zone"] for v in olds]  # type: ignore[index]
-            count = len(olds)
+        count = len(zones)
         # A VM the provider has but the database does not is one this step made before the
         # service stopped: adopt it rather than make another.
         known = {vm["vm_id"] for vm in self.db.cluster_vms(op.cluster, include_terminated=True)}
@@ -234,10 +337,7 @@ class Controller:
                 zone=zones[len(created)],
                 instance_type=op.params.get("instance_type", cluster["instance_type"]),
                 kafka_version=op.params.get("kafka_version", spec.kafka_version),
-                # A lost VM's replacement keeps its broker id (and, on aws, its ENI and EBS).
-                reuse_broker_id=op.params.get("broker_id")
-                if op.kind == "replace_lost_vm"
-                else None,
+                reuse_broker_id=reuse_broker_id,
             )
             info = self.provider.create_vm(request)
             self._record(info, "joining")
@@ -267,7 +367,8 @@ class Controller:
             ids.append(int(vm["broker_id"]))
         return ids
 
-    def step_drain(self, op: OperationRow, batch: int) -> Outcome:
+    @step(StepName.DRAIN, REMOVING)
+    def drain(self, op: OperationRow, batch: int) -> Outcome:
         brokers = self._old_brokers(op, batch)
         spec = self._io(op.cluster).read_spec()
         if spec is None:
@@ -280,7 +381,8 @@ class Controller:
             self.db.update_vm(vm_id, state="draining")
         return done(f"brokers {brokers} marked draining: the planner moves their data away")
 
-    def step_wait_drained(self, op: OperationRow, batch: int) -> Outcome:
+    @step(StepName.WAIT_DRAINED, REMOVING, Patience.DRAINED)
+    def wait_drained(self, op: OperationRow, batch: int) -> Outcome:
         brokers = set(self._old_brokers(op, batch))
         partitions = self._io(op.cluster).partitions()
         holding = sum(1 for p in partitions for r in p.replicas if r in brokers)
@@ -292,7 +394,8 @@ class Controller:
             )
         return done(f"brokers {sorted(brokers)} hold no replica and every ISR is complete")
 
-    def step_recycle(self, op: OperationRow, batch: int) -> Outcome:
+    @step(StepName.RECYCLE, REMOVING)
+    def recycle(self, op: OperationRow, batch: int) -> Outcome:
         olds = op.context["batches"][batch]
         brokers = self._old_brokers(op, batch)
         # The last check before any data could go: nothing may live on these brokers.
@@ -311,37 +414,49 @@ class Controller:
             self.provider.release_broker_resources(op.cluster, broker_id)
         return done(f"recycled {', '.join(olds)}")
 
-    def step_ensemble(self, op: OperationRow, batch: int) -> Outcome:
-        secret_of = getattr(self.provider, "zookeeper_admin_secret", None)
-        secret = secret_of(op.cluster) if secret_of is not None else None
+    @step(StepName.ENSEMBLE, REMOVING | {K.REPLACE_LOST_VM})
+    def ensemble(self, op: OperationRow, batch: int) -> Outcome:
+        secret = (
+            self.provider.zookeeper_admin_secret(op.cluster)
+            if isinstance(self.provider, HoldsZookeeperAdminSecret)
+            else None
+        )
         if secret is None:
             return done("the provider's agents keep the ZooKeeper ensemble")
-        # A replacement that kept the old address (aws: the ENI moved) must keep its server.
-        live = {vm["address"] for vm in self.db.cluster_vms(op.cluster)}
-        gone = {
-            vm["address"]
-            for vm_id in op.context["batches"][batch]
-            if (vm := self.db.vm(vm_id)) is not None
-        } - live
+        # The agents decide every membership change; this step only tells them which VMs are
+        # recycled for good (so they need not wait out their gone threshold) and waits until
+        # the ensemble shows the repair done. A replacement that kept the old address (aws:
+        # the ENI moved) keeps its server, so a live address is never named recycled.
+        live = frozenset(vm["address"] for vm in self.db.cluster_vms(op.cluster))
+        recycled = (
+            frozenset(
+                vm["address"]
+                for vm_id in op.context["batches"][batch]
+                if (vm := self.db.vm(vm_id)) is not None
+            )
+            - live
+        )
         spec = self._spec(op.cluster)
-        changes = []
+        io = self._io(op.cluster)
         try:
-            for _ in range(3):  # one reconfig per change; the last look must change nothing
-                changed = self._io(op.cluster).repair_ensemble(
-                    secret, gone, spec.zookeeper_participants
-                )
-                if changed is None:
-                    break
-                changes.append(changed)
-        except ClusterUnreachable:
-            raise
-        except Exception as exc:  # a reconfig racing an agent's: read the new config, again
-            return wait(f"ZooKeeper reconfig not done yet ({type(exc).__name__}: {exc})")
-        if changed is not None:
-            return wait("; ".join(changes))
-        return done("; ".join(changes) or "ZooKeeper ensemble already at its spec size")
+            config = io.ensemble_config()
+        except EnsembleConfigError as exc:
+            return wait(f"ZooKeeper ensemble config unreadable: {exc}")
+        outstanding = repair_outstanding(config, recycled, live, spec.zookeeper_participants)
+        if outstanding:
+            if config.at_addresses(recycled):
+                io.request_ensemble_repair(EnsembleRepairRequest(recycled, f"operation {op.op_id}"))
+            return wait(
+                f"the agents are repairing the ZooKeeper ensemble: {'; '.join(outstanding)}"
+            )
+        io.withdraw_ensemble_repair()
+        return done(
+            f"ZooKeeper ensemble repaired by the agents: participants {sorted(config.participants)}"
+            f", observers {sorted(config.observers)}"
+        )
 
-    def step_recycle_lost(self, op: OperationRow, batch: int) -> Outcome:
+    @step(StepName.RECYCLE_LOST, {K.REPLACE_LOST_VM})
+    def recycle_lost(self, op: OperationRow, batch: int) -> Outcome:
         """Recycle the lost VM for good (so it can never come back beside its replacement),
         and free its broker id's claim for the new VM's agent."""
         (vm_id,) = op.context["batches"][batch]
@@ -352,7 +467,7 @@ class Controller:
         if vm["state"] != "terminated":
             # The decision may be old (the service was down in between): look once more.
             io = self._io(op.cluster, exclude=(vm_id,))
-            if broker_id in io.members() and broker_id in io.registered_brokers():
+            if broker_id in io.members().alive and broker_id in io.registered_brokers():
                 return Outcome(
                     FAIL,
                     f"{vm_id} came back (agent and broker {broker_id} present): not replaced",
@@ -362,7 +477,8 @@ class Controller:
         self._io(op.cluster, exclude=(vm_id,)).release_broker_claim(broker_id)
         return done(f"recycled lost VM {vm_id}; broker id {broker_id} is free for its replacement")
 
-    def step_wait_replicated(self, op: OperationRow, batch: int) -> Outcome:
+    @step(StepName.WAIT_REPLICATED, {K.REPLACE_LOST_VM}, Patience.DRAINED)
+    def wait_replicated(self, op: OperationRow, batch: int) -> Outcome:
         """The new VM must hold the lost broker id, and every partition naming that id must
         have it back in its ISR (Kafka re-replicates onto the same id by itself)."""
         broker_id = int(op.params["broker_id"])
@@ -387,14 +503,16 @@ class Controller:
             "naming it: replication restored"
         )
 
-    def step_undrain(self, op: OperationRow, batch: int) -> Outcome:
+    @step(StepName.UNDRAIN, REMOVING)
+    def undrain(self, op: OperationRow, batch: int) -> Outcome:
         brokers = frozenset(self._old_brokers(op, batch))
         spec = self._io(op.cluster).read_spec()
         if spec is not None and spec.draining_broker_ids & brokers:
             self._write_spec(op.cluster, draining_broker_ids=spec.draining_broker_ids - brokers)
         return done(f"brokers {sorted(brokers)} no longer draining")
 
-    def step_pin_protocol(self, op: OperationRow, _batch: int) -> Outcome:
+    @step(StepName.PIN_PROTOCOL, {K.UPGRADE})
+    def pin_protocol(self, op: OperationRow, _batch: int) -> Outcome:
         spec = self._io(op.cluster).read_spec() or self._spec(op.cluster)
         if PROTOCOL_KEY in spec.broker_config:
             return done(
@@ -412,7 +530,8 @@ class Controller:
             spec_generation=written.generation,
         )
 
-    def step_unpin_protocol(self, op: OperationRow, _batch: int) -> Outcome:
+    @step(StepName.UNPIN_PROTOCOL, {K.UPGRADE})
+    def unpin_protocol(self, op: OperationRow, _batch: int) -> Outcome:
         spec = self._io(op.cluster).read_spec() or self._spec(op.cluster)
         if not op.context.get("pinned_protocol") or PROTOCOL_KEY not in spec.broker_config:
             return done(f"{PROTOCOL_KEY} left as the cluster's config sets it")
@@ -423,24 +542,26 @@ class Controller:
             spec_generation=written.generation,
         )
 
-    def step_wait_applied(self, op: OperationRow, _batch: int) -> Outcome:
+    @step(StepName.WAIT_APPLIED, {K.UPGRADE, K.CHANGE_CONFIG}, Patience.APPLIED)
+    def wait_applied(self, op: OperationRow, _batch: int) -> Outcome:
         generation = int(op.context.get("spec_generation", 0))
-        members = self._io(op.cluster).members()
+        readings = self._io(op.cluster).members()
+        members = readings.records
         behind = [
-            f"broker {b}: {m.get('sentence')}"
+            f"broker {b}: {m.sentence}"
             for b, m in sorted(members.items())
-            if int(m.get("spec_generation", -1)) < generation or m.get("pending_restart")
-        ]
+            if m.spec_generation < generation or m.pending_restart
+        ] + [f"broker {b}: record unreadable ({r})" for b, r in sorted(readings.unreadable.items())]
         expected = len(self.db.cluster_vms(op.cluster))
         if behind or len(members) < expected:
             return wait(f"{len(members)}/{expected} agents; waiting for " + "; ".join(behind))
         return done(f"every agent applied spec generation {generation}")
 
-    def step_recycle_all(self, op: OperationRow, _batch: int) -> Outcome:
-        deleter = getattr(self.provider, "delete_cluster", None)
+    @step(StepName.RECYCLE_ALL, {K.DELETE_CLUSTER}, Patience.CREATE)
+    def recycle_all(self, op: OperationRow, _batch: int) -> Outcome:
         vms = self.db.cluster_vms(op.cluster)
-        if deleter is not None:
-            deleter(op.cluster)
+        if isinstance(self.provider, DeletesClusters):
+            self.provider.delete_cluster(op.cluster)
         else:
             for info in self.provider.list_vms(op.cluster):
                 self.provider.recycle_vm(info.vm_id)
@@ -451,13 +572,17 @@ class Controller:
             self.db.update_vm(vm["vm_id"], state="terminated")
         return done(f"recycled {len(vms)} VMs")
 
-    def step_finish(self, op: OperationRow, _batch: int) -> Outcome:
-        status = "deleted" if op.kind == "delete_cluster" else "running"
-        if op.kind != "delete_cluster":
-            spec = self._io(op.cluster).read_spec()
-            if spec is not None:
-                self.db.update_cluster(op.cluster, spec=json.dumps(spec.to_json(), sort_keys=True))
-            if "instance_type" in op.params:
-                self.db.update_cluster(op.cluster, instance_type=op.params["instance_type"])
-        self.db.update_cluster(op.cluster, status=status)
+    @step(StepName.FINISH, CLUSTER_KINDS - {K.DELETE_CLUSTER})
+    def finish(self, op: OperationRow, _batch: int) -> Outcome:
+        spec = self._io(op.cluster).read_spec()
+        if spec is not None:
+            self.db.update_cluster(op.cluster, spec=json.dumps(spec.to_json(), sort_keys=True))
+        if "instance_type" in op.params:
+            self.db.update_cluster(op.cluster, instance_type=op.params["instance_type"])
+        self.db.update_cluster(op.cluster, status="running")
+        return done(f"{op.kind} of {op.cluster} finished")
+
+    @step(StepName.FINISH, {K.DELETE_CLUSTER})
+    def finish_delete(self, op: OperationRow, _batch: int) -> Outcome:
+        self.db.update_cluster(op.cluster, status="deleted")
         return done(f"{op.kind} of {op.cluster} finished")

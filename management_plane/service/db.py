@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -20,11 +20,13 @@ from sqlalchemy import (
     Engine,
     Float,
     ForeignKey,
+    Index,
     Integer,
     MetaData,
     String,
     Table,
     Text,
+    and_,
     create_engine,
     delete,
     event,
@@ -32,6 +34,17 @@ from sqlalchemy import (
     insert,
     select,
     update,
+)
+from sqlalchemy.exc import IntegrityError
+
+from management_plane.errors import PermanentError, Refusal, RequestRefused
+from management_plane.service.operations import (
+    TENANT_KINDS,
+    UNFINISHED,
+    OperationKind,
+    OperationStatus,
+    StepRef,
+    parse_steps,
 )
 
 metadata = MetaData()
@@ -53,7 +66,9 @@ clusters = Table(
     Column("name", String(64), primary_key=True),
     Column("provider", String(32), nullable=False),
     Column("instance_type", String(64), nullable=False),
-    Column("spec", Text, nullable=False),  # planner.spec.ClusterSpec JSON: the desired state
+    Column(
+        "spec", Text, nullable=False
+    ),  # planner.contracts.spec.ClusterSpec JSON: the desired state
     Column(
         "status", String(32), nullable=False
     ),  # creating | running | updating | deleting | deleted | failed
@@ -94,6 +109,23 @@ operations = Table(
     Column("step_started_at", Float, nullable=False),
 )
 
+# One unfinished cluster operation per cluster, kept by the database itself: two requests
+# that both found the cluster idle cannot both insert. Tenant operations are left out: they
+# run inside their requests, one per tenant at a time, beside the cluster's operations.
+one_unfinished_operation_per_cluster = Index(
+    "one_unfinished_operation_per_cluster",
+    operations.c.cluster,
+    unique=True,
+    sqlite_where=and_(
+        operations.c.status.in_([s.value for s in UNFINISHED]),
+        operations.c.kind.not_in(sorted(k.value for k in TENANT_KINDS)),
+    ),
+    postgresql_where=and_(
+        operations.c.status.in_([s.value for s in UNFINISHED]),
+        operations.c.kind.not_in(sorted(k.value for k in TENANT_KINDS)),
+    ),
+)
+
 operation_steps = Table(
     "operation_steps",
     metadata,
@@ -121,17 +153,34 @@ tenants = Table(
     Column("updated_at", Float, nullable=False),
 )
 
-UNFINISHED = ("pending", "running")
+
+class ClusterBusy(RequestRefused):
+    """A cluster operation asked for while another is unfinished on the same cluster."""
+
+    def __init__(self, cluster: str, running: OperationRow | None) -> None:
+        if running is None:
+            what = "another operation"
+        else:
+            what = f"operation {running.op_id} ({running.kind}, step {running.step})"
+        super().__init__(
+            Refusal.BUSY, f"cluster {cluster} is running {what}; wait for it to finish"
+        )
+        self.cluster = cluster
+        self.running = running
+
+
+class StoredValueError(PermanentError, ValueError):
+    """A row whose stored value this version cannot read."""
 
 
 @dataclass(frozen=True)
 class OperationRow:
     op_id: int
     cluster: str
-    kind: str
+    kind: OperationKind
     params: dict[str, Any]
-    status: str
-    steps: list[str]
+    status: OperationStatus
+    steps: tuple[StepRef, ...]
     step_index: int
     context: dict[str, Any]
     message: str
@@ -141,18 +190,28 @@ class OperationRow:
     step_started_at: float
 
     @property
-    def step(self) -> str | None:
+    def step(self) -> StepRef | None:
         return self.steps[self.step_index] if self.step_index < len(self.steps) else None
+
+    @property
+    def unfinished(self) -> bool:
+        return self.status in UNFINISHED
 
 
 def _operation(row: Any) -> OperationRow:
+    try:
+        kind = OperationKind.parse(row.kind)
+        status = OperationStatus(row.status)
+        steps = parse_steps(json.loads(row.steps))
+    except ValueError as exc:
+        raise StoredValueError(f"operation {row.op_id} cannot be read: {exc}") from None
     return OperationRow(
         op_id=row.op_id,
         cluster=row.cluster,
-        kind=row.kind,
+        kind=kind,
         params=json.loads(row.params),
-        status=row.status,
-        steps=json.loads(row.steps),
+        status=status,
+        steps=steps,
         step_index=row.step_index,
         context=json.loads(row.context),
         message=row.message,
@@ -168,6 +227,14 @@ class Database:
         self.url = url
         self.engine: Engine = _make_engine(url)
         metadata.create_all(self.engine)
+        # A database made by an older version has the table without the index.
+        try:
+            one_unfinished_operation_per_cluster.create(self.engine, checkfirst=True)
+        except IntegrityError:
+            raise StoredValueError(
+                "the database holds two unfinished operations on one cluster; finish or "
+                "fail one of them (operations table, status) and start again"
+            ) from None
 
     def close(self) -> None:
         self.engine.dispose()
@@ -349,24 +416,50 @@ class Database:
     def add_operation(
         self,
         cluster: str,
-        kind: str,
+        kind: OperationKind | str,
         params: dict[str, Any],
-        steps: list[str],
+        steps: Sequence[StepRef],
         created_by: str,
         context: dict[str, Any] | None = None,
         journal: tuple[str, str] | None = None,
     ) -> OperationRow:
         """`journal` = (outcome, message): a first journal entry written with the operation,
-        under the step name `decide` (why the service itself started it)."""
+        under the step name `decide` (why the service itself started it).
+
+        Raises ClusterBusy when `kind` is a cluster operation and the cluster has an
+        unfinished one: the check and the insert are one statement."""
+        kind = OperationKind.parse(kind)
         now = time.time()
+        try:
+            op_id = self._insert_operation(
+                cluster, kind, params, steps, created_by, context, journal, now
+            )
+        except IntegrityError:
+            running = [op for op in self.list_operations(cluster, 20) if op.unfinished]
+            raise ClusterBusy(cluster, running[-1] if running else None) from None
+        found = self.operation(op_id)
+        assert found is not None
+        return found
+
+    def _insert_operation(
+        self,
+        cluster: str,
+        kind: OperationKind,
+        params: dict[str, Any],
+        steps: Sequence[StepRef],
+        created_by: str,
+        context: dict[str, Any] | None,
+        journal: tuple[str, str] | None,
+        now: float,
+    ) -> int:
         with self._tx() as c:
             result = c.execute(
                 insert(operations).values(
                     cluster=cluster,
-                    kind=kind,
+                    kind=kind.value,
                     params=json.dumps(params, sort_keys=True),
-                    status="pending",
-                    steps=json.dumps(steps),
+                    status=OperationStatus.PENDING.value,
+                    steps=json.dumps([str(s) for s in steps]),
                     step_index=0,
                     context=json.dumps(context or {}, sort_keys=True),
                     message="queued",
@@ -383,9 +476,7 @@ class Database:
                         op_id=op_id, step="decide", outcome=journal[0], message=journal[1], at=now
                     )
                 )
-        found = self.operation(op_id)
-        assert found is not None
-        return found
+        return op_id
 
     def operation(self, op_id: int) -> OperationRow | None:
         with self._tx() as c:
@@ -402,7 +493,7 @@ class Database:
     def unfinished_operations(self) -> list[OperationRow]:
         query = (
             select(operations)
-            .where(operations.c.status.in_(UNFINISHED))
+            .where(operations.c.status.in_([s.value for s in UNFINISHED]))
             .order_by(operations.c.op_id)
         )
         with self._tx() as c:
@@ -411,18 +502,18 @@ class Database:
     def save_operation(
         self,
         op_id: int,
-        status: str,
+        status: OperationStatus,
         step_index: int,
         context: dict[str, Any],
         message: str,
-        journal: tuple[str, str] | None = None,
+        journal: tuple[str, StepRef] | None = None,
         step_started: bool = False,
     ) -> None:
         """Persist the operation's state; `journal` = (outcome, step) adds a journal entry in
         the same transaction, so the journal and the state never disagree."""
         now = time.time()
         values: dict[str, Any] = dict(
-            status=status,
+            status=OperationStatus(status).value,
             step_index=step_index,
             context=json.dumps(context, sort_keys=True),
             message=message,
@@ -436,7 +527,7 @@ class Database:
                 outcome, step = journal
                 c.execute(
                     insert(operation_steps).values(
-                        op_id=op_id, step=step, outcome=outcome, message=message, at=now
+                        op_id=op_id, step=str(step), outcome=outcome, message=message, at=now
                     )
                 )
 

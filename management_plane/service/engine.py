@@ -15,15 +15,11 @@ from typing import Protocol
 
 import structlog
 
-from management_plane.service.controller import Controller, StepTimeouts
+from management_plane.service.controller import Controller
 from management_plane.service.db import Database, OperationRow
-from management_plane.service.operations import (
-    FAIL,
-    FAILED,
-    OperationState,
-    Outcome,
-    transition,
-)
+from management_plane.service.operations import TENANT_KINDS, OperationKind
+from management_plane.service.runner import OperationRunner
+from management_plane.service.steps import StepTimeouts, UnknownStep
 
 log = structlog.get_logger("kaas.engine")
 
@@ -47,9 +43,10 @@ class Engine:
         # Operations that requests run themselves (tenants): the engine only finishes those
         # a request did not, i.e. made before this process started or handed over.
         self.started_at = time.time()
-        self.inline_kinds: Collection[str] = ()
+        self.inline_kinds: Collection[OperationKind] = TENANT_KINDS
         self.resume_inline: Callable[[OperationRow], None] | None = None
         self.controller = controller
+        self.runner = OperationRunner(db)
         self.poll_interval_s = poll_interval_s
         self.timeouts = timeouts or StepTimeouts()
         self.watchers: list[Watcher] = []
@@ -103,53 +100,11 @@ class Engine:
         except Exception as exc:  # tried again at the next cycle
             log.warning("inline_resume_failed", op_id=op.op_id, kind=op.kind, error=str(exc))
 
+    def _timeout(self, op: OperationRow) -> float:
+        try:
+            return self.timeouts.seconds(self.controller.step_of(op).patience)
+        except UnknownStep:
+            return self.timeouts.other  # the step itself fails at once
+
     def _advance(self, op: OperationRow) -> None:
-        current: OperationRow | None = op
-        while current is not None and not self._stop.is_set():
-            step = current.step
-            if step is None:
-                return
-            if current.status == "running" and (
-                time.time() - current.step_started_at > self.timeouts.for_step(step)
-            ):
-                outcome = Outcome(
-                    FAIL,
-                    f"step {step} did not finish within {self.timeouts.for_step(step):.0f}s: "
-                    f"{current.message}",
-                )
-            else:
-                outcome = self.controller.run(current)
-            state = OperationState(
-                current.status,
-                tuple(current.steps),
-                current.step_index,
-                current.context,
-                current.message,
-            )
-            moved = transition(state, outcome)
-            new = moved.state
-            self.db.save_operation(
-                current.op_id,
-                new.status,
-                new.step_index,
-                new.context,
-                new.message,
-                journal=(moved.journal, step) if moved.journal else None,
-                step_started=moved.step_started,
-            )
-            if moved.journal:
-                log.info(
-                    "operation_step",
-                    op_id=current.op_id,
-                    cluster=current.cluster,
-                    step=step,
-                    outcome=moved.journal,
-                    message=new.message,
-                )
-            if new.status == FAILED and current.kind == "create_cluster":
-                self.db.update_cluster(current.cluster, status="failed")
-            if new.status == FAILED and current.kind != "create_cluster":
-                self.db.update_cluster(current.cluster, status="running")
-            if outcome.kind != "done" or new.finished:
-                return
-            current = self.db.operation(current.op_id)
+        self.runner.advance(op, self.controller.run, self._timeout, self._stop.is_set)

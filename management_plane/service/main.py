@@ -21,9 +21,9 @@ from management_plane.service.auth import ADMIN_KEY_FILE, ensure_admin_key
 from management_plane.service.aws_config import AwsServiceConfig, ServiceAwsProvider
 from management_plane.service.broker_loss import DEFAULT_THRESHOLD_S, BrokerLossWatcher
 from management_plane.service.cluster_io import zookeeper_hosts
-from management_plane.service.controller import StepTimeouts
 from management_plane.service.db import Database
 from management_plane.service.service import Service
+from management_plane.service.steps import StepTimeouts
 from management_plane.service.tenant_service import TENANT_KINDS, TenantService
 from management_plane.tenants.kafka import KafkaTenants
 from management_plane.tenants.quotas import UserQuotaTool
@@ -92,8 +92,7 @@ def build_service(settings: ServeSettings) -> tuple[Service, str | None]:
     if settings.step_timeout_s is not None:
         if settings.step_timeout_s <= 0:
             raise KaasError(f"--step-timeout must be positive, got {settings.step_timeout_s}")
-        cap = settings.step_timeout_s
-        service.engine.timeouts = StepTimeouts(cap, cap, cap, cap, cap)
+        service.engine.timeouts = StepTimeouts.capped(settings.step_timeout_s)
     service.engine.poll_interval_s = settings.poll_interval_s
     service.tenants = TenantService(db, kafka_tenants)
     service.engine.inline_kinds = TENANT_KINDS

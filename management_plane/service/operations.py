@@ -1,8 +1,8 @@
 """Operations as journaled state machines (pure: no I/O).
 
 An operation's whole step list is expanded when it is created (a replacement of two VMs one
-at a time is `create_vm:0, wait_joined:0, drain:0, ...:1, finish`) and stored with the index
-of the current step. Each run of a step returns an Outcome; `transition` turns the stored
+at a time is `create_vm:0, wait_joined:0, drain:0, ...:1, finish`: each a `StepRef`, the step's
+name and the batch it works on) and stored with the index of the current step. Each run of a step returns an Outcome; `transition` turns the stored
 state and the outcome into the next stored state. The engine persists every transition
 before it runs the next step, so a service killed anywhere resumes at the persisted step,
 and every step is written to be safe to run again.
@@ -10,59 +10,191 @@ and every step is written to be safe to run again.
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
-PENDING, RUNNING, SUCCEEDED, FAILED = "pending", "running", "succeeded", "failed"
-DONE, WAIT, FAIL = "done", "wait", "fail"
 
-# The steps of one replacement batch (seed 002, Aiven's immutable replacement).
+class OperationKind(StrEnum):
+    CREATE_CLUSTER = "create_cluster"
+    REPLACE_VM = "replace_vm"
+    REPLACE_LOST_VM = "replace_lost_vm"
+    SCALE_UP = "scale_up"
+    SCALE_DOWN = "scale_down"
+    UPGRADE = "upgrade"
+    CHANGE_INSTANCE_TYPE = "change_instance_type"
+    CHANGE_CONFIG = "change_config"
+    DELETE_CLUSTER = "delete_cluster"
+    # Tenant operations run inside their request (tenant_service), through the same runner.
+    CREATE_TENANT = "create_tenant"
+    DELETE_TENANT = "delete_tenant"
+    CREATE_TOPIC = "create_topic"
+    DELETE_TOPIC = "delete_topic"
+
+    @classmethod
+    def parse(cls, value: str) -> OperationKind:
+        try:
+            return cls(value)
+        except ValueError:
+            raise ValueError(
+                f"unknown operation kind {value!r}; kinds: {', '.join(k.value for k in cls)}"
+            ) from None
+
+
+TENANT_KINDS = frozenset(
+    {
+        OperationKind.CREATE_TENANT,
+        OperationKind.DELETE_TENANT,
+        OperationKind.CREATE_TOPIC,
+        OperationKind.DELETE_TOPIC,
+    }
+)
+CLUSTER_KINDS = frozenset(set(OperationKind) - TENANT_KINDS)
+KINDS = tuple(k.value for k in OperationKind if k in CLUSTER_KINDS)
+
+
+class OperationStatus(StrEnum):
+    PENDING = "pending"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+
+
+class OutcomeKind(StrEnum):
+    DONE = "done"  # the next step runs
+    WAIT = "wait"  # this step runs again soon
+    FAIL = "fail"  # the operation fails here
+
+
+PENDING, RUNNING, SUCCEEDED, FAILED = OperationStatus
+DONE, WAIT, FAIL = OutcomeKind
+UNFINISHED = (OperationStatus.PENDING, OperationStatus.RUNNING)
+
+
+class StepName(StrEnum):
+    # cluster steps (management_plane.service.controller)
+    CREATE_VMS = "create_vms"
+    WRITE_SPEC = "write_spec"
+    WAIT_JOINED = "wait_joined"
+    CREATE_VM = "create_vm"
+    DRAIN = "drain"
+    WAIT_DRAINED = "wait_drained"
+    RECYCLE = "recycle"
+    ENSEMBLE = "ensemble"
+    UNDRAIN = "undrain"
+    RECYCLE_LOST = "recycle_lost"
+    WAIT_REPLICATED = "wait_replicated"
+    PIN_PROTOCOL = "pin_protocol"
+    UNPIN_PROTOCOL = "unpin_protocol"
+    WAIT_APPLIED = "wait_applied"
+    RECYCLE_ALL = "recycle_all"
+    FINISH = "finish"
+    # tenant steps (management_plane.service.tenant_service)
+    REGISTER = "register"
+    CREDENTIAL = "credential"
+    ACLS = "acls"
+    QUOTAS = "quotas"
+    VERIFY = "verify"
+    API_KEY = "api_key"
+    DELETE_IN_KAFKA = "delete_in_kafka"
+    FORGET = "forget"
+    CREATE_TOPIC = "create_topic"
+    DELETE_TOPIC = "delete_topic"
+
+
+_STEP = re.compile(r"^([a-z_]+)(?::(\d+))?$")
+
+
+@dataclass(frozen=True, order=True)
+class StepRef:
+    """One step of an operation: which step, and for a step that works on one batch of VMs,
+    which batch. Stored as text, `drain:1` or `finish`, so the database stays readable."""
+
+    name: StepName
+    batch: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.batch is not None and self.batch < 0:
+            raise ValueError(f"step {self.name}: batch must be 0 or more, got {self.batch}")
+
+    def __str__(self) -> str:
+        return self.name.value if self.batch is None else f"{self.name.value}:{self.batch}"
+
+    @property
+    def batch_index(self) -> int:
+        """The batch this step works on; a step outside the batches works on batch 0."""
+        return 0 if self.batch is None else self.batch
+
+    @classmethod
+    def parse(cls, text: str) -> StepRef:
+        match = _STEP.match(text)
+        if match is None:
+            raise ValueError(f"step {text!r} is not a step name with an optional ':<batch>'")
+        try:
+            name = StepName(match[1])
+        except ValueError:
+            raise ValueError(f"step {text!r}: no step is named {match[1]!r}") from None
+        return cls(name, int(match[2]) if match[2] is not None else None)
+
+
+def parse_steps(texts: Sequence[str]) -> tuple[StepRef, ...]:
+    return tuple(StepRef.parse(t) for t in texts)
+
+
+def _steps(*names: StepName, batch: int | None = None) -> list[StepRef]:
+    return [StepRef(n, batch) for n in names]
+
+
+# The steps of one replacement batch (an immutable replacement: a new VM joins before the
+# old one is drained and recycled).
 REPLACE_BATCH = (
-    "create_vm",
-    "wait_joined",
-    "drain",
-    "wait_drained",
-    "recycle",
-    "ensemble",
-    "undrain",
+    StepName.CREATE_VM,
+    StepName.WAIT_JOINED,
+    StepName.DRAIN,
+    StepName.WAIT_DRAINED,
+    StepName.RECYCLE,
+    StepName.ENSEMBLE,
+    StepName.UNDRAIN,
 )
 # Broker loss: the lost VM is gone already, so there is nothing to drain. Recycle it (its ENI
 # and EBS volume are freed for the new VM), start a VM that keeps the lost broker id, and wait
 # until Kafka has re-replicated every partition naming that id onto it.
-REPLACE_LOST_BATCH = ("recycle_lost", "create_vm", "wait_joined", "wait_replicated", "ensemble")
+REPLACE_LOST_BATCH = (
+    StepName.RECYCLE_LOST,
+    StepName.CREATE_VM,
+    StepName.WAIT_JOINED,
+    StepName.WAIT_REPLICATED,
+    StepName.ENSEMBLE,
+)
 # Scale-down: the same path without a new VM.
-REMOVE_BATCH = ("drain", "wait_drained", "recycle", "ensemble", "undrain")
-
-KINDS = (
-    "create_cluster",
-    "replace_vm",
-    "replace_lost_vm",
-    "scale_up",
-    "scale_down",
-    "upgrade",
-    "change_instance_type",
-    "change_config",
-    "delete_cluster",
+REMOVE_BATCH = (
+    StepName.DRAIN,
+    StepName.WAIT_DRAINED,
+    StepName.RECYCLE,
+    StepName.ENSEMBLE,
+    StepName.UNDRAIN,
 )
 
 
 @dataclass(frozen=True)
 class Outcome:
-    kind: str  # done | wait | fail
+    kind: OutcomeKind
     message: str
     context: dict[str, Any] = field(default_factory=dict)  # merged into the stored context
 
 
 @dataclass(frozen=True)
 class OperationState:
-    status: str
-    steps: tuple[str, ...]
+    status: OperationStatus
+    steps: tuple[StepRef, ...]
     step_index: int
     context: dict[str, Any]
     message: str
 
     @property
-    def step(self) -> str | None:
+    def step(self) -> StepRef | None:
         return self.steps[self.step_index] if self.step_index < len(self.steps) else None
 
     @property
@@ -77,60 +209,57 @@ class Transition:
     step_started: bool  # the current step changed (its timeout starts now)
 
 
-def step_name(step: str) -> str:
-    """`drain:1` -> `drain`."""
-    return step.split(":", 1)[0]
-
-
-def step_batch(step: str) -> int:
-    """`drain:1` -> 1; a step outside the batches -> 0."""
-    _, _, batch = step.partition(":")
-    return int(batch) if batch else 0
-
-
 def batches(items: list[str], per_batch: int) -> list[list[str]]:
     if per_batch < 1:
         raise ValueError(f"batch size must be at least 1, got {per_batch}")
     return [items[i : i + per_batch] for i in range(0, len(items), per_batch)]
 
 
-def replacement_steps(batch_count: int, create_new: bool = True) -> list[str]:
+def replacement_steps(batch_count: int, create_new: bool = True) -> list[StepRef]:
     one = REPLACE_BATCH if create_new else REMOVE_BATCH
-    return [f"{s}:{b}" for b in range(batch_count) for s in one]
+    return [StepRef(s, b) for b in range(batch_count) for s in one]
 
 
-def expand_steps(kind: str, batch_count: int = 0) -> list[str]:
+def expand_steps(kind: OperationKind | str, batch_count: int = 0) -> list[StepRef]:
     """Every step of an operation of `kind`, in order."""
-    if kind == "create_cluster":
-        return ["create_vms", "write_spec", "wait_joined", "finish"]
-    if kind in ("replace_vm", "change_instance_type"):
-        return ["write_spec", *replacement_steps(batch_count), "finish"]
-    if kind == "replace_lost_vm":
-        return [*(f"{s}:0" for s in REPLACE_LOST_BATCH), "finish"]
-    if kind == "upgrade":
+    kind = OperationKind.parse(kind)
+    N = StepName
+    if kind == OperationKind.CREATE_CLUSTER:
+        return _steps(N.CREATE_VMS, N.WRITE_SPEC, N.WAIT_JOINED, N.FINISH)
+    if kind in (OperationKind.REPLACE_VM, OperationKind.CHANGE_INSTANCE_TYPE):
+        return [StepRef(N.WRITE_SPEC), *replacement_steps(batch_count), StepRef(N.FINISH)]
+    if kind == OperationKind.REPLACE_LOST_VM:
+        return [*_steps(*REPLACE_LOST_BATCH, batch=0), StepRef(N.FINISH)]
+    if kind == OperationKind.UPGRADE:
         # inter.broker.protocol.version in two phases: pinned to the running version while
         # old and new brokers mix, raised once every broker runs the new one.
         return [
-            "pin_protocol",
-            "wait_applied:0",
-            "write_spec",
+            StepRef(N.PIN_PROTOCOL),
+            StepRef(N.WAIT_APPLIED, 0),
+            StepRef(N.WRITE_SPEC),
             *replacement_steps(batch_count),
-            "unpin_protocol",
-            "wait_applied:1",
-            "finish",
+            StepRef(N.UNPIN_PROTOCOL),
+            StepRef(N.WAIT_APPLIED, 1),
+            StepRef(N.FINISH),
         ]
-    if kind == "scale_up":
-        return ["create_vm:0", "wait_joined:0", "write_spec", "finish"]
-    if kind == "scale_down":
-        return [*replacement_steps(batch_count, create_new=False), "write_spec", "finish"]
-    if kind == "change_config":
-        return ["write_spec", "wait_applied", "finish"]
-    if kind == "delete_cluster":
-        return ["recycle_all", "finish"]
-    raise ValueError(f"unknown operation kind {kind!r}")
+    if kind == OperationKind.SCALE_UP:
+        return [StepRef(N.CREATE_VM, 0), StepRef(N.WAIT_JOINED, 0), *_steps(N.WRITE_SPEC, N.FINISH)]
+    if kind == OperationKind.SCALE_DOWN:
+        return [*replacement_steps(batch_count, create_new=False), *_steps(N.WRITE_SPEC, N.FINISH)]
+    if kind == OperationKind.CHANGE_CONFIG:
+        return _steps(N.WRITE_SPEC, N.WAIT_APPLIED, N.FINISH)
+    if kind == OperationKind.DELETE_CLUSTER:
+        return _steps(N.RECYCLE_ALL, N.FINISH)
+    if kind == OperationKind.CREATE_TENANT:
+        return _steps(N.REGISTER, N.CREDENTIAL, N.ACLS, N.QUOTAS, N.VERIFY, N.API_KEY)
+    if kind == OperationKind.DELETE_TENANT:
+        return _steps(N.DELETE_IN_KAFKA, N.FORGET)
+    if kind == OperationKind.CREATE_TOPIC:
+        return _steps(N.CREATE_TOPIC)
+    return _steps(N.DELETE_TOPIC)
 
 
-def start(steps: list[str], context: dict[str, Any] | None = None) -> OperationState:
+def start(steps: Sequence[StepRef], context: dict[str, Any] | None = None) -> OperationState:
     if not steps:
         raise ValueError("an operation needs at least one step")
     return OperationState(PENDING, tuple(steps), 0, dict(context or {}), "queued")

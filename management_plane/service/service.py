@@ -10,11 +10,15 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from sqlalchemy.exc import IntegrityError
+
+from management_plane.errors import ApiError
+from management_plane.providers.base import AdoptsClusters, ServiceProvider
 from management_plane.service.cluster_io import bootstrap_servers
 from management_plane.service.controller import Controller
-from management_plane.service.db import UNFINISHED, Database, OperationRow
+from management_plane.service.db import ClusterBusy, Database, OperationRow
 from management_plane.service.engine import Engine
-from management_plane.service.operations import batches, expand_steps
+from management_plane.service.operations import OperationKind, batches, expand_steps
 from management_plane.service.validation import (
     ClusterRequest,
     ValidationError,
@@ -28,23 +32,15 @@ from management_plane.service.validation import (
     validate_name,
     zookeeper_participants,
 )
-from planner.spec import ClusterSpec, parse_spec
+from planner.contracts.spec import ClusterSpec, parse_spec
 
 if TYPE_CHECKING:
     from management_plane.service.tenant_service import TenantService
 
 
-class ApiError(Exception):
-    def __init__(self, status: int, code: str, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.code = code
-        self.message = message
-
-
 class Service:
     def __init__(
-        self, home: Path, db: Database, provider: Any, engine: Engine | None = None
+        self, home: Path, db: Database, provider: ServiceProvider, engine: Engine | None = None
     ) -> None:
         self.home = home
         self.db = db
@@ -62,15 +58,12 @@ class Service:
         return row
 
     def _idle(self, name: str) -> None:
-        busy = [op for op in self.db.list_operations(name, 20) if op.status in UNFINISHED]
+        """Refuse early, before anything is validated against the cluster's state. The
+        database's own check at the insert (ClusterBusy) is what makes it hold under
+        concurrent requests."""
+        busy = [op for op in self.db.list_operations(name, 20) if op.unfinished]
         if busy:
-            op = busy[-1]
-            raise ApiError(
-                409,
-                "cluster_busy",
-                f"cluster {name} is running operation {op.op_id} ({op.kind}, step {op.step}); "
-                "wait for it to finish",
-            )
+            raise ClusterBusy(name, busy[-1])
 
     def _queue(
         self,
@@ -155,12 +148,15 @@ class Service:
             zookeeper_participants=zookeeper_participants(request.broker_count),
             broker_config=request.broker_config,
         )
-        self.db.add_cluster(
-            request.name,
-            self.provider.name,
-            request.instance_type,
-            json.dumps(spec.to_json(), sort_keys=True),
-        )
+        try:
+            self.db.add_cluster(
+                request.name,
+                self.provider.name,
+                request.instance_type,
+                json.dumps(spec.to_json(), sort_keys=True),
+            )
+        except IntegrityError:  # another request made it between the check and here
+            raise ApiError(409, "exists", f"cluster {request.name} exists already") from None
         params = {
             "name": request.name,
             "broker_count": request.broker_count,
@@ -278,12 +274,18 @@ class Service:
 
     def delete_cluster(self, name: str, caller: str) -> OperationRow:
         self._cluster(name)
-        if name in getattr(self.provider, "adopted", {}):
+        if isinstance(self.provider, AdoptsClusters) and name in self.provider.adopted:
             raise ApiError(
                 409,
                 "adopted",
                 f"cluster {name} was started by `kaas up`; stop it with `kaas down`",
             )
         self._idle(name)
+        op = self.db.add_operation(
+            name, OperationKind.DELETE_CLUSTER, {}, expand_steps("delete_cluster"), caller
+        )
+        # Marked only once the operation is in (a refused request changes nothing), and
+        # before the engine is woken (its last step marks the cluster deleted).
         self.db.update_cluster(name, status="deleting")
-        return self._queue(name, "delete_cluster", {}, caller)
+        self.engine.wake()
+        return op

@@ -8,15 +8,14 @@ a tenant's key may read its own tenant and manage its own topics, nothing else (
 
 from typing import Annotated, Any
 
-from fastapi import Depends, FastAPI, Request
-from fastapi.responses import JSONResponse
+from fastapi import Depends, FastAPI
 from pydantic import BaseModel, ConfigDict, Field
 
+from management_plane.errors import ApiError
 from management_plane.service.auth import Caller
-from management_plane.service.service import ApiError
-from management_plane.service.tenant_service import TenantService, api_error
+from management_plane.service.tenant_service import TenantService
 from management_plane.service.validation import validate_name
-from management_plane.tenants.model import TenantError, name_problems
+from management_plane.tenants.model import name_problems
 from management_plane.tenants.topics import TopicRequest
 
 
@@ -105,13 +104,6 @@ def add_tenant_routes(
         502: {"model": errors[401]["model"], "description": "Kafka refused or failed"},
         503: {"model": errors[401]["model"], "description": "the cluster cannot be reached"},
     }
-
-    @app.exception_handler(TenantError)
-    def _tenant_error(_request: Request, exc: TenantError) -> JSONResponse:
-        error = api_error(exc)
-        return JSONResponse(
-            status_code=error.status, content={"code": error.code, "message": error.message}
-        )
 
     def allowed(who: Caller, cluster: str, tenant: str) -> None:
         tenants.authorize(who, cluster, tenant)

@@ -23,13 +23,20 @@ from typing import Any
 import structlog
 from sqlalchemy.exc import IntegrityError
 
-from management_plane.errors import KaasError
+from management_plane.errors import ApiError, KaasError, http_answer
+from management_plane.service import operations
 from management_plane.service.auth import Caller, hash_key, new_key
 from management_plane.service.cluster_io import KAFKA_PORT
 from management_plane.service.db import Database, OperationRow
-from management_plane.service.operations import DONE, FAIL, OperationState, Outcome, transition
-from management_plane.service.service import ApiError
-from management_plane.tenants.kafka import KafkaTenants, TenantKafkaError
+from management_plane.service.operations import (
+    FAILED,
+    SUCCEEDED,
+    OperationKind,
+    StepName,
+    expand_steps,
+)
+from management_plane.service.runner import OperationRunner
+from management_plane.tenants.kafka import KafkaTenants
 from management_plane.tenants.model import (
     PLANS,
     ConnectionDetails,
@@ -52,34 +59,17 @@ log = structlog.get_logger("kaas.tenants")
 TENANT_SASL_PORT = 9094  # the brokers' SASL_PLAINTEXT (SCRAM) listener for tenants
 
 # The operation kinds this module runs inside requests; the engine only resumes them.
-TENANT_KINDS = ("create_tenant", "delete_tenant", "create_topic", "delete_topic")
-TENANT_STEPS: dict[str, list[str]] = {
-    "create_tenant": ["register", "credential", "acls", "quotas", "verify", "api_key"],
-    "delete_tenant": ["delete_in_kafka", "forget"],
-    "create_topic": ["create_topic"],
-    "delete_topic": ["delete_topic"],
-}
+TENANT_KINDS = operations.TENANT_KINDS
+TENANT_STEPS = {kind: expand_steps(kind) for kind in sorted(TENANT_KINDS)}
 
-# TenantError codes as HTTP answers.
-TENANT_ERROR_STATUS = {
-    "invalid": (400, "invalid_request"),
-    "forbidden": (403, "forbidden"),
-    "conflict": (409, "conflict"),
-    "not_found": (404, "not_found"),
-    "limit_exceeded": (409, "limit_exceeded"),
-}
 
 KafkaTenantsFactory = Callable[[str, str], KafkaTenants]
 """(internal bootstrap, tenant bootstrap) -> the adapter for that cluster."""
 
 
-def api_error(exc: TenantError | TenantKafkaError | KaasError) -> ApiError:
-    if isinstance(exc, TenantError):
-        status, code = TENANT_ERROR_STATUS.get(exc.code, (400, "invalid_request"))
-        return ApiError(status, code, str(exc))
-    if isinstance(exc, TenantKafkaError):
-        return ApiError(502, "kafka_error", str(exc))
-    return ApiError(503, "unavailable", str(exc))
+def api_error(exc: KaasError) -> ApiError:
+    answer = http_answer(exc)
+    return ApiError(answer.status, answer.code, answer.message)
 
 
 @dataclass(frozen=True)
@@ -94,6 +84,7 @@ class Onboarded:
 class TenantService:
     def __init__(self, db: Database, kafka_tenants: KafkaTenantsFactory) -> None:
         self.db = db
+        self.runner = OperationRunner(db)
         self._factory = kafka_tenants
         self._adapters: dict[tuple[str, str], KafkaTenants] = {}
         self._guard = threading.Lock()
@@ -182,49 +173,17 @@ class TenantService:
     # -- journaled operations run inside the request --------------------------------------
 
     def _journaled(
-        self, op: OperationRow, actions: dict[str, Callable[[], str]], on_fail: Callable[[], None]
+        self,
+        op: OperationRow,
+        actions: dict[StepName, Callable[[], str]],
+        on_fail: Callable[[], None],
     ) -> None:
-        """Run the operation's steps in order, each transition stored with its journal entry.
-        A step's exception fails the operation (after `on_fail`, e.g. a rollback) and is
-        raised again for the request's answer."""
-        state = OperationState(op.status, tuple(op.steps), op.step_index, op.context, op.message)
-        for step in op.steps:
-            try:
-                outcome = Outcome(DONE, actions[step]())
-            except Exception as exc:
-                message = f"{step}: {exc}"
-                try:
-                    on_fail()
-                except Exception as cleanup:  # the engine finishes the clean-up later
-                    log.warning("tenant_cleanup_failed", op_id=op.op_id, error=str(cleanup))
-                    self.db.save_operation(
-                        op.op_id,
-                        "running",
-                        state.step_index,
-                        {**state.context, "resume": True},
-                        f"{message}; clean-up left to the engine: {cleanup}",
-                    )
-                    raise exc from None
-                moved = transition(state, Outcome(FAIL, message))
-                self._save(op.op_id, moved.state, ("failed", step))
-                raise
-            moved = transition(state, outcome)
-            self._save(op.op_id, moved.state, (moved.journal, step) if moved.journal else None)
-            state = moved.state
+        self.runner.run_through(op, actions, on_fail)
 
-    def _save(self, op_id: int, state: OperationState, journal: tuple[str, str] | None) -> None:
-        self.db.save_operation(
-            op_id,
-            state.status,
-            state.step_index,
-            state.context,
-            state.message,
-            journal=journal,
-            step_started=True,
-        )
-
-    def _op(self, cluster: str, kind: str, params: dict[str, Any], who: Caller) -> OperationRow:
-        return self.db.add_operation(cluster, kind, params, TENANT_STEPS[kind], who.name)
+    def _op(
+        self, cluster: str, kind: OperationKind, params: dict[str, Any], who: Caller
+    ) -> OperationRow:
+        return self.db.add_operation(cluster, kind, params, expand_steps(kind), who.name)
 
     def create(
         self,
@@ -250,7 +209,7 @@ class TenantService:
         if self.db.tenant(tenant.name) is not None:
             raise ApiError(409, "conflict", f"a tenant named {tenant.name} exists already")
         kafka = self._adapter(cluster)
-        op = self._op(cluster, "create_tenant", tenant.to_json(), who)
+        op = self._op(cluster, OperationKind.CREATE_TENANT, tenant.to_json(), who)
         password = secrets.token_urlsafe(24)
         key_id, api_key = new_key()
 
@@ -299,16 +258,16 @@ class TenantService:
             self._journaled(
                 op,
                 {
-                    "register": register,
-                    "credential": credential,
-                    "acls": acls,
-                    "quotas": quotas,
-                    "verify": verify,
-                    "api_key": api_key_step,
+                    StepName.REGISTER: register,
+                    StepName.CREDENTIAL: credential,
+                    StepName.ACLS: acls,
+                    StepName.QUOTAS: quotas,
+                    StepName.VERIFY: verify,
+                    StepName.API_KEY: api_key_step,
                 },
                 rollback,
             )
-        except (TenantError, TenantKafkaError, KaasError) as exc:
+        except KaasError as exc:
             raise api_error(exc) from None
         row = self._tenant_row(cluster, tenant.name)
         log.info("tenant_onboarded", tenant=tenant.name, cluster=cluster, op_id=op.op_id)
@@ -325,7 +284,7 @@ class TenantService:
         row = self._tenant_row(cluster, name)
         tenant = tenant_from_json(row)
         kafka = self._adapter(cluster)
-        op = self._op(cluster, "delete_tenant", tenant.to_json(), who)
+        op = self._op(cluster, OperationKind.DELETE_TENANT, tenant.to_json(), who)
         self.db.update_tenant(name, status="deleting")
 
         def delete_in_kafka() -> str:
@@ -344,9 +303,11 @@ class TenantService:
         try:
             with self._lock(name):
                 self._journaled(
-                    op, {"delete_in_kafka": delete_in_kafka, "forget": forget}, lambda: None
+                    op,
+                    {StepName.DELETE_IN_KAFKA: delete_in_kafka, StepName.FORGET: forget},
+                    lambda: None,
                 )
-        except (TenantError, TenantKafkaError, KaasError) as exc:
+        except KaasError as exc:
             raise api_error(exc) from None
         return op.op_id
 
@@ -356,7 +317,7 @@ class TenantService:
         tenant = tenant_from_json(self._tenant_row(cluster, name))
         try:
             return list(self._adapter(cluster).list_topics(tenant))
-        except (TenantKafkaError, KaasError) as exc:
+        except KaasError as exc:
             raise api_error(exc) from None
 
     def create_topic(
@@ -390,9 +351,9 @@ class TenantService:
         }
         try:
             with self._lock(name):
-                op = self._op(cluster, "create_topic", params, who)
-                self._journaled(op, {"create_topic": create_topic}, lambda: None)
-        except (TenantError, TenantKafkaError, KaasError) as exc:
+                op = self._op(cluster, OperationKind.CREATE_TOPIC, params, who)
+                self._journaled(op, {StepName.CREATE_TOPIC: create_topic}, lambda: None)
+        except KaasError as exc:
             raise api_error(exc) from None
         return created[0], op.op_id
 
@@ -408,9 +369,11 @@ class TenantService:
             with self._lock(name):
                 # Checked before the operation is logged: a refused request changes nothing.
                 check_topic_deletion(tenant, topic, kafka.list_topics(tenant))
-                op = self._op(cluster, "delete_topic", {"tenant": name, "topic": topic}, who)
-                self._journaled(op, {"delete_topic": delete_topic}, lambda: None)
-        except (TenantError, TenantKafkaError, KaasError) as exc:
+                op = self._op(
+                    cluster, OperationKind.DELETE_TOPIC, {"tenant": name, "topic": topic}, who
+                )
+                self._journaled(op, {StepName.DELETE_TOPIC: delete_topic}, lambda: None)
+        except KaasError as exc:
             raise api_error(exc) from None
         return op.op_id
 
@@ -455,9 +418,5 @@ class TenantService:
             self._finish(op, "failed", "failed", f"topic {topic} was not created; ask again")
 
     def _finish(self, op: OperationRow, status: str, journal: str, message: str) -> None:
-        index = len(op.steps) if status == "succeeded" else op.step_index
-        step = op.step or op.steps[-1]
-        self.db.save_operation(
-            op.op_id, status, index, op.context, message, journal=(journal, step)
-        )
+        self.runner.settle(op, SUCCEEDED if status == "succeeded" else FAILED, journal, message)
         log.info("tenant_operation_resumed", op_id=op.op_id, kind=op.kind, status=status)

@@ -9,6 +9,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from management_plane.errors import Refusal, RequestRefused
+
 CLUSTER_NAME = re.compile(r"^[a-z][a-z0-9-]{0,38}[a-z0-9]$|^[a-z]$")
 MAX_BROKERS = 64
 MAX_BATCH = 16
@@ -46,8 +48,11 @@ REPLICATION_KEYS = (
 )
 
 
-class ValidationError(ValueError):
+class ValidationError(RequestRefused, ValueError):
     """Bad input; the message names the field and the problem."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(Refusal.INVALID, message)
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""Tenants (seed 000's customer onboarding): plans, SCRAM users, prefixed ACLs, quotas and
+"""Tenants (customer onboarding): plans, SCRAM users, prefixed ACLs, quotas and
 topics within limits. See docs/tenants.md.
 
 This namespace holds the pure core (model, acls, topics). The Kafka adapter is imported on

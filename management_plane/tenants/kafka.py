@@ -40,6 +40,7 @@ from confluent_kafka.admin import (
 from confluent_kafka.admin import AclOperation as KafkaAclOperation
 from confluent_kafka.admin import AclPermissionType as KafkaPermission
 
+from management_plane.errors import UpstreamError
 from management_plane.tenants.acls import AclGrant, AclOperation, AclResource, tenant_acl_grants
 from management_plane.tenants.model import ConnectionDetails, Problem, Tenant, TenantError
 from management_plane.tenants.quotas import QuotaToolError, UserQuotaTool
@@ -67,9 +68,11 @@ _OPERATIONS_BACK = {kafka: ours for ours, kafka in _OPERATIONS.items()}
 T = TypeVar("T")
 
 
-class TenantKafkaError(RuntimeError):
+class TenantKafkaError(UpstreamError, RuntimeError):
     """A Kafka call about a tenant failed; the message names the step and Kafka's reason.
     Whatever the step before it did stays done: run the operation again to finish it."""
+
+    http_code = "kafka_error"
 
 
 def _kafka_message(exc: KafkaException) -> str:

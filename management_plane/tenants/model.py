@@ -1,4 +1,4 @@
-"""Tenants, their plans and their connection details (seed 000's customer onboarding). Pure.
+"""Tenants, their plans and their connection details (customer onboarding). Pure.
 
 A tenant is a SCRAM user of the cluster's SASL listener that owns every topic, consumer group
 and transactional id starting with its prefix. Its plan holds its limits (checked by the
@@ -14,6 +14,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, Final
 
+from management_plane.errors import Refusal, RequestRefused
+
 TENANT_NAME = re.compile(r"[a-z][a-z0-9-]{1,30}[a-z0-9]")
 PREFIX = re.compile(r"[a-z0-9][a-z0-9._-]{0,62}[._-]")
 # Names that would read as the platform's own: a tenant called "admin" or "kaas" in an ACL
@@ -24,7 +26,7 @@ RESERVED_NAMES: Final = frozenset(
 )
 
 
-class TenantError(ValueError):
+class TenantError(RequestRefused, ValueError):
     """A tenant request that must not reach Kafka. `code` says which kind, for the service's
     HTTP status: invalid (bad input), forbidden (another tenant's resource), conflict (exists
     already), not_found, limit_exceeded (the plan does not allow it)."""
@@ -32,7 +34,11 @@ class TenantError(ValueError):
     def __init__(self, code: str, problems: Iterable[Problem]) -> None:
         self.code = code
         self.problems = tuple(problems)
-        super().__init__("; ".join(problem.message for problem in self.problems))
+        try:
+            refusal = Refusal(code)
+        except ValueError:
+            refusal = Refusal.INVALID
+        super().__init__(refusal, "; ".join(problem.message for problem in self.problems))
 
 
 @dataclass(frozen=True)

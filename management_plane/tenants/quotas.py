@@ -17,6 +17,7 @@ from pathlib import Path
 
 import structlog
 
+from management_plane.errors import KaasError
 from management_plane.tenants.model import QUOTA_FIELDS
 
 log = structlog.get_logger(__name__)
@@ -24,7 +25,7 @@ log = structlog.get_logger(__name__)
 _QUOTA_LINE = re.compile(r"Quota configs for user-principal '([^']*)' are (.*)")
 
 
-class QuotaToolError(RuntimeError):
+class QuotaToolError(KaasError, RuntimeError):
     """ConfigCommand did not run or refused; the message carries its last error line."""
 
 

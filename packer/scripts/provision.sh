@@ -4,16 +4,20 @@
 # provider's "image"), which skips only the steps that need a real machine (packages,
 # users, the agent's virtual environment, enabling units).
 #
-#   provision.sh --root ROOT --artifacts CACHE_DIR [--system] [--agent-wheel FILE]
+#   provision.sh --root ROOT --artifacts CACHE_DIR [--system] [--agent-wheel FILE] [--python PY]
+#
+# --python: a Python with kaas installed, which renders the image's configuration files
+# (default with --system: the agent's virtual environment; without either: none written).
 set -euo pipefail
 
-root="" artifacts="" system=0 agent_wheel=""
+root="" artifacts="" system=0 agent_wheel="" python=""
 while [[ $# -gt 0 ]]; do
   case $1 in
     --root) root=$2; shift 2 ;;
     --artifacts) artifacts=$2; shift 2 ;;
     --system) system=1; shift ;;
     --agent-wheel) agent_wheel=$2; shift 2 ;;
+    --python) python=$2; shift 2 ;;
     *) echo "provision: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -77,9 +81,17 @@ if (( system )); then
   /opt/kaas/venv/bin/pip install --quiet "$agent_wheel"
   systemctl daemon-reload
   systemctl enable kaas-agent.service
+  python=${python:-/opt/kaas/venv/bin/python}
 fi
 
-# Step 6: the image manifest, read by the agent and the local provider.
+# Step 6: the configuration files every VM carries (Kafka's log4j, ZooKeeper's zoo.cfg and
+# logback), from the renderer the agent and `kaas up` use; the VM renders the rest once it
+# knows its identity.
+if [[ -n $python ]]; then
+  "$python" -m planner.contracts.vm_config image-files --root "$root"
+fi
+
+# Step 7: the image manifest, read by the agent and the local provider.
 cat > "$opt/image.json" <<JSON
 {
   "schema_version": 1,

@@ -3,13 +3,13 @@ spec, and restart nothing because of it."""
 
 from __future__ import annotations
 
-import json
 import time
 
 import pytest
 from kazoo.client import KazooClient
 
-from planner.zkpaths import ClusterPaths
+from planner.contracts.journal import parse_journal_entry
+from planner.contracts.paths import ClusterPaths
 from tests.harness import ClusterHandle, agent_sentences, wait_for_healthy_agents, wait_until
 
 pytestmark = pytest.mark.drill
@@ -62,12 +62,10 @@ def test_malformed_spec_is_refused_and_nothing_restarts(
             )
         assert [(vm.directory / "kafka.pid").read_text() for vm in cluster.layout.vms] == pids
         new_entries = [
-            json.loads(zk.get(f"{paths.journal}/{c}")[0])
+            parse_journal_entry(zk.get(f"{paths.journal}/{c}")[0])
             for c in sorted(zk.get_children(paths.journal))[journal_before:]
         ]
-        assert [
-            e for e in new_entries if e["action"] in ("start", "restart", "apply_dynamic")
-        ] == []
+        assert [e for e in new_entries if e.action in ("start", "restart", "apply_dynamic")] == []
     finally:
         zk.stop()
         zk.close()

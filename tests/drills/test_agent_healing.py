@@ -14,8 +14,11 @@ import pytest
 from kazoo.client import KazooClient
 
 from management_plane.local.image import image_dir_from_env
-from planner.spec import ClusterSpec
-from planner.zkpaths import ClusterPaths
+from planner.contracts.claim import parse_claim
+from planner.contracts.journal import parse_journal_entry
+from planner.contracts.member import MemberState, parse_member
+from planner.contracts.paths import ClusterPaths
+from planner.contracts.spec import ClusterSpec
 from tests.harness import ClusterHandle, wait_until
 
 pytestmark = pytest.mark.drill
@@ -67,21 +70,21 @@ def test_agent_starts_a_stopped_broker_and_restarts_a_paused_one(
     try:
         member = paths.member(vm.broker_id)
 
-        def sentence() -> str:
+        def state() -> MemberState | None:
             if zk.exists(member) is None:
-                return ""
-            return str(json.loads(zk.get(member)[0])["sentence"])
+                return None
+            return parse_member(zk.get(member)[0]).state
 
         # The volume's meta.properties says broker 1: the agent claims that id and starts the broker.
         wait_until(
-            lambda: "healthy" in sentence(),
+            lambda: state() == MemberState.HEALTHY,
             180,
             "the agent to start the stopped broker and report healthy",
         )
         first_pid = _pid(vm.directory)
         assert first_pid is not None
-        claim = json.loads(zk.get(paths.broker_id_claim(1))[0])
-        assert claim["vm_id"] == "vm2"
+        claim = parse_claim(1, zk.get(paths.broker_id_claim(1))[0])
+        assert claim.vm_id == "vm2"
 
         os.kill(first_pid, signal.SIGSTOP)
         wait_until(
@@ -89,19 +92,21 @@ def test_agent_starts_a_stopped_broker_and_restarts_a_paused_one(
             120,
             "the agent to restart the paused broker",
         )
-        wait_until(lambda: "healthy" in sentence(), 180, "the restarted broker to be healthy")
+        wait_until(
+            lambda: state() == MemberState.HEALTHY, 180, "the restarted broker to be healthy"
+        )
 
         entries = [
-            json.loads(zk.get(f"{paths.journal}/{c}")[0])
+            parse_journal_entry(zk.get(f"{paths.journal}/{c}")[0])
             for c in sorted(zk.get_children(paths.journal))
         ]
-        kinds = [(e["action"], e["result"]) for e in entries]
+        kinds = [(e.action, e.result) for e in entries]
         assert ("start", "done, ISR complete") in kinds
         assert ("restart", "done, ISR complete") in kinds
         assert any(
-            "paused" in e["reason"] or "not answering" in e["reason"]
+            "paused" in e.reason or "not answering" in e.reason
             for e in entries
-            if e["action"] == "restart"
+            if e.action == "restart"
         )
     finally:
         agent.send_signal(signal.SIGTERM)

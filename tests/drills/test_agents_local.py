@@ -26,7 +26,7 @@ def _status(cluster: ClusterHandle) -> dict[str, Any]:
 
 def _all_healthy(cluster: ClusterHandle) -> bool:
     status = _status(cluster)
-    return all("healthy" in (vm["agent_sentence"] or "") for vm in status["vms"])
+    return all(vm["agent_state"] == "healthy" for vm in status["vms"])
 
 
 def test_agents_claim_ids_start_heal_and_keep_ids(fresh_cluster_with_agents: ClusterHandle) -> None:

@@ -4,7 +4,6 @@ first, so no data goes with it), delete."""
 
 from __future__ import annotations
 
-import json
 import os
 import re
 
@@ -13,7 +12,8 @@ from kazoo.client import KazooClient
 
 from management_plane.local.state import read_state
 from management_plane.workload import create_topic, durable_producer, produce_keyed
-from planner.zkpaths import ClusterPaths
+from planner.contracts.paths import ClusterPaths
+from planner.contracts.spec import parse_spec
 from tests import harness
 from tests.mp_service import ServiceHandle
 
@@ -52,14 +52,10 @@ def test_create_scale_configure_shrink_delete(service: ServiceHandle) -> None:
     zk = KazooClient(hosts=",".join(f"{vm['address']}:2181" for vm in cluster["vms"]))
     zk.start(timeout=15)
     try:
-        spec = json.loads(zk.get(ClusterPaths("life").spec)[0])
-        assert spec["broker_config"]["log.retention.hours"] == "48"
-        members = ClusterPaths("life").members
-        generations = [
-            json.loads(zk.get(f"{members}/{c}")[0])["spec_generation"]
-            for c in zk.get_children(members)
-        ]
-        assert len(generations) == 4 and min(generations) >= spec["generation"]
+        spec = parse_spec(zk.get(ClusterPaths("life").spec)[0])
+        assert spec.broker_config["log.retention.hours"] == "48"
+        generations = [m.spec_generation for m in harness.member_records(zk, "life").values()]
+        assert len(generations) == 4 and min(generations) >= spec.generation
     finally:
         zk.stop()
         zk.close()

@@ -16,7 +16,6 @@ from typing import Any
 import pytest
 from confluent_kafka.admin import AdminClient
 from kazoo.client import KazooClient
-from kazoo.exceptions import NoNodeError
 
 from analytics.ledger import ProducedLedger
 from management_plane.workload import (
@@ -27,8 +26,10 @@ from management_plane.workload import (
     produce_keyed,
     verify_per_key_order,
 )
-from planner.spec import ReassignmentBudget, parse_spec
-from planner.zkpaths import ClusterPaths
+from planner.contracts.journal import JournalEntry
+from planner.contracts.member import MemberRecord, MemberRole
+from planner.contracts.paths import ClusterPaths
+from planner.contracts.spec import ReassignmentBudget, parse_spec
 from tests import harness
 from tests.harness import ClusterHandle, agent_sentences, wait_for_healthy_agents, wait_until
 
@@ -51,26 +52,19 @@ def four_vms_with_agents(tmp_path: Path) -> Iterator[ClusterHandle]:
         harness.stop_cluster(handle)
 
 
-def members(zk: KazooClient, cluster: str) -> dict[int, dict[str, Any]]:
-    path = ClusterPaths(cluster).members
-    found = {}
-    for child in zk.get_children(path):
-        try:
-            found[int(child)] = json.loads(zk.get(f"{path}/{child}")[0])
-        except NoNodeError:  # an agent that just died: its ephemeral znode went after the listing
-            continue
-    return found
+def members(zk: KazooClient, cluster: str) -> dict[int, MemberRecord]:
+    return harness.member_records(zk, cluster)
 
 
 def broker_of(zk: KazooClient, cluster: str, vm_name: str) -> int:
     """The broker id the VM's agent claimed (agents claim ids in any order)."""
-    found = [b for b, m in members(zk, cluster).items() if m.get("vm_id") == vm_name]
+    found = [b for b, m in members(zk, cluster).items() if m.vm_id == vm_name]
     assert len(found) == 1, f"{vm_name} has {len(found)} member znodes"
     return found[0]
 
 
-def planner_member(zk: KazooClient, cluster: str) -> dict[str, Any] | None:
-    found = [m for m in members(zk, cluster).values() if m.get("role") == "planner"]
+def planner_member(zk: KazooClient, cluster: str) -> MemberRecord | None:
+    found = [m for m in members(zk, cluster).values() if m.role == MemberRole.PLANNER]
     return found[0] if found else None
 
 
@@ -107,12 +101,11 @@ def plan_settled(zk: KazooClient, cluster: str) -> bool:
         return False
     state = progress(zk, cluster)
     running = state is not None and state["state"] in ("pending", "executing")
-    return not running and "placement balanced" in member["sentence"]
+    return not running and "placement balanced" in member.sentence
 
 
-def journal(zk: KazooClient, cluster: str) -> list[dict[str, Any]]:
-    path = ClusterPaths(cluster).journal
-    return [json.loads(zk.get(f"{path}/{c}")[0]) for c in sorted(zk.get_children(path))]
+def journal(zk: KazooClient, cluster: str) -> list[JournalEntry]:
+    return harness.journal_entries(zk, cluster)
 
 
 def audit_produced(bootstrap: str, ledger_path: Path, group: str, out: Path) -> dict[str, Any]:
@@ -164,7 +157,7 @@ def test_join_drain_and_planner_takeover(
             # set changed and moves a share of zone-a's replicas onto it.
             cluster.vm("start", "vm4")
             wait_until(
-                lambda: any(m.get("vm_id") == "vm4" for m in members(zk, name).values()),
+                lambda: any(m.vm_id == "vm4" for m in members(zk, name).values()),
                 60,
                 "vm4's agent to register its member znode",
             )
@@ -217,12 +210,12 @@ def test_join_drain_and_planner_takeover(
             assert f"plan: {plan_id} executing, batch " in status.stdout, status.stdout
             first_planner = planner_member(zk, name)
             assert first_planner is not None
-            killed_vm = first_planner["vm_id"]
+            killed_vm = first_planner.vm_id
             cluster.vm("kill", killed_vm, "--only", "agent")
 
             def another_planner() -> bool:
                 member = planner_member(zk, name)
-                return member is not None and member["broker_id"] != first_planner["broker_id"]
+                return member is not None and member.broker_id != first_planner.broker_id
 
             wait_until(another_planner, 120, "another agent to be elected planner")
             wait_until(
@@ -254,7 +247,7 @@ def test_join_drain_and_planner_takeover(
         assert audit["completeness"]["completeness_percent"] == 100.0, audit["completeness"]
         assert audit["completeness"]["produced"] == len(acknowledged) == ledger.total()
         assert audit["consumer_groups"][0]["total_lag"] == 0, audit["consumer_groups"]
-        actions = [e["action"] for e in journal(zk, name)]
+        actions = [e.action for e in journal(zk, name)]
         assert "plan_stored" in actions and "reassign" in actions and "plan_done" in actions
     finally:
         zk.stop()
@@ -285,8 +278,8 @@ def test_a_corrupt_plan_is_refused_not_executed(fresh_cluster_with_agents: Clust
         )
         time.sleep(15)  # a few planner ticks: nothing may move
         assert assignment(cluster.bootstrap_servers) == before
-        refusals = [e for e in journal(zk, name) if e["action"] == "plan_refused"]
-        assert len(refusals) == 1 and "not executed" in refusals[0]["result"]
+        refusals = [e for e in journal(zk, name) if e.action == "plan_refused"]
+        assert len(refusals) == 1 and "not executed" in refusals[0].result
         # Deleting the plan lets the planner start over.
         zk.delete(paths.plan, recursive=True)
         wait_until(lambda: plan_settled(zk, name), 120, "the planner to plan again")

@@ -8,7 +8,6 @@ import json
 import threading
 import time
 from collections import Counter
-from typing import Any
 
 import pytest
 from confluent_kafka.admin import AdminClient, ConfigResource
@@ -21,8 +20,9 @@ from management_plane.workload import (
     produce_keyed,
     verify_per_key_order,
 )
-from planner.spec import ClusterSpec, parse_spec
-from planner.zkpaths import ClusterPaths
+from planner.contracts.journal import JournalEntry, parse_journal_entry
+from planner.contracts.paths import ClusterPaths
+from planner.contracts.spec import ClusterSpec, parse_spec
 from tests.harness import ClusterHandle, agent_sentences, wait_for_healthy_agents, wait_until
 
 pytestmark = pytest.mark.drill
@@ -113,13 +113,13 @@ def test_read_only_change_rolls_brokers_one_at_a_time_controller_last(
         assert fewest[0] >= 2, "two brokers were down at once"
 
         entries = [
-            json.loads(zk.get(f"{paths.journal}/{c}")[0])
+            parse_journal_entry(zk.get(f"{paths.journal}/{c}")[0])
             for c in sorted(zk.get_children(paths.journal))
         ]
         restarts = [
-            e["broker_id"]
+            e.broker_id
             for e in entries
-            if e["action"] == "restart" and e["result"] == "done, ISR complete"
+            if e.action == "restart" and e.result == "done, ISR complete"
         ]
         assert sorted(restarts) == [0, 1, 2]
         assert restarts[-1] == controller, (
@@ -174,23 +174,23 @@ def test_dynamic_change_reaches_every_broker_without_a_restart(
             "a broker restarted"
         )
 
-        def entries() -> list[dict[str, Any]]:
+        def entries() -> list[JournalEntry]:
             return [
-                json.loads(zk.get(f"{paths.journal}/{c}")[0])
+                parse_journal_entry(zk.get(f"{paths.journal}/{c}")[0])
                 for c in sorted(zk.get_children(paths.journal))[journal_before:]
             ]
 
         def applied_by() -> set[int]:
             return {
-                e["broker_id"]
+                e.broker_id
                 for e in entries()
-                if e["action"] == "apply_dynamic" and e["result"] == "done, read back"
+                if e.action == "apply_dynamic" and e.result == "done, read back"
             }
 
         # An agent journals after its read-back, which may come a moment after the value
         # is visible to this test.
         wait_until(lambda: applied_by() == {0, 1, 2}, 60, "every agent to journal its apply")
-        assert not [e for e in entries() if e["action"] == "restart"]
+        assert not [e for e in entries() if e.action == "restart"]
         # The file follows, so that a later restart keeps the value.
         assert all(
             "log.cleaner.threads=2" in (vm.config_dir / "server.properties").read_text()

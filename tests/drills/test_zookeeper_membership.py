@@ -1,15 +1,14 @@
 """A ZooKeeper server gone past the threshold is removed by reconfig, and its VM's agent adds
-it back once it runs again (seed 002: failure and recovery through the same two steps)."""
+it back once it runs again: failure and recovery go through the same two steps."""
 
 from __future__ import annotations
-
-import json
 
 import pytest
 from kazoo.client import KazooClient
 
-from agent.zk_membership import parse_ensemble_config
-from planner.zkpaths import ClusterPaths
+from planner.contracts.journal import parse_journal_entry
+from planner.contracts.paths import ClusterPaths
+from planner.zookeeper_ensemble import parse_ensemble_config
 from tests.harness import ClusterHandle, wait_until
 
 pytestmark = pytest.mark.drill
@@ -37,14 +36,12 @@ def test_gone_server_is_removed_and_rejoins(fresh_cluster_with_agents: ClusterHa
 
         paths = ClusterPaths(cluster.layout.name)
         entries = [
-            json.loads(zk.get(f"{paths.journal}/{c}")[0])
+            parse_journal_entry(zk.get(f"{paths.journal}/{c}")[0])
             for c in sorted(zk.get_children(paths.journal))
         ]
-        reconfigs = [e for e in entries if e["action"] == "zk_reconfig" and e["result"] == "done"]
-        assert any("removing it" in e["reason"] for e in reconfigs)
-        assert any(
-            "adding it as participant" in e["reason"] and e["vm_id"] == "vm3" for e in reconfigs
-        )
+        reconfigs = [e for e in entries if e.action == "zk_reconfig" and e.result == "done"]
+        assert any("removing it" in e.reason for e in reconfigs)
+        assert any("adding it as participant" in e.reason and e.vm_id == "vm3" for e in reconfigs)
     finally:
         zk.stop()
         zk.close()

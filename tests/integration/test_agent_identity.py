@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 from kazoo.client import KazooClient
 
-from agent.identity import Claim, claim_broker_id, volume_id
-from planner.zkpaths import ClusterPaths
+from agent.identity import claim_broker_id, volume_id
+from planner.contracts.claim import parse_claim
+from planner.contracts.paths import ClusterPaths
 
 pytestmark = pytest.mark.integration
 
@@ -54,7 +55,8 @@ def test_a_volume_keeps_its_id_across_restarts_and_vms(zk_hosts: str, tmp_path: 
         # The volume is attached to a replacement VM: same id, and the claim names the new VM.
         assert claim_broker_id(client, paths, "vm-c", volume_a, limit=3) == 0
         raw, _ = client.get(paths.broker_id_claim(0))
-        assert Claim.decode(0, raw) == Claim(0, "vm-c", volume_a)
+        claim = parse_claim(0, raw)
+        assert (claim.broker_id, claim.vm_id, claim.volume_id) == (0, "vm-c", volume_a)
         # A volume Kafka already used as broker 2 gets id 2 while it is free.
         assert claim_broker_id(client, paths, "vm-d", "vol-d", limit=3, volume_broker=2) == 2
         # Every id taken: a clear error.

@@ -6,31 +6,35 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 
 import pytest
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
 
 from agent.broker_config import (
-    BROKER_CONFIGS,
-    BrokerConfigError,
-    BrokerFacts,
     ConfigChange,
     ConfigDiff,
     ConfigLayer,
     RunningValue,
-    UpdateMode,
     diff_broker_config,
-    render_server_properties,
 )
 from agent.broker_config.apply import (
     ConfigCommandClusterDefaults,
     apply_config_diff,
     describe_running_config,
 )
-from agent.broker_config.listeners import RENDERED_OUTSIDE_CATALOG
+from management_plane.local import render as local_render
 from management_plane.local.image import find_java, load_image
 from management_plane.local.layout import ClusterLayout, VmLayout
-from planner.spec import ClusterSpec
+from planner.contracts.spec import ClusterSpec
+from planner.contracts.vm_config import (
+    BROKER_CONFIGS,
+    BrokerConfigError,
+    BrokerFacts,
+    UpdateMode,
+    render_server_properties,
+)
+from planner.contracts.vm_config.listeners import RENDERED_OUTSIDE_CATALOG
 from tests.harness import ClusterHandle
 
 pytestmark = pytest.mark.integration
@@ -51,26 +55,12 @@ def cluster_defaults(kafka_cluster: ClusterHandle) -> ConfigCommandClusterDefaul
 
 
 def facts_of(layout: ClusterLayout, vm: VmLayout) -> BrokerFacts:
-    return BrokerFacts(
-        broker_id=vm.broker_id,
-        rack=vm.zone,
-        listener_address=vm.address,
-        port=vm.ports.kafka,
-        tenant_port=vm.ports.kafka_sasl,
-        advertised_address=vm.address,
-        log_dirs=(str(vm.kafka_data_dir),),
-        zookeeper_connect=layout.zookeeper_connect,
-    )
+    """The facts `kaas up` rendered the shared cluster's brokers from."""
+    return local_render.broker_facts(layout, vm)
 
 
 def spec_of(layout: ClusterLayout, broker_config: dict[str, str] | None = None) -> ClusterSpec:
-    return ClusterSpec(
-        cluster=layout.name,
-        kafka_version="3.9.2",
-        broker_count=len(layout.vms),
-        zones=tuple(sorted({vm.zone for vm in layout.vms})),
-        broker_config=broker_config or {},
-    )
+    return replace(local_render.local_spec(layout, "3.9.2"), broker_config=broker_config or {})
 
 
 def values_of(admin: AdminClient, key: str, layout: ClusterLayout) -> dict[int, RunningValue]:

@@ -10,6 +10,8 @@ from collections.abc import Iterator
 import pytest
 from kazoo.client import KazooClient
 
+from planner.contracts.paths import ClusterPaths
+from planner.contracts.plan_records import Progress
 from planner.model import Broker, BrokerState, Cluster, Partition
 from planner.plan import make_plan
 from planner.store import (
@@ -17,10 +19,8 @@ from planner.store import (
     PlanStore,
     PlanStoreError,
     PlanTooLargeError,
-    Progress,
     StoredPlan,
 )
-from planner.zkpaths import ClusterPaths
 
 pytestmark = pytest.mark.integration
 

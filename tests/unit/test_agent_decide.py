@@ -5,11 +5,25 @@ from pathlib import Path
 
 import pytest
 
-from agent.decide import PAUSED, RUNNING, STOPPED, BrokerView, ConfigChanges, Snapshot, decide
+from agent.broker_config import ConfigChange, ConfigDiff
+from agent.decide import (
+    PAUSED,
+    RUNNING,
+    STOPPED,
+    ApplyDynamicConfig,
+    BrokerLaunch,
+    BrokerView,
+    ConfigChanges,
+    RestartBroker,
+    Snapshot,
+    StartBroker,
+    decide,
+)
 from agent.identity import candidate_ids
-from agent.safety import PartitionState, lagging_on_running_brokers, restart_blockers
+from agent.safety import lagging_on_running_brokers, restart_blockers
 from agent.settings import SettingsError, load_settings, parse_settings
-from planner.spec import ClusterSpec
+from planner.contracts.kafka_state import PartitionState
+from planner.contracts.spec import ClusterSpec
 
 pytestmark = pytest.mark.unit
 
@@ -17,6 +31,17 @@ SPEC = ClusterSpec(
     cluster="c", kafka_version="3.9.2", broker_count=3, zones=("zone-a",), generation=4
 )
 HEALTHY = BrokerView(RUNNING, registered=True, responsive=True)
+RENDERED = {"broker.id": "1"}
+
+
+def read_only_changes(*keys: str) -> ConfigChanges:
+    changes = tuple(ConfigChange(key, "old", "new") for key in keys)
+    return ConfigChanges(rendered=RENDERED, diff=ConfigDiff(read_only=changes))
+
+
+def dynamic_changes(*keys: str) -> ConfigChanges:
+    changes = tuple(ConfigChange(key, "1", "2") for key in keys)
+    return ConfigChanges(rendered=RENDERED, diff=ConfigDiff(per_broker=changes))
 
 
 def snap(**changes: object) -> Snapshot:
@@ -70,17 +95,29 @@ def snap(**changes: object) -> Snapshot:
         ),
         (snap(broker=BrokerView(RUNNING, False, True)), "none", "broker not registered, watching"),
         (
-            snap(config=ConfigChanges(read_only=("log.dirs.x",))),
+            snap(
+                config=read_only_changes(
+                    "log.dirs.x",
+                )
+            ),
             "restart",
             "read-only config changed (log.dirs.x)",
         ),
         (
-            snap(config=ConfigChanges(dynamic=("log.cleaner.threads",))),
+            snap(
+                config=dynamic_changes(
+                    "log.cleaner.threads",
+                )
+            ),
             "apply_dynamic",
             "applying dynamic config",
         ),
         (
-            snap(config=ConfigChanges(dynamic=("x",), error="unknown config key bogus.key")),
+            snap(
+                config=ConfigChanges(
+                    diff=dynamic_changes("x").diff, error="unknown config key bogus.key"
+                )
+            ),
             "none",
             "refusing config change: unknown config key bogus.key",
         ),
@@ -103,7 +140,9 @@ def test_controller_restarts_last() -> None:
         snap(
             controller_id=1,
             brokers_awaiting_restart=frozenset({0, 1, 2}),
-            config=ConfigChanges(read_only=("a",)),
+            config=read_only_changes(
+                "a",
+            ),
         )
     )
     assert waiting.kind == "none"
@@ -112,7 +151,9 @@ def test_controller_restarts_last() -> None:
         snap(
             controller_id=1,
             brokers_awaiting_restart=frozenset({1}),
-            config=ConfigChanges(read_only=("a",)),
+            config=read_only_changes(
+                "a",
+            ),
         )
     )
     assert alone.kind == "restart"
@@ -120,7 +161,9 @@ def test_controller_restarts_last() -> None:
         snap(
             controller_id=0,
             brokers_awaiting_restart=frozenset({0, 2}),
-            config=ConfigChanges(read_only=("a",)),
+            config=read_only_changes(
+                "a",
+            ),
         )
     )
     assert not_controller.kind == "restart"
@@ -231,3 +274,22 @@ def test_only_replicas_on_running_brokers_are_waited_for(
 ) -> None:
     state = PartitionState("t", 0, replicas, isr)
     assert lagging_on_running_brokers([state], registered) == lagging
+
+
+def test_actions_carry_what_running_them_needs() -> None:
+    start = decide(snap(broker=BrokerView(STOPPED, False, False), config=read_only_changes()))
+    assert isinstance(start, StartBroker)
+    assert start.launch == BrokerLaunch("3.9.2", RENDERED)
+    restart = decide(snap(config=read_only_changes("num.partitions")))
+    assert isinstance(restart, RestartBroker)
+    assert (restart.launch, restart.keys) == (BrokerLaunch("3.9.2", RENDERED), ("num.partitions",))
+    changes = dynamic_changes("log.cleaner.threads")
+    dynamic = decide(snap(config=changes))
+    assert isinstance(dynamic, ApplyDynamicConfig)
+    assert (dynamic.diff, dynamic.server_properties) == (changes.diff, RENDERED)
+    assert dynamic.kafka_version == "3.9.2"
+    bad = ConfigChanges(error="broker_config: unknown key 'bogus'")
+    refused_start = decide(snap(broker=BrokerView(STOPPED, False, False), config=bad))
+    assert isinstance(refused_start, StartBroker)
+    assert refused_start.launch.server_properties is None
+    assert refused_start.launch.config_error == "broker_config: unknown key 'bogus'"

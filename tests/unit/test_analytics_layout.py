@@ -94,15 +94,17 @@ def test_reassignment_changes_the_prediction() -> None:
 def test_bad_reassignment_names_the_offending_entry(
     reassignment: dict[str, Any], message: str
 ) -> None:
-    with pytest.raises(layout.LayoutError, match=message.replace("(", r"\(").replace(")", r"\)")):
+    with pytest.raises(
+        layout.LayoutFileError, match=message.replace("(", r"\(").replace(")", r"\)")
+    ):
         layout.apply_reassignment(three_brokers(), reassignment)
 
 
 def test_bad_layout_is_refused_with_its_entry_named(tmp_path: Path) -> None:
-    with pytest.raises(layout.LayoutError, match=r"brokers\[1\]: broker id 1 appears twice"):
+    with pytest.raises(layout.LayoutFileError, match=r"brokers\[1\]: broker id 1 appears twice"):
         layout.predicted_broker_load({"brokers": [{"id": 1}, {"id": 1}], "partitions": []})
     with pytest.raises(
-        layout.LayoutError, match=r"partitions\[0\]: 'size_bytes' must be a number >= 0"
+        layout.LayoutFileError, match=r"partitions\[0\]: 'size_bytes' must be a number >= 0"
     ):
         layout.predicted_broker_load(
             {
@@ -112,9 +114,9 @@ def test_bad_layout_is_refused_with_its_entry_named(tmp_path: Path) -> None:
         )
     broken = tmp_path / "LAYOUT.json"
     broken.write_text("{nope")
-    with pytest.raises(layout.LayoutError, match="is not valid JSON"):
+    with pytest.raises(layout.LayoutFileError, match="is not valid JSON"):
         layout.load_json_file(broken, "layout")
-    with pytest.raises(layout.LayoutError, match="does not exist"):
+    with pytest.raises(layout.LayoutFileError, match="does not exist"):
         layout.load_json_file(tmp_path / "absent.json", "layout")
 
 

@@ -24,6 +24,7 @@ from management_plane.providers.aws_userdata import (
     settings_template,
 )
 from management_plane.providers.base import ProviderError
+from planner.contracts.vm_config import SizingProfile
 
 pytestmark = pytest.mark.unit
 
@@ -55,6 +56,7 @@ def test_user_data_writes_settings_the_agent_accepts() -> None:
     assert settings.zone == "eu-west-1b"
     assert settings.supervisor == "systemd"
     assert settings.kafka_heap == "-Xms2g -Xmx2g"
+    assert settings.host_sizing is SizingProfile.STANDARD
     assert str(settings.config_dir) == KAFKA_CONFIG_DIR
     assert settings.data_dir.parent != settings.local_state_dir  # state stays on the root disk
 

@@ -7,17 +7,19 @@ import re
 import pytest
 
 from agent.broker_config import (
-    BROKER_CONFIGS,
-    KAFKA_VERSION,
-    BrokerConfigError,
     ChangeKind,
     ConfigChange,
     ConfigDiff,
     ConfigLayer,
     RunningValue,
-    UpdateMode,
     change_kind,
     diff_broker_config,
+)
+from planner.contracts.vm_config import (
+    BROKER_CONFIGS,
+    KAFKA_VERSION,
+    BrokerConfigError,
+    UpdateMode,
 )
 
 pytestmark = pytest.mark.unit

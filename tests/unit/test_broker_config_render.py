@@ -1,4 +1,5 @@
-"""Rendering server.properties (agent.broker_config.render) and validating spec keys."""
+"""Rendering server.properties (planner.contracts.vm_config), validating spec keys, and the
+renderer's callers: the agent and `kaas up` render a broker's file by the same call."""
 
 from __future__ import annotations
 
@@ -9,23 +10,30 @@ from typing import Any
 
 import pytest
 
-from agent.broker_config import (
+from agent.broker_config import rendering as agent_rendering
+from agent.cycle import write_properties
+from agent.settings import parse_settings
+from management_plane.local import cluster as local_cluster
+from management_plane.local import render as local_render
+from management_plane.local.layout import plan_layout
+from planner.contracts import vm_config
+from planner.contracts.spec import ClusterSpec
+from planner.contracts.vm_config import (
     AGENT_OWNED_KEYS,
     BrokerConfigError,
     BrokerFacts,
+    SizingProfile,
     broker_config_problems,
     parse_server_properties,
     render_server_properties,
     server_properties_text,
+    sizing_properties,
 )
-from agent.broker_config.listeners import (
+from planner.contracts.vm_config.listeners import (
     RENDERED_OUTSIDE_CATALOG,
     TENANT_LISTENER_SECURITY,
     TENANT_SECURITY_KEYS,
 )
-from management_plane.local import render as local_render
-from management_plane.local.layout import VmLayout, plan_layout
-from planner.spec import ClusterSpec
 
 pytestmark = pytest.mark.unit
 
@@ -40,19 +48,6 @@ def spec(broker_config: dict[str, str] | None = None, broker_count: int = 3) -> 
     )
 
 
-def facts_of(vm: VmLayout, zookeeper_connect: str) -> BrokerFacts:
-    return BrokerFacts(
-        broker_id=vm.broker_id,
-        rack=vm.zone,
-        listener_address=vm.address,
-        port=vm.ports.kafka,
-        tenant_port=vm.ports.kafka_sasl,
-        advertised_address=vm.address,
-        log_dirs=(str(vm.kafka_data_dir),),
-        zookeeper_connect=zookeeper_connect,
-    )
-
-
 FACTS = BrokerFacts(
     broker_id=2,
     rack="zone-c",
@@ -62,17 +57,76 @@ FACTS = BrokerFacts(
     advertised_address="broker-2.example",
     log_dirs=("/data/kafka-1", "/data/kafka-2"),
     zookeeper_connect="10.0.0.1:2181,10.0.0.2:2181/kafka/c1",
+    host_sizing=sizing_properties(SizingProfile.LOCAL),
 )
 
 
 @pytest.mark.parametrize("nodes", [1, 2, 3, 5])
-def test_no_spec_overrides_render_exactly_what_the_local_provider_writes(nodes: int) -> None:
-    layout = plan_layout("c1", Path("/tmp/kaas-home"), nodes)
+def test_the_agent_and_kaas_up_without_agents_render_the_same_bytes_by_the_same_call(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, nodes: int
+) -> None:
+    """For the same spec and VM, the file `kaas up --no-agents` writes and the one the VM's
+    agent writes are byte-identical, because both are the renderer's one function called
+    with equal inputs: each caller's binding is replaced by a recorder of its calls."""
+    calls: dict[str, list[tuple[ClusterSpec, BrokerFacts]]] = {"agent": [], "kaas up": []}
+
+    def recorder(caller: str) -> Any:
+        def record(spec: ClusterSpec, facts: BrokerFacts) -> dict[str, str]:
+            calls[caller].append((spec, facts))
+            return vm_config.render_server_properties(spec, facts)
+
+        return record
+
+    assert agent_rendering.render_server_properties is vm_config.render_server_properties
+    assert local_render.render_server_properties is vm_config.render_server_properties
+    monkeypatch.setattr(agent_rendering, "render_server_properties", recorder("agent"))
+    monkeypatch.setattr(local_render, "render_server_properties", recorder("kaas up"))
+
+    layout = plan_layout("c1", tmp_path / "home", nodes)
+    the_spec = local_render.local_spec(layout, "3.9.2")
     for vm in layout.vms:
-        ours = render_server_properties(
-            spec(broker_count=nodes), facts_of(vm, layout.zookeeper_connect)
+        local_cluster._write_vm_files(layout, vm, "3.9.2", agents=False)
+        by_kaas_up = (vm.config_dir / "server.properties").read_bytes()
+
+        settings = parse_settings(
+            local_render.agent_settings(layout, vm, "/image", "java", "/secret"), "agent.json"
         )
-        assert server_properties_text(ours) == local_render.render_server_properties(layout, vm)
+        by_agent = tmp_path / f"agent-{vm.name}.properties"
+        write_properties(
+            by_agent, agent_rendering.desired_server_properties(settings, vm.broker_id, the_spec)
+        )
+
+        assert by_agent.read_bytes() == by_kaas_up
+        assert (
+            calls["agent"][-1]
+            == calls["kaas up"][-1]
+            == (
+                the_spec,
+                local_render.broker_facts(layout, vm),
+            )
+        )
+    assert len(calls["agent"]) == len(calls["kaas up"]) == nodes
+
+
+def test_the_local_sizing_is_an_input_of_the_local_provider_and_its_agents(tmp_path: Path) -> None:
+    layout = plan_layout("c1", tmp_path, 3)
+    vm = layout.vms[0]
+    settings = parse_settings(local_render.agent_settings(layout, vm, "/image", "java", "/s"))
+    assert settings.host_sizing is SizingProfile.LOCAL
+    assert local_render.broker_facts(layout, vm).host_sizing == sizing_properties(
+        SizingProfile.LOCAL
+    )
+    rendered = render_server_properties(spec(), FACTS)
+    assert rendered["num.io.threads"] == "4"
+    assert rendered["offsets.topic.num.partitions"] == "12"
+
+
+def test_the_standard_sizing_leaves_kafkas_own_defaults() -> None:
+    standard = replace(FACTS, host_sizing=sizing_properties(SizingProfile.STANDARD))
+    rendered = render_server_properties(spec(), standard)
+    for key in sizing_properties(SizingProfile.LOCAL):
+        assert key not in rendered
+    assert rendered["min.insync.replicas"] == "2"  # the durable defaults stay
 
 
 def test_agent_owned_keys_come_from_the_facts() -> None:

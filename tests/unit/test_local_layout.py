@@ -60,7 +60,9 @@ def test_broker_config_has_durable_defaults(
     tmp_path: Path, nodes: int, rf: str, min_isr: str
 ) -> None:
     layout = plan_layout("c1", tmp_path, nodes)
-    props = _properties(render.render_server_properties(layout, layout.vms[-1]))
+    props = _properties(
+        render.config_files(layout, layout.vms[-1], "3.9.2")[render.SERVER_PROPERTIES]
+    )
     assert props["default.replication.factor"] == rf
     assert props["min.insync.replicas"] == min_isr
     assert props["unclean.leader.election.enable"] == "false"
@@ -75,14 +77,19 @@ def test_broker_config_has_durable_defaults(
 
 def test_zookeeper_config_enables_reconfig_without_standalone(tmp_path: Path) -> None:
     layout = plan_layout("c1", tmp_path, 3)
-    cfg = _properties(render.render_zoo_cfg(layout.vms[0]))
+    files = render.config_files(layout, layout.vms[0], "3.9.2")
+    cfg = _properties(files[render.ZOO_CFG])
     assert cfg["reconfigEnabled"] == "true"
     assert cfg["standaloneEnabled"] == "false"
     assert "clientPort" not in cfg  # the client port lives in the dynamic file, per server
-    dynamic = render.render_zookeeper_dynamic(layout).splitlines()
+    assert cfg["dynamicConfigFile"] == str(layout.vms[0].config_dir / render.ZOOKEEPER_DYNAMIC)
+    assert cfg["dataDir"] == str(layout.vms[0].zookeeper_data_dir)
+    dynamic = files[render.ZOOKEEPER_DYNAMIC].splitlines()
     assert dynamic[1] == "server.2=127.0.1.2:2888:3888:participant;127.0.1.2:2181"
     # Beyond the ensemble size (3 for 3 or 4 VMs) a VM's server observes.
-    four = render.render_zookeeper_dynamic(plan_layout("c1", tmp_path, 4)).splitlines()
+    four_vms = plan_layout("c1", tmp_path, 4)
+    four_files = render.config_files(four_vms, four_vms.vms[0], "3.9.2")
+    four = four_files[render.ZOOKEEPER_DYNAMIC].splitlines()
     assert [line.split(":")[3].split(";")[0] for line in four] == [
         "participant",
         "participant",
@@ -190,3 +197,18 @@ def test_zones_can_be_chosen(tmp_path: Path) -> None:
     assert [vm.zone for vm in layout.vms] == ["zone-a", "zone-b", "zone-a"]
     with pytest.raises(KaasError, match="at least one zone"):
         plan_layout("none", tmp_path, 1, "127.0.9", zones=())
+
+
+def test_a_joining_vm_keeps_the_live_ensemble_and_adds_itself_as_participant(
+    tmp_path: Path,
+) -> None:
+    layout = plan_layout("c1", tmp_path, 3, "127.0.9")
+    live = [
+        "server.1=127.0.9.1:2888:3888:participant;0.0.0.0:2181",
+        "server.2=127.0.9.2:2888:3888:participant;0.0.0.0:2181",
+    ]
+    added = next_vm(layout, "zone-b")
+    assert render.joining_dynamic_file(live, added).splitlines() == [
+        *live,
+        "server.4=127.0.9.4:2888:3888:participant;127.0.9.4:2181",
+    ]

@@ -83,7 +83,7 @@ def test_the_threshold_must_be_positive() -> None:
 
 
 def test_a_lost_vm_is_recycled_before_its_replacement_keeps_the_id() -> None:
-    steps = expand_steps("replace_lost_vm")
+    steps = [str(s) for s in expand_steps("replace_lost_vm")]
     assert steps == [
         "recycle_lost:0",
         "create_vm:0",

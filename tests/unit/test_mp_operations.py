@@ -12,13 +12,14 @@ from management_plane.service.operations import (
     RUNNING,
     SUCCEEDED,
     WAIT,
+    OperationKind,
     Outcome,
+    StepName,
+    StepRef,
     batches,
     expand_steps,
     progress,
     start,
-    step_batch,
-    step_name,
     transition,
 )
 from management_plane.service.validation import (
@@ -36,10 +37,17 @@ pytestmark = pytest.mark.unit
 
 VERSIONS = ("3.8.1", "3.9.2")
 ZONES = ("zone-a", "zone-b", "zone-c")
+A = StepRef(StepName.DRAIN, 0)
+B = StepRef(StepName.FINISH)
+
+
+def _texts(kind: str, batch_count: int = 0) -> list[str]:
+    """The steps as the database stores them."""
+    return [str(s) for s in expand_steps(kind, batch_count)]
 
 
 def test_replacement_expands_one_batch_of_steps_per_group() -> None:
-    steps = expand_steps("replace_vm", 2)
+    steps = _texts("replace_vm", 2)
     assert steps[0] == "write_spec" and steps[-1] == "finish"
     assert steps[1:8] == [
         "create_vm:0",
@@ -58,7 +66,7 @@ def test_replacement_expands_one_batch_of_steps_per_group() -> None:
 
 
 def test_scale_down_drains_without_creating() -> None:
-    steps = expand_steps("scale_down", 1)
+    steps = _texts("scale_down", 1)
     assert "create_vm:0" not in steps
     assert steps.index("wait_drained:0") < steps.index("recycle:0")
     assert steps[-2:] == ["write_spec", "finish"]
@@ -88,25 +96,47 @@ def test_batch_size_zero_is_refused() -> None:
 
 
 def test_step_names_and_batches() -> None:
-    assert (step_name("drain:3"), step_batch("drain:3")) == ("drain", 3)
-    assert (step_name("finish"), step_batch("finish")) == ("finish", 0)
+    drain = StepRef.parse("drain:3")
+    assert (drain.name, drain.batch_index, str(drain)) == (StepName.DRAIN, 3, "drain:3")
+    finish = StepRef.parse("finish")
+    assert (finish.name, finish.batch_index, str(finish)) == (StepName.FINISH, 0, "finish")
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("explode:1", "no step is named 'explode'"),
+        ("drain:x", "not a step name with an optional ':<batch>'"),
+        ("drain:", "not a step name"),
+        ("", "not a step name"),
+    ],
+)
+def test_a_bad_stored_step_is_refused_naming_it(text: str, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        StepRef.parse(text)
+
+
+@pytest.mark.parametrize("kind", list(OperationKind))
+def test_every_stored_step_reads_back_as_itself(kind: OperationKind) -> None:
+    for step in expand_steps(kind, 2):
+        assert StepRef.parse(str(step)) == step
 
 
 def test_wait_keeps_the_step_and_journals_only_the_start() -> None:
-    state = start(["a", "b"])
+    state = start([A, B])
     assert state.status == PENDING
     first = transition(state, Outcome(WAIT, "not yet"))
-    assert first.state.status == RUNNING and first.state.step == "a"
+    assert first.state.status == RUNNING and first.state.step == A
     assert first.journal == "started" and first.step_started
     again = transition(first.state, Outcome(WAIT, "still not"))
-    assert again.state.step == "a" and again.journal is None and not again.step_started
+    assert again.state.step == A and again.journal is None and not again.step_started
     assert again.state.message == "still not"
 
 
 def test_done_advances_and_the_last_done_succeeds() -> None:
-    state = start(["a", "b"], {"x": 1})
+    state = start([A, B], {"x": 1})
     one = transition(state, Outcome(DONE, "a done", {"y": 2}))
-    assert one.state.step == "b" and one.state.status == RUNNING and one.journal == "done"
+    assert one.state.step == B and one.state.status == RUNNING and one.journal == "done"
     assert one.state.context == {"x": 1, "y": 2}
     two = transition(one.state, Outcome(DONE, "b done"))
     assert two.state.status == SUCCEEDED and two.state.step is None
@@ -116,15 +146,15 @@ def test_done_advances_and_the_last_done_succeeds() -> None:
 
 
 def test_fail_stops_at_the_failed_step() -> None:
-    state = transition(start(["a", "b"]), Outcome(DONE, "ok")).state
+    state = transition(start([A, B]), Outcome(DONE, "ok")).state
     failed = transition(state, Outcome(FAIL, "broke"))
-    assert failed.state.status == FAILED and failed.state.step == "b"
+    assert failed.state.status == FAILED and failed.state.step == B
     assert failed.journal == "failed" and progress(failed.state) == (1, 2)
 
 
 def test_unknown_outcome_is_refused() -> None:
     with pytest.raises(ValueError, match="unknown outcome"):
-        transition(start(["a"]), Outcome("maybe", ""))
+        transition(start([A]), Outcome("maybe", ""))  # type: ignore[arg-type]
 
 
 def _request(**changes: object) -> ClusterRequest:
@@ -204,7 +234,7 @@ def test_min_isr_is_checked_against_the_default_replication() -> None:
 
 
 def test_upgrade_pins_the_protocol_around_the_replacements() -> None:
-    steps = expand_steps("upgrade", 3)
+    steps = _texts("upgrade", 3)
     assert steps[:3] == ["pin_protocol", "wait_applied:0", "write_spec"]
     assert steps[-3:] == ["unpin_protocol", "wait_applied:1", "finish"]
     replaced = [s for s in steps if s.startswith("recycle:")]

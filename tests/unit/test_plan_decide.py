@@ -7,9 +7,10 @@ from dataclasses import replace
 import pytest
 
 from agent.plan_decide import PlanSnapshot, decide_plan, plan_inputs
+from planner.contracts.plan_records import Progress
 from planner.model import Broker, BrokerState, Cluster, Partition
 from planner.plan import make_plan
-from planner.store import Progress, StoredPlan
+from planner.store import StoredPlan
 
 pytestmark = pytest.mark.unit
 

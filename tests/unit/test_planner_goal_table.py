@@ -170,16 +170,15 @@ def test_the_count_phase_filter_is_the_compiled_move_check(seed: int) -> None:
 
 def test_every_planner_error_derives_from_the_planner_root() -> None:
     found = []
-    for module_info in pkgutil.iter_modules(planner.__path__):
-        if module_info.ispkg:
-            continue
-        module = importlib.import_module(f"planner.{module_info.name}")
+    for module_info in pkgutil.walk_packages(planner.__path__, "planner."):
+        module = importlib.import_module(module_info.name)
         for _, value in inspect.getmembers(module, inspect.isclass):
             if value.__module__ == module.__name__ and issubclass(value, BaseException):
                 found.append(value)
                 assert issubclass(value, PlannerError), value
     names = {cls.__name__ for cls in found}
     assert {"LayoutError", "ReassignmentError", "InfeasibleError", "PlanStoreError"} <= names
+    assert {"ContractError", "SpecError"} <= names  # the contracts' errors too
 
 
 def test_a_working_state_is_freed_without_the_cycle_collector() -> None:

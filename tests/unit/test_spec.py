@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from planner.spec import ClusterSpec, ReassignmentBudget, SpecError, parse_spec
-from planner.zkpaths import ClusterPaths
+from planner.contracts.paths import ClusterPaths
+from planner.contracts.spec import ClusterSpec, ReassignmentBudget, SpecError, parse_spec
 
 pytestmark = pytest.mark.unit
 

@@ -13,6 +13,7 @@ from management_plane.service.auth import Caller
 from management_plane.service.controller import Controller
 from management_plane.service.db import Database, OperationRow
 from management_plane.service.engine import Engine
+from management_plane.service.operations import OperationKind
 from management_plane.service.service import ApiError
 from management_plane.service.tenant_service import (
     TENANT_KINDS,
@@ -80,13 +81,22 @@ def test_a_kafka_failure_is_a_502_naming_the_step() -> None:
 
 
 def test_the_engine_resumes_only_tenant_operations_no_request_is_running(db: Database) -> None:
-    before = db.add_operation("shared", "create_tenant", {}, TENANT_STEPS["create_tenant"], "a")
+    before = db.add_operation(
+        "shared", "create_tenant", {}, TENANT_STEPS[OperationKind.CREATE_TENANT], "a"
+    )
     time.sleep(0.01)
     engine = Engine(db, Controller(db, provider=None))  # type: ignore[arg-type]
     time.sleep(0.01)
-    running = db.add_operation("shared", "create_topic", {}, TENANT_STEPS["create_topic"], "a")
+    running = db.add_operation(
+        "shared", "create_topic", {}, TENANT_STEPS[OperationKind.CREATE_TOPIC], "a"
+    )
     handed = db.add_operation(
-        "shared", "delete_topic", {}, TENANT_STEPS["delete_topic"], "a", {"resume": True}
+        "shared",
+        "delete_topic",
+        {},
+        TENANT_STEPS[OperationKind.DELETE_TOPIC],
+        "a",
+        {"resume": True},
     )
     resumed: list[int] = []
 

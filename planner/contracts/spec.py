@@ -11,13 +11,13 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from planner.errors import PlannerError
+from planner.contracts.fields import ContractError
 
 SPEC_SCHEMA_VERSION = 1
 ZOOKEEPER_ENSEMBLE_SIZES = (1, 3, 5)
 
 
-class SpecError(PlannerError, ValueError):
+class SpecError(ContractError):
     """A spec value that must not be acted on; the message names the offending field."""
 
 
@@ -59,23 +59,6 @@ class ClusterSpec:
 
     def encode(self) -> bytes:
         return json.dumps(self.to_json(), sort_keys=True).encode()
-
-
-def durable_defaults(broker_count: int) -> dict[str, str]:
-    """What a production cluster wants whatever its size: replication 3 where there are three
-    brokers, min ISR 2, no unclean election, no automatic topic creation."""
-    replication = min(3, broker_count)
-    return {
-        "default.replication.factor": str(replication),
-        "min.insync.replicas": str(2 if broker_count >= 3 else 1),
-        "offsets.topic.replication.factor": str(replication),
-        "transaction.state.log.replication.factor": str(replication),
-        "transaction.state.log.min.isr": str(2 if broker_count >= 3 else 1),
-        "unclean.leader.election.enable": "false",
-        "auto.create.topics.enable": "false",
-        "controlled.shutdown.enable": "true",
-        "delete.topic.enable": "true",
-    }
 
 
 def _require(

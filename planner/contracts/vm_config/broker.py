@@ -1,31 +1,31 @@
-"""server.properties of one broker, rendered from the cluster spec and this VM's facts. Pure.
+"""The broker's configuration files, rendered from the cluster spec and this VM's facts:
+server.properties (listeners, rack, the durable defaults, the host's sizing, the spec's
+broker_config) and log4j. Pure.
 
-The rendered keys and values are those of the local provider's
-management_plane/local/render.py (durable_defaults and render_server_properties), in the
-same order, so that a cluster started by `kaas up` and converged later by the agent shows
-no difference (tests/unit/test_broker_config_render.py holds the two to each other; agent
-and management_plane never import each other, hence the copy).
+This is the only renderer of a broker's configuration: the agent, `kaas up` with and
+without agents, and the image build all call it, so a test cluster runs what production
+renders.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Final
 
-from agent.broker_config.listeners import (
+from planner.contracts.spec import ClusterSpec
+from planner.contracts.vm_config.listeners import (
     INTERNAL_LISTENER,
     TENANT_LISTENER,
     TENANT_LISTENER_SECURITY,
 )
-from agent.broker_config.validation import (
+from planner.contracts.vm_config.validation import (
     BROKER_CONFIGS,
     BrokerConfigError,
     ConfigProblem,
     broker_config_problems,
 )
-from planner.spec import ClusterSpec, durable_defaults
 
 ZOOKEEPER_SESSION: Final[Mapping[str, str]] = MappingProxyType(
     {
@@ -34,21 +34,22 @@ ZOOKEEPER_SESSION: Final[Mapping[str, str]] = MappingProxyType(
     }
 )
 
-# Sizing of the local provider: six JVMs share two cores. A provider with bigger hosts passes
-# its own sizing in BrokerFacts.host_sizing.
-LOCAL_HOST_SIZING: Final[Mapping[str, str]] = MappingProxyType(
-    {
-        "num.partitions": "3",
-        "num.network.threads": "2",
-        "num.io.threads": "4",
-        "num.replica.fetchers": "1",
-        "background.threads": "4",
-        "offsets.topic.num.partitions": "12",
-        "transaction.state.log.num.partitions": "6",
-        "group.initial.rebalance.delay.ms": "0",
-        "log.retention.hours": "24",
+
+def durable_defaults(broker_count: int) -> dict[str, str]:
+    """What a production cluster wants whatever its size: replication 3 where there are three
+    brokers, min ISR 2, no unclean election, no automatic topic creation."""
+    replication = min(3, broker_count)
+    return {
+        "default.replication.factor": str(replication),
+        "min.insync.replicas": str(2 if broker_count >= 3 else 1),
+        "offsets.topic.replication.factor": str(replication),
+        "transaction.state.log.replication.factor": str(replication),
+        "transaction.state.log.min.isr": str(2 if broker_count >= 3 else 1),
+        "unclean.leader.election.enable": "false",
+        "auto.create.topics.enable": "false",
+        "controlled.shutdown.enable": "true",
+        "delete.topic.enable": "true",
     }
-)
 
 
 @dataclass(frozen=True)
@@ -63,7 +64,7 @@ class BrokerFacts:
     advertised_address: str  # the address clients are told (the same on local VMs)
     log_dirs: tuple[str, ...]
     zookeeper_connect: str  # host:port list with Kafka's chroot, e.g. "h1:2181,h2:2181/kafka/c1"
-    host_sizing: Mapping[str, str] = field(default_factory=lambda: LOCAL_HOST_SIZING)
+    host_sizing: Mapping[str, str]  # sizing_properties(profile): chosen by whoever starts the VM
 
     def problems(self) -> tuple[ConfigProblem, ...]:
         found = []
@@ -147,88 +148,15 @@ def render_server_properties(spec: ClusterSpec, facts: BrokerFacts) -> dict[str,
     return properties
 
 
-# -- the file format: java.util.Properties as Kafka's Utils.loadProps reads it (ISO-8859-1) --
-
-_ESCAPES: Final = {"\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\f": "\\f"}
-
-
-def _escape(text: str, is_key: bool) -> str:
-    out = []
-    for index, char in enumerate(text):
-        if char in _ESCAPES:
-            out.append(_ESCAPES[char])
-        elif (char == " " and (is_key or index == 0)) or (is_key and char in "=:#!"):
-            out.append("\\" + char)
-        elif not " " <= char <= "~":
-            out.append(f"\\u{ord(char):04x}")  # Properties.load reads the file as ISO-8859-1
-        else:
-            out.append(char)
-    return "".join(out)
-
-
-def server_properties_text(properties: Mapping[str, str]) -> str:
-    """The file text: one key=value line each, escaped where java.util.Properties needs it.
-    Plain values come out exactly as the local provider writes them."""
-    return "".join(
-        f"{_escape(key, is_key=True)}={_escape(value, is_key=False)}\n"
-        for key, value in properties.items()
-    )
-
-
-def parse_server_properties(text: str) -> dict[str, str]:
-    """Read a server.properties text (comments, escapes, continuation lines) into a dict."""
-    properties: dict[str, str] = {}
-    logical = ""
-    for raw in text.splitlines():
-        line = raw.lstrip()  # continuation lines lose their indentation too
-        if not logical and (not line or line[0] in "#!"):
-            continue
-        trailing = len(line) - len(line.rstrip("\\"))
-        if trailing % 2 == 1:  # an odd number of backslashes continues the line
-            logical += line[:-1]
-            continue
-        logical += line
-        key, value = _split_key_value(logical)
-        properties[key] = value
-        logical = ""
-    if logical:
-        key, value = _split_key_value(logical)
-        properties[key] = value
-    return properties
-
-
-def _split_key_value(line: str) -> tuple[str, str]:
-    index = 0
-    while index < len(line):
-        char = line[index]
-        if char == "\\":
-            index += 2
-            continue
-        if char in "=: \t\f":
-            break
-        index += 1
-    key = line[:index]
-    rest = line[index:].lstrip(" \t\f")
-    if rest[:1] in ("=", ":"):
-        rest = rest[1:].lstrip(" \t\f")
-    return _unescape(key), _unescape(rest)
-
-
-def _unescape(text: str) -> str:
-    out = []
-    index = 0
-    named = {"n": "\n", "r": "\r", "t": "\t", "f": "\f"}
-    while index < len(text):
-        char = text[index]
-        if char == "\\" and index + 1 < len(text):
-            following = text[index + 1]
-            if following == "u" and index + 6 <= len(text):
-                out.append(chr(int(text[index + 2 : index + 6], 16)))
-                index += 6
-                continue
-            out.append(named.get(following, following))
-            index += 2
-            continue
-        out.append(char)
-        index += 1
-    return "".join(out)
+def render_kafka_log4j() -> str:
+    """The broker's log4j.properties: everything to stdout (the supervisor keeps the file),
+    request logs and the ZooKeeper client quieter."""
+    return """log4j.rootLogger=INFO, stdout
+log4j.appender.stdout=org.apache.log4j.ConsoleAppender
+log4j.appender.stdout.layout=org.apache.log4j.PatternLayout
+log4j.appender.stdout.layout.ConversionPattern=[%d] %p %m (%c)%n
+log4j.logger.kafka.request.logger=WARN
+log4j.logger.org.apache.zookeeper=WARN
+log4j.logger.kafka.log.LogCleaner=INFO
+log4j.logger.state.change.logger=INFO
+"""

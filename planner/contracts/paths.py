@@ -88,9 +88,9 @@ class ClusterPaths:
         return f"{self.journal}/entry-"
 
     @property
-    def zookeeper_members(self) -> str:
-        """Ephemeral: one child per ZooKeeper server id whose agent is alive (seen-at times)."""
-        return f"{self.root}/zookeeper"
+    def ensemble_repair(self) -> str:
+        """The management plane's request that the agents repair the ZooKeeper ensemble."""
+        return f"{self.root}/ensemble/repair"
 
     @property
     def kafka_broker_ids(self) -> str:

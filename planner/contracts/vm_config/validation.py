@@ -12,14 +12,15 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Final
 
-from agent.broker_config.catalog import BROKER_CONFIG_TABLE, KAFKA_VERSION
-from agent.broker_config.definitions import (
+from planner.contracts.vm_config.catalog import BROKER_CONFIG_TABLE, KAFKA_VERSION
+from planner.contracts.vm_config.definitions import (
     ConfigDefinition,
     ConfigType,
     UpdateMode,
     ValidValues,
 )
-from agent.broker_config.listeners import RENDERED_OUTSIDE_CATALOG, TENANT_SECURITY_KEYS
+from planner.contracts.vm_config.listeners import RENDERED_OUTSIDE_CATALOG, TENANT_SECURITY_KEYS
+from planner.errors import PlannerError
 
 BROKER_CONFIGS: Final[Mapping[str, ConfigDefinition]] = {
     name: ConfigDefinition(name, ConfigType(kind), UpdateMode(mode), ValidValues.parse(valid))
@@ -51,7 +52,7 @@ REPLICATION_THROTTLE_KEYS: Final = frozenset(
 )
 
 
-class BrokerConfigError(ValueError):
+class BrokerConfigError(PlannerError, ValueError):
     """A broker config that must not be acted on; the message names every offending key."""
 
     def __init__(self, problems: Iterable[ConfigProblem]) -> None:

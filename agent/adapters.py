@@ -1,0 +1,294 @@
+"""The real adapters behind agent/ports.py: kazoo for ZooKeeper, confluent-kafka and Jolokia
+for Kafka, and the system clock. They translate, they do not decide."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import structlog
+from confluent_kafka import ElectionType, KafkaError, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient
+from kazoo.client import KazooClient, KazooState
+from kazoo.exceptions import KazooException, LockTimeout, NodeExistsError, NoNodeError
+from kazoo.recipe.lock import Lock
+
+from agent import brokerview
+from agent.broker_config import ConfigDiff, RunningValue
+from agent.broker_config.apply import (
+    ConfigApplyError,
+    ConfigCommandClusterDefaults,
+    apply_config_diff,
+    describe_running_config,
+)
+from agent.identity import claim_broker_id
+from agent.ports import AdminUnavailable, StoreUnavailable
+from agent.supervisor import kafka_libs
+from planner.contracts.kafka_state import PartitionState
+from planner.contracts.paths import ClusterPaths
+from planner.live_layout import read_live_layout
+
+log = structlog.get_logger("kaas.agent")
+
+
+class KazooRestartLock:
+    def __init__(self, lock: Lock) -> None:
+        self.lock = lock
+
+    def acquire(self, timeout: float) -> bool:
+        try:
+            return bool(self.lock.acquire(timeout=timeout))
+        except LockTimeout:
+            return False
+        except KazooException as exc:
+            raise StoreUnavailable(str(exc)) from exc
+
+    def holders(self) -> list[str]:
+        try:
+            return [str(c) for c in self.lock.contenders()]
+        except KazooException as exc:
+            raise StoreUnavailable(str(exc)) from exc
+
+    def release(self) -> None:
+        try:
+            self.lock.release()
+        except KazooException as exc:
+            raise StoreUnavailable(str(exc)) from exc
+
+
+class KazooAgentZooKeeper:
+    """The agent's znodes through one kazoo client (shared with the planner election and the
+    ensemble keeper, which use kazoo recipes of their own)."""
+
+    def __init__(self, hosts: str, paths: ClusterPaths, admin_secret: str | None) -> None:
+        self.client = KazooClient(hosts=hosts, timeout=10.0)
+        self.paths = paths
+        self.admin_secret = admin_secret
+        self._connected = False
+        self._on_connected: list[Callable[[], None]] = []
+        self.client.add_listener(self._on_state)
+
+    def _on_state(self, state: str) -> None:
+        self._connected = state == KazooState.CONNECTED
+        if self._connected:
+            for callback in self._on_connected:
+                callback()
+
+    @property
+    def connected(self) -> bool:
+        return self._connected
+
+    def connect(self, timeout: float) -> None:
+        self.client.start(timeout=timeout)
+        self._connected = True
+        if self.admin_secret is not None:
+            self.client.add_auth("digest", f"super:{self.admin_secret}")
+        self.client.ensure_path(self.paths.members)
+
+    def on_connected(self, callback: Callable[[], None]) -> None:
+        self._on_connected.append(callback)
+
+    def watch_spec(self, callback: Callable[[], None]) -> None:
+        def on_change(data: bytes | None, stat: object) -> bool:
+            callback()
+            return True  # keep watching
+
+        self.client.DataWatch(self.paths.spec, on_change)
+
+    def claim_broker_id(self, vm_id: str, volume_id: str, limit: int, preferred: int | None) -> int:
+        return claim_broker_id(self.client, self.paths, vm_id, volume_id, limit, preferred)
+
+    def close(self) -> None:
+        with contextlib.suppress(KazooException):
+            self.client.stop()
+            self.client.close()
+
+    def read_spec(self) -> bytes | None:
+        try:
+            raw, _ = self.client.get(self.paths.spec)
+        except NoNodeError:
+            return None
+        except KazooException as exc:
+            raise StoreUnavailable(str(exc)) from exc
+        return bytes(raw)
+
+    def read_members(self) -> dict[int, bytes]:
+        result: dict[int, bytes] = {}
+        try:
+            children = self.client.get_children(self.paths.members)
+        except NoNodeError:
+            return result
+        except KazooException as exc:
+            raise StoreUnavailable(str(exc)) from exc
+        for child in children:
+            if not child.isdigit():
+                continue
+            try:
+                raw, _ = self.client.get(f"{self.paths.members}/{child}")
+            except NoNodeError:
+                continue  # the member left between the listing and the read
+            except KazooException as exc:
+                raise StoreUnavailable(str(exc)) from exc
+            result[int(child)] = bytes(raw)
+        return result
+
+    def write_member(self, broker_id: int, value: bytes) -> None:
+        path = self.paths.member(broker_id)
+        try:
+            try:
+                self.client.set(path, value)
+            except NoNodeError:
+                try:
+                    self.client.create(path, value, ephemeral=True, makepath=True)
+                except NodeExistsError:
+                    self.client.set(path, value)
+        except KazooException as exc:
+            raise StoreUnavailable(str(exc)) from exc
+
+    def append_journal(self, value: bytes) -> None:
+        try:
+            self.client.create(self.paths.journal_entry_prefix, value, sequence=True, makepath=True)
+        except KazooException as exc:
+            raise StoreUnavailable(str(exc)) from exc
+
+    def registered_brokers(self) -> frozenset[int]:
+        try:
+            children = self.client.get_children(self.paths.kafka_broker_ids)
+        except NoNodeError:
+            return frozenset()
+        except KazooException as exc:
+            raise StoreUnavailable(str(exc)) from exc
+        return frozenset(int(c) for c in children if c.isdigit())
+
+    def controller_id(self) -> int | None:
+        try:
+            raw, _ = self.client.get(self.paths.kafka_controller)
+            return int(json.loads(raw)["brokerid"])
+        except (NoNodeError, ValueError, KeyError, TypeError):
+            return None
+        except KazooException as exc:
+            raise StoreUnavailable(str(exc)) from exc
+
+    def restart_lock(self, identifier: str) -> KazooRestartLock:
+        return KazooRestartLock(Lock(self.client, self.paths.restart_lock, identifier=identifier))
+
+    def restart_lock_held(self) -> bool:
+        try:
+            return bool(self.client.get_children(self.paths.restart_lock))
+        except NoNodeError:
+            return False
+        except KazooException as exc:
+            raise StoreUnavailable(str(exc)) from exc
+
+    def request_controller_election(self) -> None:
+        try:
+            self.client.delete(self.paths.kafka_controller)
+        except NoNodeError:
+            pass
+        except KazooException as exc:
+            raise StoreUnavailable(str(exc)) from exc
+
+
+class ConfluentBrokerAdmin:
+    """This VM's broker through librdkafka's Admin client, Jolokia for its gauges, and
+    Kafka's ConfigCommand (from the image's jars) for cluster-wide config defaults."""
+
+    def __init__(self, bootstrap: str, java: str, image_root: Path) -> None:
+        self.bootstrap = bootstrap
+        self.java = java
+        self.image_root = image_root
+        self.client = brokerview.admin_client(bootstrap)
+
+    def metadata_answers(self, broker_id: int, timeout: float) -> bool:
+        return brokerview.metadata_answers(self.client, broker_id, timeout)
+
+    def partition_states(self) -> list[PartitionState]:
+        return brokerview.partition_states(self.client)
+
+    def topic_min_isr(self, topics: set[str]) -> dict[str, int]:
+        return brokerview.topic_min_isr(self.client, topics)
+
+    def running_config(self, broker_id: int) -> dict[str, RunningValue]:
+        try:
+            return describe_running_config(self.client, broker_id, timeout=5.0)
+        except ConfigApplyError as exc:
+            raise AdminUnavailable(str(exc)) from exc
+
+    def apply_config(self, broker_id: int, diff: ConfigDiff, kafka_version: str) -> str | None:
+        defaults = ConfigCommandClusterDefaults(
+            self.java, kafka_libs(self.image_root, kafka_version), self.bootstrap
+        )
+        return apply_config_diff(self.client, broker_id, diff, defaults).error
+
+    def under_replicated(self, jolokia_url: str) -> int:
+        return brokerview.under_replicated(jolokia_url)
+
+
+class ConfluentClusterAdmin:
+    """The whole cluster for the elected planner: one Admin client per bootstrap list."""
+
+    def __init__(self, bootstrap: str, jolokia_port: int) -> None:
+        self.bootstrap = bootstrap
+        self.jolokia_port = jolokia_port
+
+    def _client(self) -> AdminClient:
+        return AdminClient({"bootstrap.servers": self.bootstrap, "socket.timeout.ms": 10000})
+
+    def assignment(
+        self, include_internal: bool
+    ) -> tuple[dict[tuple[str, int], tuple[int, ...]], frozenset[int]]:
+        metadata = self._client().list_topics(timeout=10)
+        live = {
+            (str(t.topic), p.id): tuple(p.replicas)
+            for t in metadata.topics.values()
+            if include_internal or not str(t.topic).startswith("__")
+            for p in t.partitions.values()
+        }
+        return live, frozenset(metadata.brokers)
+
+    def read_layout(self, include_internal: bool) -> dict[str, Any]:
+        return read_live_layout(
+            self.bootstrap, self.jolokia_port, timeout_s=10.0, include_internal=include_internal
+        )
+
+    def elect_preferred_leaders(self, partitions: Sequence[tuple[str, int]]) -> None:
+        if not partitions:
+            return
+        wanted = [TopicPartition(topic, number) for topic, number in partitions]
+        try:
+            results = (
+                self._client().elect_leaders(ElectionType.PREFERRED, wanted).result(timeout=30)
+            )
+        except KafkaException as exc:
+            log.warning("preferred_leader_election_failed", error=str(exc))
+            return
+        # ELECTION_NOT_NEEDED is the common answer: the preferred leader already leads.
+        failed = {
+            f"{tp.topic}-{tp.partition}": str(err)
+            for tp, err in results.items()
+            if err is not None and _error_code(err) != KafkaError.ELECTION_NOT_NEEDED
+        }
+        if failed:
+            log.warning("preferred_leader_election_partial", failed=failed)
+
+
+def _error_code(error: object) -> object:
+    """elect_leaders answers KafkaError or KafkaException (wrapping one) per partition."""
+    if isinstance(error, KafkaException) and error.args:
+        error = error.args[0]
+    return error.code() if isinstance(error, KafkaError) else None
+
+
+class SystemClock:
+    def monotonic(self) -> float:
+        return time.monotonic()
+
+    def time(self) -> float:
+        return time.time()
+
+    def sleep(self, seconds: float) -> None:
+        time.sleep(seconds)

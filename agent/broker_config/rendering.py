@@ -1,0 +1,31 @@
+"""The agent's call of the renderer (planner.contracts.vm_config): this VM's facts from the
+agent's settings and the broker id it claimed, and the server.properties they and the spec
+give. Pure."""
+
+from __future__ import annotations
+
+from agent.settings import AgentSettings
+from planner.contracts.paths import ClusterPaths
+from planner.contracts.spec import ClusterSpec
+from planner.contracts.vm_config import BrokerFacts, render_server_properties, sizing_properties
+
+
+def broker_facts(settings: AgentSettings, broker_id: int) -> BrokerFacts:
+    return BrokerFacts(
+        broker_id=broker_id,
+        rack=settings.zone,
+        listener_address=settings.address,
+        port=settings.kafka_port,
+        tenant_port=settings.kafka_sasl_port,
+        advertised_address=settings.address,
+        log_dirs=(str(settings.data_dir),),
+        zookeeper_connect=settings.zookeeper_hosts + ClusterPaths(settings.cluster).kafka_chroot,
+        host_sizing=sizing_properties(settings.host_sizing),
+    )
+
+
+def desired_server_properties(
+    settings: AgentSettings, broker_id: int, spec: ClusterSpec
+) -> dict[str, str]:
+    """server.properties as the spec and this VM's facts say; BrokerConfigError names a bad key."""
+    return render_server_properties(spec, broker_facts(settings, broker_id))

@@ -1,0 +1,215 @@
+"""What the agent's shell talks to, as typing.Protocol ports: ZooKeeper (what the agent reads
+and writes there), the Kafka admin (the local broker, and the whole cluster for the planner),
+the reassignment tool, the process supervisor, the plan store and the clock.
+
+The real adapters (agent/adapters.py, agent/supervisor.py, agent/reassign.py,
+planner/store.py) implement them; `Agent` and `PlanExecutor` take them injected, so unit
+tests drive a whole cycle or a planner tick against fakes in memory. No I/O here.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from enum import StrEnum
+from typing import Any, Protocol
+
+from agent.broker_config import ConfigDiff, RunningValue
+from agent.errors import AgentError
+from agent.reassign import PartitionMove, VerifyResult
+from agent.zk_membership import ReconfigChange
+from planner.contracts.kafka_state import PartitionState
+from planner.contracts.plan_records import Progress
+from planner.contracts.plan_status import PlanStatus
+from planner.contracts.spec import ClusterSpec
+from planner.store import StoredPlan
+
+
+class ProcessState(StrEnum):
+    RUNNING = "running"
+    PAUSED = "paused"  # SIGSTOP: alive but answering nothing
+    STOPPED = "stopped"
+
+
+RUNNING, PAUSED, STOPPED = ProcessState.RUNNING, ProcessState.PAUSED, ProcessState.STOPPED
+
+Assignment = Mapping[tuple[str, int], tuple[int, ...]]
+"""(topic, partition) -> replicas, preferred leader first."""
+
+
+class StoreUnavailable(AgentError):
+    """ZooKeeper did not answer (no session, or the session was lost during the call)."""
+
+
+class AdminUnavailable(AgentError):
+    """A Kafka admin request failed or timed out; the message names the request."""
+
+
+# -- ZooKeeper ----------------------------------------------------------------------------
+
+
+class RestartLock(Protocol):
+    """The cluster-wide restart lock: one broker restarts at a time."""
+
+    def acquire(self, timeout: float) -> bool:
+        """True once held; False when `timeout` passed first. StoreUnavailable: no session."""
+
+    def holders(self) -> list[str]:
+        """Identifiers of the holder and the waiters, holder first."""
+
+    def release(self) -> None: ...
+
+
+class AgentZooKeeper(Protocol):
+    """The znodes the agent reads and writes. Values cross as bytes: their encoding and
+    parsing stay in one place each, beside the record they are."""
+
+    @property
+    def connected(self) -> bool: ...
+
+    def connect(self, timeout: float) -> None:
+        """Open the session (and authenticate, when the adapter holds credentials)."""
+
+    def on_connected(self, callback: Callable[[], None]) -> None:
+        """Call `callback` on every new session (ephemeral znodes must be made again)."""
+
+    def watch_spec(self, callback: Callable[[], None]) -> None:
+        """Call `callback` whenever the spec znode changes."""
+
+    def claim_broker_id(self, vm_id: str, volume_id: str, limit: int, preferred: int | None) -> int:
+        """Claim (or keep) this volume's broker id; see agent/identity.py."""
+
+    def close(self) -> None: ...
+
+    def read_spec(self) -> bytes | None:
+        """The spec znode's value; None when there is none."""
+
+    def read_members(self) -> dict[int, bytes]:
+        """Every member znode's value by broker id (a member that vanished is left out)."""
+
+    def write_member(self, broker_id: int, value: bytes) -> None:
+        """Set this agent's ephemeral member znode, creating it after a new session."""
+
+    def append_journal(self, value: bytes) -> None:
+        """One sequential journal entry."""
+
+    def registered_brokers(self) -> frozenset[int]:
+        """Broker ids registered with Kafka (in ZooKeeper mode, /brokers/ids)."""
+
+    def controller_id(self) -> int | None: ...
+
+    def restart_lock(self, identifier: str) -> RestartLock: ...
+
+    def restart_lock_held(self) -> bool: ...
+
+    def request_controller_election(self) -> None:
+        """Delete Kafka's controller znode so another broker takes over the controller."""
+
+
+class PlannerSeat(Protocol):
+    """The planner election: while this agent holds it, its plan executor works."""
+
+    @property
+    def is_planner(self) -> bool: ...
+
+    def start(self, stop: threading.Event) -> threading.Thread: ...
+
+
+class EnsembleMembership(Protocol):
+    """ZooKeeper ensemble membership: the change to make, and making it."""
+
+    def change(self, spec: ClusterSpec | None, now: float) -> ReconfigChange | None: ...
+
+    def apply(self, change: ReconfigChange) -> object:
+        """Make the change; what it returns (the outcome, for the journal) the cycle ignores."""
+        ...
+
+
+# -- Kafka ----------------------------------------------------------------------------------
+
+
+class BrokerAdmin(Protocol):
+    """Reads and config writes of this VM's broker (and, through it, the cluster)."""
+
+    def metadata_answers(self, broker_id: int, timeout: float) -> bool:
+        """Whether the broker answers a metadata request and lists itself."""
+
+    def partition_states(self) -> list[PartitionState]: ...
+
+    def topic_min_isr(self, topics: set[str]) -> dict[str, int]: ...
+
+    def running_config(self, broker_id: int) -> dict[str, RunningValue]:
+        """Every config in effect; AdminUnavailable when the broker cannot be asked."""
+
+    def apply_config(self, broker_id: int, diff: ConfigDiff, kafka_version: str) -> str | None:
+        """Apply the dynamic part of `diff` and read it back; the error, or None when done."""
+
+    def under_replicated(self, jolokia_url: str) -> int:
+        """A broker's UnderReplicatedPartitions, read through Jolokia; raises when unreadable."""
+
+
+class ClusterAdmin(Protocol):
+    """The whole cluster as the elected planner reads it (bootstrap: every live member)."""
+
+    def assignment(
+        self, include_internal: bool
+    ) -> tuple[dict[tuple[str, int], tuple[int, ...]], frozenset[int]]:
+        """(live assignment, registered broker ids) from one metadata request."""
+
+    def read_layout(self, include_internal: bool) -> dict[str, Any]:
+        """The cluster as a LAYOUT.json document (sizes and load included)."""
+
+    def elect_preferred_leaders(self, partitions: Sequence[tuple[str, int]]) -> None:
+        """Ask for a preferred-leader election; failures are logged, not raised."""
+
+
+class Reassigner(Protocol):
+    """Kafka's reassignment tool (KIP-455), with replication throttles."""
+
+    def execute(self, moves: Sequence[PartitionMove], throttle_bytes_per_s: int) -> None: ...
+
+    def verify(self, moves: Sequence[PartitionMove]) -> VerifyResult: ...
+
+
+ReassignerFactory = Callable[[str], Reassigner]
+"""A reassigner for the cluster's Kafka version (the tool runs from that version's jars)."""
+
+
+# -- the broker process ---------------------------------------------------------------------
+
+
+class BrokerSupervisor(Protocol):
+    def state(self) -> ProcessState: ...
+
+    def start(self, kafka_version: str) -> None: ...
+
+    def stop(self, timeout: float) -> None: ...
+
+    def pid(self) -> int | None: ...
+
+
+# -- the plan store -------------------------------------------------------------------------
+
+
+class PlanStorePort(Protocol):
+    def read(self) -> StoredPlan | None: ...
+
+    def read_progress(self) -> Progress | None: ...
+
+    def read_status(self) -> PlanStatus: ...
+
+    def write(self, plan: StoredPlan, expected_meta_version: int | None) -> StoredPlan: ...
+
+    def write_progress(self, progress: Progress) -> Progress: ...
+
+
+# -- time -----------------------------------------------------------------------------------
+
+
+class Clock(Protocol):
+    def monotonic(self) -> float: ...
+
+    def time(self) -> float:
+        """Wall time, seconds since the epoch."""
+
+    def sleep(self, seconds: float) -> None: ...

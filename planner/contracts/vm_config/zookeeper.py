@@ -1,0 +1,121 @@
+"""The ZooKeeper server's configuration files, rendered from the ensemble and this VM's
+paths: zoo.cfg, the dynamic membership file, myid and logback. Pure.
+
+Membership lives in the dynamic file, so that it changes by reconfig without a restart:
+zoo.cfg names the file, and ZooKeeper rewrites both after a reconfig.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import PurePath
+
+from planner.errors import PlannerError
+
+
+class ZookeeperRole(StrEnum):
+    PARTICIPANT = "participant"  # votes
+    OBSERVER = "observer"  # serves reads, follows writes, never votes
+
+
+class ZookeeperConfigError(PlannerError, ValueError):
+    """A ZooKeeper server or ensemble that must not be rendered; the message names it."""
+
+
+@dataclass(frozen=True)
+class EnsembleServer:
+    """One server line of the dynamic file: server.<id>=<address>:<peer>:<election>:<role>;
+    <address>:<client>."""
+
+    server_id: int
+    address: str
+    peer_port: int
+    election_port: int
+    client_port: int
+    role: ZookeeperRole = ZookeeperRole.PARTICIPANT
+
+    def line(self) -> str:
+        return (
+            f"server.{self.server_id}={self.address}:{self.peer_port}:{self.election_port}:"
+            f"{self.role};{self.address}:{self.client_port}"
+        )
+
+    def problems(self) -> tuple[str, ...]:
+        found = []
+        if not 1 <= self.server_id <= 255:
+            # ZooKeeper's admin guide asks for a myid from 1 to 255.
+            found.append(f"server id must be 1-255, got {self.server_id}")
+        if not self.address.strip() or any(c in self.address for c in ":;,= "):
+            found.append(f"server {self.server_id}: {self.address!r} is not a host or address")
+        ports = (self.peer_port, self.election_port, self.client_port)
+        if not all(0 < port < 65536 for port in ports):
+            found.append(f"server {self.server_id}: ports must be 1-65535, got {ports}")
+        elif len(set(ports)) != 3:
+            found.append(f"server {self.server_id}: peer, election and client ports must differ")
+        return tuple(found)
+
+
+def voting_roles(server_ids: Sequence[int], participants: int) -> dict[int, ZookeeperRole]:
+    """The first `participants` servers (by id) vote; the others observe."""
+    return {
+        server_id: ZookeeperRole.PARTICIPANT if rank < participants else ZookeeperRole.OBSERVER
+        for rank, server_id in enumerate(sorted(server_ids))
+    }
+
+
+def render_zookeeper_dynamic(
+    servers: Sequence[EnsembleServer], live_lines: Sequence[str] = ()
+) -> str:
+    """The dynamic membership file. `live_lines`: server lines as a running ensemble states
+    them (/zookeeper/config), kept verbatim before `servers` when a VM joins one."""
+    problems = [problem for server in servers for problem in server.problems()]
+    ids = [server.server_id for server in servers]
+    if len(set(ids)) != len(ids):
+        problems.append(f"server ids repeat: {sorted(ids)}")
+    if not servers and not live_lines:
+        problems.append("an ensemble needs at least one server")
+    if any(not line.startswith("server.") or "\n" in line for line in live_lines):
+        problems.append(f"live ensemble lines must be server lines: {list(live_lines)}")
+    if problems:
+        raise ZookeeperConfigError("; ".join(problems))
+    return "".join(line + "\n" for line in (*live_lines, *(s.line() for s in servers)))
+
+
+def render_zoo_cfg(data_dir: PurePath, dynamic_file: PurePath) -> str:
+    """zoo.cfg: the same on every server except its paths. reconfigEnabled must be the same
+    on every server; standaloneEnabled=false keeps a one-server ensemble a real ensemble that
+    can grow by reconfig; the client port is in the dynamic file, per server."""
+    return "\n".join(
+        [
+            "tickTime=2000",
+            "initLimit=10",
+            "syncLimit=5",
+            f"dataDir={data_dir}",
+            "reconfigEnabled=true",
+            "standaloneEnabled=false",
+            f"dynamicConfigFile={dynamic_file}",
+            "4lw.commands.whitelist=srvr,mntr,ruok,conf,stat,isro",
+            "admin.enableServer=false",
+            "autopurge.snapRetainCount=3",
+            "autopurge.purgeInterval=1",
+            "maxClientCnxns=200",
+            "",
+        ]
+    )
+
+
+def render_zookeeper_myid(server_id: int) -> str:
+    return f"{server_id}\n"
+
+
+def render_zookeeper_logback() -> str:
+    """logback.xml: everything to the console (the supervisor keeps the file)."""
+    return """<configuration>
+  <appender name="CONSOLE" class="ch.qos.logback.core.ConsoleAppender">
+    <encoder><pattern>%d{ISO8601} [myid:%X{myid}] %-5level [%t] %logger{1} - %msg%n</pattern></encoder>
+  </appender>
+  <root level="INFO"><appender-ref ref="CONSOLE"/></root>
+</configuration>
+"""

@@ -1,0 +1,202 @@
+"""The ZooKeeper ensemble as both planes see it: the one parser of the dynamic config
+(/zookeeper/config), the management plane's repair request, and the check of whether a
+requested repair is complete.
+
+Pure: no I/O. The agents decide every membership change (`agent.zk_membership`); the
+management plane only states facts in a request (these VMs are recycled for good) and
+waits until the ensemble shows the repair done.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+
+from planner.contracts.vm_config.zookeeper import ZookeeperRole
+from planner.errors import PlannerError
+
+REPAIR_REQUEST_SCHEMA_VERSION = 1
+
+
+class EnsembleConfigError(PlannerError, ValueError):
+    """/zookeeper/config holds a line this parser does not understand."""
+
+
+class RepairRequestError(PlannerError, ValueError):
+    """The repair request znode holds a value that is not a valid request."""
+
+
+_SERVER_LINE = re.compile(
+    r"^server\.(?P<id>\d+)=(?P<address>[^:;]+):(?P<peer>\d+):(?P<election>\d+)"
+    r"(?::(?P<role>participant|observer))?"
+    r"(?:;(?:(?P<client_address>[^:;]+):)?(?P<client_port>\d+))?$"
+)
+_DEFAULT_CLIENT_PORT = 2181
+
+
+@dataclass(frozen=True)
+class ZkServer:
+    """One `server.N=` line of the dynamic config."""
+
+    server_id: int
+    address: str
+    peer_port: int
+    election_port: int
+    role: ZookeeperRole
+    client_port: int
+    client_address: str | None = None  # None: the line names only the port (every interface)
+
+    def line(self) -> str:
+        """The line as reconfig takes it (a `joining` entry)."""
+        client = (
+            f"{self.client_address}:{self.client_port}"
+            if self.client_address is not None
+            else str(self.client_port)
+        )
+        return (
+            f"server.{self.server_id}={self.address}:{self.peer_port}:{self.election_port}:"
+            f"{self.role.value};{client}"
+        )
+
+    def with_role(self, role: ZookeeperRole) -> ZkServer:
+        return ZkServer(
+            self.server_id,
+            self.address,
+            self.peer_port,
+            self.election_port,
+            role,
+            self.client_port,
+            self.client_address,
+        )
+
+
+@dataclass(frozen=True)
+class EnsembleConfig:
+    servers: dict[int, ZkServer]
+    version: int  # the config's own version (the `version=` line, hex); -1 if absent
+
+    @property
+    def participants(self) -> dict[int, ZkServer]:
+        return {i: s for i, s in self.servers.items() if s.role is ZookeeperRole.PARTICIPANT}
+
+    @property
+    def observers(self) -> dict[int, ZkServer]:
+        return {i: s for i, s in self.servers.items() if s.role is ZookeeperRole.OBSERVER}
+
+    def at_addresses(self, addresses: frozenset[str]) -> dict[int, ZkServer]:
+        return {i: s for i, s in self.servers.items() if s.address in addresses}
+
+
+def parse_server_line(line: str) -> ZkServer:
+    match = _SERVER_LINE.match(line.strip())
+    if match is None:
+        raise EnsembleConfigError(
+            f"unreadable server line in /zookeeper/config: {line!r} (expected "
+            "server.<id>=<address>:<peer port>:<election port>[:<role>][;[<address>:]<client port>])"
+        )
+    return ZkServer(
+        server_id=int(match["id"]),
+        address=match["address"],
+        peer_port=int(match["peer"]),
+        election_port=int(match["election"]),
+        role=ZookeeperRole(match["role"] or ZookeeperRole.PARTICIPANT),
+        client_port=int(match["client_port"] or _DEFAULT_CLIENT_PORT),
+        client_address=match["client_address"],
+    )
+
+
+def parse_ensemble_config(text: str) -> EnsembleConfig:
+    """The servers and version of the dynamic config, as /zookeeper/config holds it."""
+    servers: dict[int, ZkServer] = {}
+    version = -1
+    for raw_line in text.splitlines():
+        line = raw_line.strip()
+        if not line:
+            continue
+        if line.startswith("version="):
+            value = line.split("=", 1)[1]
+            try:
+                version = int(value, 16)
+            except ValueError:
+                raise EnsembleConfigError(
+                    f"unreadable version in /zookeeper/config: {value!r} (expected hexadecimal)"
+                ) from None
+            continue
+        server = parse_server_line(line)
+        if server.server_id in servers:
+            raise EnsembleConfigError(
+                f"server {server.server_id} appears twice in /zookeeper/config"
+            )
+        servers[server.server_id] = server
+    return EnsembleConfig(servers, version)
+
+
+@dataclass(frozen=True)
+class EnsembleRepairRequest:
+    """The management plane's request to the agents: the VMs at these addresses are recycled
+    for good, so their ZooKeeper servers will not come back. The agents' decider removes
+    such a server as soon as it stops serving, without waiting out the gone threshold; it
+    still decides what to change, when, and whether a quorum allows it."""
+
+    recycled_addresses: frozenset[str]
+    requested_by: str  # the operation that asks, for the journal
+
+    def encode(self) -> bytes:
+        return json.dumps(
+            {
+                "schema_version": REPAIR_REQUEST_SCHEMA_VERSION,
+                "recycled_addresses": sorted(self.recycled_addresses),
+                "requested_by": self.requested_by,
+            }
+        ).encode()
+
+
+def parse_repair_request(raw: bytes) -> EnsembleRepairRequest:
+    try:
+        value = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise RepairRequestError(f"ensemble repair request is not JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise RepairRequestError("ensemble repair request must be a JSON object")
+    version = value.get("schema_version")
+    if version != REPAIR_REQUEST_SCHEMA_VERSION:
+        raise RepairRequestError(
+            f"ensemble repair request has schema_version {version!r}, "
+            f"this reader knows {REPAIR_REQUEST_SCHEMA_VERSION}"
+        )
+    addresses = value.get("recycled_addresses")
+    if not isinstance(addresses, list) or not all(isinstance(a, str) and a for a in addresses):
+        raise RepairRequestError(
+            "ensemble repair request: recycled_addresses must be a list of addresses"
+        )
+    requested_by = value.get("requested_by")
+    if not isinstance(requested_by, str) or not requested_by:
+        raise RepairRequestError("ensemble repair request: requested_by must be a non-empty string")
+    return EnsembleRepairRequest(frozenset(addresses), requested_by)
+
+
+def repair_outstanding(
+    config: EnsembleConfig,
+    recycled_addresses: frozenset[str],
+    live_addresses: frozenset[str],
+    desired_participants: int,
+) -> list[str]:
+    """What the ensemble still lacks before a repair is complete (empty: complete): no server
+    of a recycled VM, a server for every live VM, and no observer left while the voting
+    ensemble is below its size."""
+    outstanding = []
+    recycled = sorted(config.at_addresses(recycled_addresses))
+    if recycled:
+        outstanding.append(f"servers {recycled} of recycled VMs still in the ensemble")
+    present = {s.address for s in config.servers.values()}
+    missing = sorted(live_addresses - recycled_addresses - present)
+    if missing:
+        outstanding.append(f"no server yet for the VMs at {', '.join(missing)}")
+    voting = len(config.participants)
+    if voting < desired_participants and config.observers:
+        outstanding.append(
+            f"{voting} of {desired_participants} participants while observers "
+            f"{sorted(config.observers)} could vote"
+        )
+    return outstanding
