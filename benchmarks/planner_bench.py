@@ -1,4 +1,4 @@
-"""Planner benchmark (issue 3 item 6): seeded synthetic clusters of 6, 30, 300 and 1,000
+"""Planner benchmark: seeded synthetic clusters of 6, 30, 300 and 1,000
 brokers with 1k, 10k, 100k and 100k partitions (RF 3, 3 zones, skewed sizes: a few topics
 hold most bytes), each in three situations: brokers just added (empty), one broker
 draining, random imbalance. Kafka's own `--generate` placement runs on the same input as
@@ -8,10 +8,10 @@ the baseline.
 
 Each situation is planned in a fresh child process so that its peak memory (ru_maxrss) is
 its own; its CPU time is measured beside the wall clock, since the machine is shared.
-Targets checked (issue 3), printed row by row at the end: 1,000 brokers x 100,000
+The planner's targets, checked and printed row by row at the end: 1,000 brokers x 100,000
 partitions planned in <= 10 s and <= 2 GiB; replicas and leaders per broker max-min <= 1;
-disk within +-5% where sizes allow; replicas moved <= 1.1 x the lower bound (issue 3's
-bound, and beside it the bound extended to soft goals 3 and 4: see goal_bound).
+disk within +-5% where sizes allow; replicas moved <= 1.1 x the lower bound (see
+lower_bound, and beside it the bound extended to soft goals 3 and 4: see goal_bound).
 
 The Kafka baseline: `kafka-reassign-partitions --generate` needs a live cluster in Kafka
 3.9 (it reads brokers, racks and current assignments through the Admin API of
@@ -141,7 +141,7 @@ def situation(name: str, brokers: int, partitions: int, seed: int) -> Cluster:
 
 
 def lower_bound(cluster: Cluster) -> int:
-    """Issue 3's lower bound: replicas on draining brokers plus the excess of over-full
+    """The movement lower bound: replicas on draining brokers plus the excess of over-full
     brokers over the balanced ceiling (the planner's per-broker target range,
     rack-aware)."""
     state = PlacementState(cluster, PlannerSettings())
@@ -156,7 +156,7 @@ def lower_bound(cluster: Cluster) -> int:
 
 def goal_bound(cluster: Cluster) -> int:
     """A lower bound on the replicas moved by any plan that meets soft goals 1 (counts),
-    3 (topic spread) and 4 (disk bytes), which issue 3's bound does not all see.
+    3 (topic spread) and 4 (disk bytes), which lower_bound does not all see.
 
     Each move takes a replica off one broker and puts it on another, and a broker ends
     with low <= count + in - out <= high. Per active broker, what must leave: its excess
@@ -434,7 +434,7 @@ def print_report(results: list[dict[str, Any]]) -> None:
     print("wall s / cpu s: planning time (wall clock, and CPU time of the planning process:")
     print("  the machine is shared, so wall time includes waiting for a core); MiB: peak RSS of")
     print("  the process, which also built the synthetic cluster and its balanced base;")
-    print("bound: issue 3's lower bound (replicas on draining brokers + excess of over-full")
+    print("bound: the movement lower bound (replicas on draining brokers + excess of over-full")
     print("  brokers over the balanced ceiling); ratio: moved / bound;")
     print("gbound: a lower bound for any plan meeting soft goals 1, 3 and 4 (goal_bound: per")
     print("  broker, replicas that must leave or arrive for counts, topics and disk bytes);")
@@ -451,8 +451,8 @@ def print_report(results: list[dict[str, Any]]) -> None:
 
 
 def print_targets(results: list[dict[str, Any]]) -> None:
-    """Issue 3's targets, row by row: ok or MISS."""
-    print("targets (issue 3): ok / MISS")
+    """The planner's targets, row by row: ok or MISS."""
+    print("targets: ok / MISS")
     for r in results:
         if "error" in r:
             continue

@@ -17,11 +17,12 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from planner.errors import PlannerError
 from planner.goals import rack_bounds
 from planner.model import BrokerState, Cluster, PlannerSettings
 
 
-class BatchingError(Exception):
+class BatchingError(PlannerError):
     """The moves cannot be ordered within the hard goals (a cycle of full disks)."""
 
 

@@ -8,6 +8,7 @@ hard goals; the reason and a recommendation are printed).
 from __future__ import annotations
 
 import argparse
+import enum
 import json
 import re
 import sys
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from planner.batches import BatchingError, MovementBudget
+from planner.errors import PlannerError
 from planner.feasibility import InfeasibleError
 from planner.goals import hard_goal_violations
 from planner.layout import LayoutError, load_layout
@@ -36,7 +38,12 @@ _SIZE = re.compile(r"^(\d+)\s*([KMGT]i?B?|B)?$", re.IGNORECASE)
 _UNITS = {"": 1, "B": 1, "K": 1000, "M": 1000**2, "G": 1000**3, "T": 1000**4}
 
 
-class UsageError(ValueError):
+class Command(enum.StrEnum):
+    GENERATE = "generate"
+    SCORE = "score"
+
+
+class UsageError(PlannerError, ValueError):
     pass
 
 
@@ -97,7 +104,8 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="kaas plan", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
     generate = commands.add_parser(
-        "generate", help="plan a layout; Kafka's reassignment JSON on stdout, summary on stderr"
+        Command.GENERATE,
+        help="plan a layout; Kafka's reassignment JSON on stdout, summary on stderr",
     )
     generate.add_argument("--layout", required=True, type=Path, help="LAYOUT.json")
     generate.add_argument("--drain", help="broker ids to empty, comma-separated")
@@ -114,7 +122,7 @@ def _parser() -> argparse.ArgumentParser:
     generate.add_argument(
         "--batches", type=Path, help="also write the batches (one reassignment JSON each)"
     )
-    score = commands.add_parser("score", help="the balance score of a layout (after a plan)")
+    score = commands.add_parser(Command.SCORE, help="the balance score of a layout (after a plan)")
     score.add_argument("--layout", required=True, type=Path)
     score.add_argument("--plan", type=Path, help="reassignment JSON applied to the layout first")
     score.add_argument("--max-disk-share", type=float, default=0.8)
@@ -126,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         settings = PlannerSettings(max_disk_share=args.max_disk_share)
-        if args.command == "generate":
+        if Command(args.command) is Command.GENERATE:
             return _generate(args, settings)
         return _score(args, settings)
     except (LayoutError, ReassignmentError, UsageError, ValueError) as exc:

@@ -10,12 +10,14 @@ fails on a case these counts do not catch.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
+from planner.errors import PlannerError
+from planner.goals import HARD, Precondition, rack_bounds
 from planner.model import UNLIMITED, Cluster, PlannerSettings
 
 
-class InfeasibleError(Exception):
+class InfeasibleError(PlannerError):
     """No plan can keep every hard goal; `recommendation` says what would make one."""
 
     def __init__(self, reason: str, recommendation: str) -> None:
@@ -25,13 +27,26 @@ class InfeasibleError(Exception):
 
 
 def check_feasible(cluster: Cluster, settings: PlannerSettings) -> None:
-    racks = cluster.racks()
-    active = [b for b in cluster.brokers if b.is_active]
-    active_per_rack = {rack: 0 for rack in racks}
-    for broker in active:
-        active_per_rack[broker.rack] += 1
+    """Raise InfeasibleError for the first hard goal, in priority order, whose
+    precondition the cluster fails."""
     if not cluster.partitions:
         return
+    for goal in HARD:
+        if goal.precondition is not None:
+            _PRECONDITIONS[goal.precondition](cluster, settings)
+
+
+def _active_per_rack(cluster: Cluster) -> dict[str, int]:
+    active_per_rack = {rack: 0 for rack in cluster.racks()}
+    for broker in cluster.brokers:
+        if broker.is_active:
+            active_per_rack[broker.rack] += 1
+    return active_per_rack
+
+
+def _check_rack_brokers(cluster: Cluster, settings: PlannerSettings) -> None:
+    racks = cluster.racks()
+    active_per_rack = _active_per_rack(cluster)
     replication_factors = sorted({p.replication_factor for p in cluster.partitions})
     needed: dict[str, int] = {}
     reasons: list[str] = []
@@ -45,7 +60,6 @@ def check_feasible(cluster: Cluster, settings: PlannerSettings) -> None:
                 )
     if needed:
         raise InfeasibleError(_dedupe(reasons), _add_brokers(needed, racks))
-    _check_disk(cluster, settings, racks, active_per_rack)
 
 
 def _brokers_needed(k: int, active_per_rack: Mapping[str, int]) -> dict[str, int]:
@@ -59,16 +73,14 @@ def _brokers_needed(k: int, active_per_rack: Mapping[str, int]) -> dict[str, int
             return {}
         empty = [r for r in sorted(active_per_rack) if active_per_rack[r] == 0]
         return {rack: 1 for rack in empty[: k - len(usable)]}
-    low, extra = divmod(k, len(racks))
-    return {rack: low + (1 if i < extra else 0) for i, rack in enumerate(racks)}
+    low, high = rack_bounds(k, len(racks))
+    at_high = k - low * len(racks)
+    return {rack: high if i < at_high else low for i, rack in enumerate(racks)}
 
 
-def _check_disk(
-    cluster: Cluster,
-    settings: PlannerSettings,
-    racks: list[str],
-    active_per_rack: Mapping[str, int],
-) -> None:
+def _check_disk(cluster: Cluster, settings: PlannerSettings) -> None:
+    racks = cluster.racks()
+    active_per_rack = _active_per_rack(cluster)
     limit_per_rack = {rack: 0.0 for rack in racks}
     biggest_limit = 0.0
     for broker in cluster.brokers:
@@ -87,9 +99,12 @@ def _check_disk(
             f"add a broker with at least "
             f"{math.ceil(largest.size_bytes / settings.max_disk_share)} bytes of disk",
         )
-    # Bytes that must live in each rack: k//R replicas of every partition.
-    rack_count = len(racks)
-    must_hold = sum(p.size_bytes * (p.replication_factor // rack_count) for p in cluster.partitions)
+    # Bytes that must live in each rack: the fewest replicas of every partition a rack
+    # may hold.
+    fewest = {
+        k: rack_bounds(k, len(racks))[0] for k in {p.replication_factor for p in cluster.partitions}
+    }
+    must_hold = sum(p.size_bytes * fewest[p.replication_factor] for p in cluster.partitions)
     needed: dict[str, int] = {}
     reasons = []
     for rack in racks:
@@ -114,6 +129,15 @@ def _check_disk(
             f"{total_limit:.0f} ({share} of their disks)",
             _add_brokers({smallest: math.ceil((total - total_limit) / per_broker)}, racks),
         )
+
+
+_PRECONDITIONS: dict[Precondition, Callable[[Cluster, PlannerSettings], None]] = {
+    Precondition.ACTIVE_BROKERS_PER_RACK: _check_rack_brokers,
+    Precondition.DISK_ROOM: _check_disk,
+}
+"""How each precondition the goal table names is checked."""
+if set(_PRECONDITIONS) != set(Precondition):
+    raise ImportError(f"preconditions without a check: {set(Precondition) - set(_PRECONDITIONS)}")
 
 
 def _add_brokers(needed: Mapping[str, int], racks: list[str]) -> str:

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from planner.errors import PlannerError
 from planner.model import UNLIMITED, Broker, BrokerState, Capacity, Cluster, Partition
 
 LAYOUT_SCHEMA_FILE = Path(__file__).parent / "schemas" / "layout.schema.json"
@@ -38,7 +39,7 @@ _PARTITION_KEYS = frozenset(
 )
 
 
-class LayoutError(ValueError):
+class LayoutError(PlannerError, ValueError):
     """The layout cannot be used; the message names the entry at fault."""
 
 
@@ -116,7 +117,7 @@ def _parse_broker(entry: Any, index: int) -> Broker:
     rack = entry.get("rack")
     if not isinstance(rack, str) or not rack:
         raise LayoutError(f"{where}: 'rack' must be a non-empty string, got {rack!r}")
-    state_text = entry.get("state", "active")
+    state_text = entry.get("state", BrokerState.ACTIVE.value)
     try:
         state = BrokerState(state_text)
     except ValueError:

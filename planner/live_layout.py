@@ -14,12 +14,15 @@ from typing import Any
 
 from confluent_kafka.admin import AdminClient
 
+from planner.errors import PlannerError
+from planner.model import BrokerState
+
 LOG_SIZE_PATTERN = "kafka.log:type=Log,name=Size,topic=*,partition=*"
 _MBEAN_TOPIC = re.compile(r"(?:^|,)topic=([^,]+)")
 _MBEAN_PARTITION = re.compile(r"(?:^|,)partition=(\d+)")
 
 
-class LiveLayoutError(RuntimeError):
+class LiveLayoutError(PlannerError, RuntimeError):
     pass
 
 
@@ -76,7 +79,9 @@ def read_live_layout(
     brokers = []
     sizes: dict[tuple[str, int], int] = {}
     for node in sorted(cluster.nodes, key=lambda n: n.id):
-        brokers.append({"id": node.id, "rack": node.rack or "default", "state": "active"})
+        brokers.append(
+            {"id": node.id, "rack": node.rack or "default", "state": BrokerState.ACTIVE.value}
+        )
         for key, size in partition_sizes(
             f"http://{node.host}:{jolokia_port}/jolokia/", timeout_s
         ).items():

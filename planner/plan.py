@@ -117,7 +117,8 @@ def spread_of(state: PlacementState) -> Spread:
     active = [b for b, a in enumerate(state.active) if a]
     if not active:
         return Spread(0, 0, 0.0)
-    # Racks whose totals the spread goal pins are judged on their own (issue 3's target).
+    # Racks whose totals the spread goal pins are judged on their own: their brokers'
+    # balanced count differs from the other racks'.
     by_range: dict[tuple[int, int], list[int]] = {}
     for b in active:
         r = state.count_range[b]

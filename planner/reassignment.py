@@ -8,10 +8,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from planner.errors import PlannerError
 from planner.model import Cluster
 
 
-class ReassignmentError(ValueError):
+class ReassignmentError(PlannerError, ValueError):
     """The reassignment document cannot be applied; the message names the entry at fault."""
 
 

@@ -30,6 +30,8 @@ class ReplicaPhases:
         sizes = state.size
         self.mean_size = (sum(sizes) / len(sizes)) if sizes else 1.0
         self.active_brokers = [b for b, a in enumerate(state.active) if a]
+        self._fits = state.keeps_hard_goals
+        """The hard goals' move checks, compiled from the goal table."""
         # Soft goal 3's bounds per topic and rack (a broker's share depends on its rack's
         # replica level only): the even share rounded up, and the tolerated most.
         some_broker = [brokers[0] if brokers else None for brokers in state.rack_brokers]
@@ -115,16 +117,6 @@ class ReplicaPhases:
             or s.rack_total[dst_rack] < s.rack_total_range[dst_rack].low
         )
 
-    def _fits(self, p: int, src: int, dst: int) -> bool:
-        """Hard goals for moving p's replica from src to dst."""
-        s = self.s
-        return (
-            s.active[dst]
-            and dst not in s.replicas[p]
-            and s.disk[dst] + s.size[p] <= s.disk_limit[dst]
-            and s.rack_allows(p, src, dst)
-        )
-
     def _topic_penalty(self, p: int, src: int, dst: int) -> float:
         s, t = self.s, self.s.topic_of[p]
         after = s.topic_count[dst].get(t, 0) + 1
@@ -156,8 +148,9 @@ class ReplicaPhases:
 
     def choose_replica(self, src: int, dst: int, exhaustive: bool = False) -> int | None:
         # The hot loop of the count phase (one call per move, tens of candidates each):
-        # _fits and _topic_penalty are inlined and everything that depends only on src
-        # and dst is looked up once.
+        # _topic_penalty is inlined, and so are the hard goals' move checks, specialised
+        # for one destination: active[dst] once, the disk room once, the rack check only
+        # across racks (a test holds this filter to the goal table's compiled check).
         s = self.s
         hosted = s.hosted[src]
         sample = s.settings.candidate_sample

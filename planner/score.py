@@ -15,20 +15,41 @@ formula and where its shape comes from.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from planner.goals import HARD_GOALS, SOFT_GOALS
+from planner.balance import balancedness
+from planner.goals import (
+    GOAL_BY_NAME,
+    GOALS,
+    HARD,
+    SOFT,
+    BrokerLoads,
+    GoalName,
+    leader_bytes_term,
+)
 from planner.model import UNLIMITED, Cluster, PlannerSettings
 from planner.state import PlacementState
+
+__all__ = [
+    "MEASURED_GOALS",
+    "BalanceScore",
+    "balancedness",
+    "combine",
+    "goal_weights",
+    "leader_bytes_term",
+    "score_cluster",
+    "score_distribution",
+    "score_measured",
+    "score_state",
+]
 
 PRIORITY_WEIGHT = 1.1
 """Weight ratio between a goal and the next lower one (Cruise Control's default)."""
 STRICTNESS_WEIGHT = 1.5
 """Extra weight of a hard goal (Cruise Control's default)."""
-INTEGRAL_GOALS = frozenset({"replicas_per_broker", "leaders_per_broker", "topic_spread"})
+INTEGRAL_GOALS = frozenset(goal.name for goal in GOALS if goal.counts)
 """Goals whose values are counts: an even share is judged rounded up."""
 
 
@@ -49,45 +70,15 @@ class BalanceScore:
         }
 
 
-def balancedness(
-    values: Sequence[float],
-    capacities: Sequence[float] | None = None,
-    integral: bool = False,
-) -> float:
-    """0..1: the even share's utilisation over the busiest broker's.
-
-    `capacities` (same length; a broker's size or fair share) turn values into
-    utilisations; unlimited or absent capacities count as 1 each. With `integral`, values
-    are counts and the ideal peak is the even share rounded up per broker.
-    """
-    if not values:
-        return 1.0
-    if capacities is None or any(c == UNLIMITED for c in capacities):
-        capacities = [1.0] * len(values)
-    if len(capacities) != len(values):
-        raise ValueError(f"{len(values)} values but {len(capacities)} capacities")
-    if any(c <= 0 for c in capacities):
-        raise ValueError("capacities must be > 0")
-    total, room = float(sum(values)), float(sum(capacities))
-    if total <= 0:
-        return 1.0
-    mean = total / room
-    peak = max(v / c for v, c in zip(values, capacities, strict=True))
-    ideal = mean
-    if integral:
-        ideal = max(math.ceil(mean * c - 1e-9) / c for c in set(capacities))
-    return 1.0 if peak <= ideal else ideal / peak
-
-
 def goal_weights(names: Sequence[str]) -> dict[str, float]:
-    """Weights by priority: hard goals first, then soft goals, in their documented order;
-    names that are neither follow in the order given."""
-    known = [n for n in (*HARD_GOALS, *SOFT_GOALS) if n in names]
+    """Weights by the goal table's priorities (hard goals first); names that are not
+    goals follow in the order given."""
+    known = [goal.name for goal in GOALS if goal.name in names]
     ordered = known + [n for n in names if n not in known]
     count = len(ordered)
     return {
         name: PRIORITY_WEIGHT ** (count - 1 - rank)
-        * (STRICTNESS_WEIGHT if name in HARD_GOALS else 1.0)
+        * (STRICTNESS_WEIGHT if name in GOAL_BY_NAME and GOAL_BY_NAME[name].is_hard else 1.0)
         for rank, name in enumerate(ordered)
     }
 
@@ -119,16 +110,11 @@ def score_distribution(
     )
 
 
-def leader_bytes_term(leader_bytes_in: Sequence[float], leader_bytes_out: Sequence[float]) -> float:
-    """Soft goal 5's term: the mean of leader bytes in and leader bytes out balancedness."""
-    return (balancedness(leader_bytes_in) + balancedness(leader_bytes_out)) / 2
-
-
 MEASURED_GOALS: dict[str, tuple[str, ...]] = {
-    "replicas_per_broker": ("partitions",),
-    "leaders_per_broker": ("leaders",),
-    "disk_bytes": ("disk_bytes",),
-    "leader_bytes": ("leader_bytes_in_per_s", "bytes_out_per_s"),
+    GoalName.REPLICAS_PER_BROKER: ("partitions",),
+    GoalName.LEADERS_PER_BROKER: ("leaders",),
+    GoalName.DISK_BYTES: ("disk_bytes",),
+    GoalName.LEADER_BYTES: ("leader_bytes_in_per_s", "bytes_out_per_s"),
 }
 """The goals measured load can judge, and the per-broker measurements each needs (a
 broker's bytes out are its leaders' bytes out: followers fetch through replication, which
@@ -142,7 +128,7 @@ def score_measured(loads: Mapping[str, Sequence[float]]) -> BalanceScore:
     for goal, needs in MEASURED_GOALS.items():
         if not all(name in loads for name in needs):
             continue
-        if goal == "leader_bytes":
+        if goal == GoalName.LEADER_BYTES:
             terms[goal] = leader_bytes_term(loads[needs[0]], loads[needs[1]])
         else:
             terms[goal] = balancedness(loads[needs[0]], integral=goal in INTEGRAL_GOALS)
@@ -158,8 +144,6 @@ def score_state(state: PlacementState, broken: dict[str, str] | None = None) -> 
     """The score of the optimizer's working state (its targets give the fair shares).
     `broken`: the hard goals the state breaks, when the caller has just checked them."""
     active = [b for b, a in enumerate(state.active) if a]
-    levels = [max(state.per_broker_level[b], 1e-9) for b in active]
-    disk_targets = [max(state.disk_target[b], 1e-9) for b in active]
     leader_in = [0.0] * len(state.broker_ids)
     leader_out = [0.0] * len(state.broker_ids)
     nw_in = [0.0] * len(state.broker_ids)
@@ -171,28 +155,36 @@ def score_state(state: PlacementState, broken: dict[str, str] | None = None) -> 
         for b in reps:
             nw_in[b] += state.bytes_in[p]
     pick = lambda values: [values[b] for b in active]  # noqa: E731
-    leader_bytes_in = pick(leader_in)
-    leader_bytes_out = [sum(state.bytes_out[p] for p in state.led[b]) for b in active]
+    loads = BrokerLoads(
+        replicas=pick(state.count),
+        replica_levels=pick(state.per_broker_level),
+        leaders=pick(state.leaders),
+        disk=pick(state.disk),
+        disk_targets=pick(state.disk_target),
+        leader_bytes_in=pick(leader_in),
+        leader_bytes_out=[sum(state.bytes_out[p] for p in state.led[b]) for b in active],
+        topic_counts=pick(state.topic_count),
+        topic_totals=state.topic_totals(),
+    )
     if broken is None:
         broken = state.broken_hard_goals()
-    terms: dict[str, float] = {goal: 0.0 if goal in broken else 1.0 for goal in HARD_GOALS}
-    terms["replicas_per_broker"] = balancedness(pick(state.count), levels, integral=True)
-    terms["leaders_per_broker"] = balancedness(pick(state.leaders), integral=True)
-    terms["topic_spread"] = _topic_spread(state, active)
-    terms["disk_bytes"] = balancedness(pick(state.disk), disk_targets)
-    terms["leader_bytes"] = leader_bytes_term(leader_bytes_in, leader_bytes_out)
+    terms: dict[str, float] = {goal.name: 0.0 if goal.name in broken else 1.0 for goal in HARD}
+    for goal in SOFT:
+        assert goal.term is not None  # the goal table's own check guarantees it
+        terms[goal.name] = goal.term(loads)
+    levels = [max(level, 1e-9) for level in loads.replica_levels]
     resources = {
-        "replicas": balancedness(pick(state.count), levels, integral=True),
-        "leaders": balancedness(pick(state.leaders), integral=True),
-        "disk_bytes": balancedness(pick(state.disk), _capacities(state, active, "disk_bytes")),
+        "replicas": balancedness(loads.replicas, levels, integral=True),
+        "leaders": balancedness(loads.leaders, integral=True),
+        "disk_bytes": balancedness(loads.disk, _capacities(state, active, "disk_bytes")),
         "nw_in_bytes_per_s": balancedness(
             pick(nw_in), _capacities(state, active, "nw_in_bytes_per_s")
         ),
         "nw_out_bytes_per_s": balancedness(
             pick(leader_out), _capacities(state, active, "nw_out_bytes_per_s")
         ),
-        "leader_bytes_in_per_s": balancedness(leader_bytes_in),
-        "leader_bytes_out_per_s": balancedness(leader_bytes_out),
+        "leader_bytes_in_per_s": balancedness(loads.leader_bytes_in),
+        "leader_bytes_out_per_s": balancedness(loads.leader_bytes_out),
     }
     return BalanceScore(
         combine(terms),
@@ -205,26 +197,3 @@ def _capacities(state: PlacementState, active: list[int], resource: str) -> list
     brokers = state.cluster.broker_by_id()
     values = [getattr(brokers[state.broker_ids[b]].capacity, resource) for b in active]
     return None if any(v == UNLIMITED for v in values) else values
-
-
-def _topic_spread(state: PlacementState, active: list[int]) -> float:
-    """Mean over topics, weighted by their replicas, of each topic's balancedness."""
-    totals = state.topic_totals()
-    if not state.total_replicas or not active:
-        return 1.0
-    levels = {state.per_broker_level[b] for b in active if state.per_broker_level[b] > 0}
-    peak = [0.0] * len(totals)
-    for b in active:
-        level = state.per_broker_level[b]
-        if level <= 0:
-            continue
-        for t, count in state.topic_count[b].items():
-            utilisation = count / level
-            if utilisation > peak[t]:
-                peak[t] = utilisation
-    weighted = 0.0
-    for t, total in enumerate(totals):
-        share = total / state.total_replicas
-        ideal = max(math.ceil(share * level - 1e-9) / level for level in levels) if levels else 0.0
-        weighted += total * (1.0 if peak[t] <= ideal else ideal / peak[t])
-    return weighted / sum(totals)

@@ -11,6 +11,14 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from planner.goals import (
+    HARD,
+    MoveTest,
+    PlacementFacts,
+    compile_move_check,
+    first_violations,
+    rack_bounds,
+)
 from planner.model import UNLIMITED, Cluster, PlannerSettings
 
 
@@ -86,6 +94,35 @@ class PlacementState:
         """Partitions whose replica list differs from the original (kept exact)."""
         self._compute_rack_bounds()
         self._compute_targets()
+        # The lists below are updated in place by every move, so the facts and the
+        # compiled move check always see the current placement.
+        self.facts = PlacementFacts(
+            replicas=self.replicas,
+            replication_factor=[len(reps) for reps in self.original],
+            rack_of=self.rack_of,
+            rack_names=self.rack_names,
+            active=self.active,
+            broker_ids=self.broker_ids,
+            broker_states=[b.state for b in brokers],
+            size=self.size,
+            disk_capacity=self.disk_capacity,
+            disk_limit=self.disk_limit,
+            max_disk_share=settings.max_disk_share,
+            partition_name=lambda p: parts[p].name,
+        )
+        self.keeps_hard_goals: MoveTest = compile_move_check(
+            HARD,
+            {
+                "replicas": self.replicas,
+                "rack_of": self.rack_of,
+                "rack_allows": self.rack_allows,
+                "active": self.active,
+                "disk": self.disk,
+                "size": self.size,
+                "disk_limit": self.disk_limit,
+            },
+        )
+        """Whether moving p's replica from src to dst keeps every hard goal (p valid now)."""
 
     # ----- bookkeeping -------------------------------------------------------------
 
@@ -202,17 +239,18 @@ class PlacementState:
     # ----- racks: the spread hard goal ----------------------------------------------
 
     def _compute_rack_bounds(self) -> None:
-        """Per replication factor k, how many replicas a rack may hold: with k at most the
-        number of racks R, at most one (so k distinct racks); with k > R, k//R or
-        ceil(k/R) in every rack (evenly)."""
+        """Per replication factor k, how many replicas a rack may hold (goals.rack_bounds)."""
         racks = len(self.rack_names)
         self.rack_low: dict[int, int] = {}
         self.rack_high: dict[int, int] = {}
         for reps in self.replicas:
             k = len(reps)
             if k not in self.rack_low:
-                self.rack_low[k] = k // racks
-                self.rack_high[k] = -(-k // racks)
+                self.rack_low[k], self.rack_high[k] = rack_bounds(k, racks)
+        self.rack_allows: MoveTest = _rack_move_test(
+            self.replicas, self.rack_of, self.rack_low, self.rack_high
+        )
+        """Moving p's replica from src to dst keeps p's rack spread valid (p valid now)."""
         # Cross-rack moves can only help when some partition does not have a fixed number
         # of replicas in every rack (k a multiple of R fixes it): skip them otherwise.
         self.any_flexible_partition = any(k % racks for k in self.rack_low)
@@ -237,49 +275,10 @@ class PlacementState:
         return len(counts) == len(self.rack_names) and min(counts.values()) >= low
 
     def broken_hard_goals(self) -> dict[str, str]:
-        """Hard goals the current lists break, recomputed from the replica lists alone
-        (not from the incremental counters), with one example each."""
-        from planner.goals import HARD_GOALS
-
-        broken: dict[str, str] = {}
-        disk = [0.0] * len(self.broker_ids)
-        names = self.cluster.partitions
-        rack_of, active, size, racks = self.rack_of, self.active, self.size, len(self.rack_names)
-        for p, reps in enumerate(self.replicas):
-            k = len(reps)
-            if k != len(self.original[p]):
-                broken.setdefault(HARD_GOALS[0], names[p].name)
-            if len(set(reps)) != k:
-                broken.setdefault(HARD_GOALS[1], names[p].name)
-            # The usual case (k <= racks: k distinct racks) without a call.
-            if not (len({rack_of[b] for b in reps}) == k if k <= racks else self.rack_valid(p)):
-                broken.setdefault(HARD_GOALS[2], names[p].name)
-            p_size = size[p]
-            for b in reps:
-                disk[b] += p_size
-                if not active[b]:
-                    broken.setdefault(
-                        HARD_GOALS[3], f"{names[p].name} on broker {self.broker_ids[b]}"
-                    )
-        for b, used in enumerate(disk):
-            if active[b] and used > self.disk_limit[b]:
-                broken.setdefault(HARD_GOALS[4], f"broker {self.broker_ids[b]}")
-        return broken
-
-    def rack_allows(self, p: int, src: int, dst: int) -> bool:
-        """Moving p's replica from src to dst keeps p's rack spread valid (p valid now)."""
-        src_rack, dst_rack = self.rack_of[src], self.rack_of[dst]
-        if src_rack == dst_rack:
-            return True
-        k = len(self.replicas[p])
-        in_dst = in_src = 0
-        for b in self.replicas[p]:
-            rack = self.rack_of[b]
-            if rack == dst_rack:
-                in_dst += 1
-            elif rack == src_rack:
-                in_src += 1
-        return in_dst + 1 <= self.rack_high[k] and in_src - 1 >= self.rack_low[k]
+        """Hard goals the current lists break, checked by the goal table's whole-cluster
+        checks from the replica lists alone (not from the incremental counters), with
+        one example each."""
+        return first_violations(self.facts)
 
     # ----- targets ---------------------------------------------------------------------
 
@@ -373,6 +372,34 @@ class PlacementState:
     def replica_lists_by_id(self) -> list[tuple[int, ...]]:
         ids = self.broker_ids
         return [tuple(ids[b] for b in reps) for reps in self.replicas]
+
+
+def _rack_move_test(
+    replicas: list[list[int]],
+    rack_of: list[int],
+    rack_low: dict[int, int],
+    rack_high: dict[int, int],
+) -> MoveTest:
+    """The rack spread's move test over the state's lists. A closure, not a method: the
+    compiled move check holds it, and a bound method there would make the state a
+    reference cycle that only the cycle collector (paused while planning) could free."""
+
+    def rack_allows(p: int, src: int, dst: int) -> bool:
+        src_rack, dst_rack = rack_of[src], rack_of[dst]
+        if src_rack == dst_rack:
+            return True
+        reps = replicas[p]
+        in_dst = in_src = 0
+        for b in reps:
+            rack = rack_of[b]
+            if rack == dst_rack:
+                in_dst += 1
+            elif rack == src_rack:
+                in_src += 1
+        k = len(reps)
+        return in_dst + 1 <= rack_high[k] and in_src - 1 >= rack_low[k]
+
+    return rack_allows
 
 
 def _floor(value: float) -> int:

@@ -37,13 +37,14 @@ from planner.contracts.plan_records import (
     parse_topic_assignment,
 )
 from planner.contracts.plan_status import PlanState, PlanStatus
+from planner.errors import PlannerError
 from planner.plan import Plan
 
 DEFAULT_MAX_TRANSACTION_BYTES = 900_000
 """Below ZooKeeper's default jute.maxbuffer (0xfffff bytes) with room for the framing."""
 
 
-class PlanStoreError(Exception):
+class PlanStoreError(PlannerError):
     """A stored value is corrupt, foreign, or the store changed under a conditional write."""
 
 
@@ -331,5 +332,5 @@ class PlanStore:
         return list(value.partitions)
 
 
-class _Superseded(Exception):
+class _Superseded(PlannerError):
     pass

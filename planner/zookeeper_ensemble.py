@@ -14,15 +14,16 @@ import re
 from dataclasses import dataclass
 
 from planner.contracts.vm_config.zookeeper import ZookeeperRole
+from planner.errors import PlannerError
 
 REPAIR_REQUEST_SCHEMA_VERSION = 1
 
 
-class EnsembleConfigError(ValueError):
+class EnsembleConfigError(PlannerError, ValueError):
     """/zookeeper/config holds a line this parser does not understand."""
 
 
-class RepairRequestError(ValueError):
+class RepairRequestError(PlannerError, ValueError):
     """The repair request znode holds a value that is not a valid request."""
 
 

@@ -11,10 +11,12 @@ from collections.abc import Collection, Mapping
 from enum import Enum
 from typing import Any, TypeVar
 
+from planner.errors import PlannerError
+
 E = TypeVar("E", bound=Enum)
 
 
-class ContractError(ValueError):
+class ContractError(PlannerError, ValueError):
     """A value crossing ZooKeeper that must not be used; the message names the field."""
 
 

@@ -10,13 +10,15 @@ from enum import StrEnum
 from types import MappingProxyType
 from typing import Final
 
+from planner.errors import PlannerError
+
 
 class SizingProfile(StrEnum):
     LOCAL = "local"  # the local provider: six JVMs (three VMs) share two cores
     STANDARD = "standard"  # a VM of its own per broker: Kafka's own thread and partition defaults
 
 
-class SizingError(ValueError):
+class SizingError(PlannerError, ValueError):
     """An unknown sizing profile name; the message lists the known ones."""
 
 

@@ -20,6 +20,7 @@ from planner.contracts.vm_config.definitions import (
     ValidValues,
 )
 from planner.contracts.vm_config.listeners import RENDERED_OUTSIDE_CATALOG, TENANT_SECURITY_KEYS
+from planner.errors import PlannerError
 
 BROKER_CONFIGS: Final[Mapping[str, ConfigDefinition]] = {
     name: ConfigDefinition(name, ConfigType(kind), UpdateMode(mode), ValidValues.parse(valid))
@@ -51,7 +52,7 @@ REPLICATION_THROTTLE_KEYS: Final = frozenset(
 )
 
 
-class BrokerConfigError(ValueError):
+class BrokerConfigError(PlannerError, ValueError):
     """A broker config that must not be acted on; the message names every offending key."""
 
     def __init__(self, problems: Iterable[ConfigProblem]) -> None:

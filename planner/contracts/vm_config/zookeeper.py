@@ -12,13 +12,15 @@ from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import PurePath
 
+from planner.errors import PlannerError
+
 
 class ZookeeperRole(StrEnum):
     PARTICIPANT = "participant"  # votes
     OBSERVER = "observer"  # serves reads, follows writes, never votes
 
 
-class ZookeeperConfigError(ValueError):
+class ZookeeperConfigError(PlannerError, ValueError):
     """A ZooKeeper server or ensemble that must not be rendered; the message names it."""
 
 
