@@ -100,13 +100,10 @@ class PlanExecutor:
             error = str(exc)
         admin = AdminClient({"bootstrap.servers": self.bootstrap(), "socket.timeout.ms": 10000})
         metadata = admin.list_topics(timeout=10)
-        # Kafka's internal topics are left where Kafka put them, except while a broker
-        # drains: it must give up their replicas too before its VM may go.
-        draining = bool(spec and spec.draining_broker_ids)
+        # Every topic, Kafka's internal ones too: the planner balances them like any other.
         live = {
             (str(t.topic), p.id): tuple(p.replicas)
             for t in metadata.topics.values()
-            if draining or not str(t.topic).startswith("__")
             for p in t.partitions.values()
         }
         try:
@@ -197,7 +194,6 @@ class PlanExecutor:
                 self.bootstrap(),
                 self.settings.jolokia_port,
                 timeout_s=10.0,
-                include_internal=bool(spec.draining_broker_ids),
             )
             cluster = parse_layout(document)
         except (LiveLayoutError, LayoutError) as exc:
