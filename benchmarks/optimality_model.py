@@ -268,15 +268,15 @@ class PlacementModel:
                 self.model.add_hint(self.lead[p][i], b == leader)
 
     def solve(
-        self, seconds_per_level: float, workers: int
+        self, seconds_per_level: float, workers: int, levels: int = 3
     ) -> tuple[SolveStatus, list[LevelResult]]:
-        levels: list[LevelResult] = []
+        results: list[LevelResult] = []
         first_status = SolveStatus.UNKNOWN
         for name, objective in (
             ("replicas", self.moves),
             ("bytes", self.bytes),
             ("leader_changes", self.leader_changes),
-        ):
+        )[:levels]:
             solver = cp_model.CpSolver()
             solver.parameters.max_time_in_seconds = seconds_per_level
             solver.parameters.num_workers = workers
@@ -285,12 +285,12 @@ class PlacementModel:
             started = time.perf_counter()
             code = solver.solve(self.model)
             status = _STATUS.get(code, SolveStatus.UNKNOWN)
-            if not levels:
+            if not results:
                 first_status = status
             if status not in (SolveStatus.OPTIMAL, SolveStatus.FEASIBLE):
                 break
             value = round(solver.objective_value)
-            levels.append(
+            results.append(
                 LevelResult(
                     name,
                     value,
@@ -302,7 +302,7 @@ class PlacementModel:
             self._keep_solution(solver)
             # The next level keeps this one's value (its optimum when proven).
             self.model.add(objective <= value)
-        return first_status, levels
+        return first_status, results
 
     def _keep_solution(self, solver: cp_model.CpSolver) -> None:
         self.model.clear_hints()
@@ -336,6 +336,7 @@ def solve_optimum(
     seconds_per_level: float = 60.0,
     workers: int = 2,
     hint: Cluster | None = None,
+    levels: int = 3,
 ) -> Optimum:
     """The fewest replicas moved (then bytes, then leadership changes) by any placement
     meeting every hard goal and the modelled soft goals; while that is infeasible, the
@@ -346,12 +347,12 @@ def solve_optimum(
         model = PlacementModel(cluster, settings, goals)
         if hint is not None:
             model.hint(hint)
-        status, levels = model.solve(seconds_per_level, workers)
+        status, results = model.solve(seconds_per_level, workers, levels)
         if status is SolveStatus.INFEASIBLE and goals:
             goals.pop()
             continue
-        target = model.target() if levels else None
-        return Optimum(status, target, tuple(goals), tuple(levels), time.perf_counter() - started)
+        target = model.target() if results else None
+        return Optimum(status, target, tuple(goals), tuple(results), time.perf_counter() - started)
 
 
 def draining_ids(cluster: Cluster) -> list[int]:
