@@ -139,12 +139,20 @@ class Optimum:
 
 class PlacementModel:
     """x[p][i]: partition p has a replica on active broker i; lead[p][i]: i is p's
-    preferred leader."""
+    preferred leader (only `with_leaders`: without, the model is half the size, and the
+    leaders are placed afterwards on the replicas found, see solve_optimum)."""
 
-    def __init__(self, cluster: Cluster, settings: PlannerSettings, goals: Sequence[Goal]) -> None:
+    def __init__(
+        self,
+        cluster: Cluster,
+        settings: PlannerSettings,
+        goals: Sequence[Goal],
+        with_leaders: bool = True,
+    ) -> None:
         self.cluster = cluster
         self.settings = settings
         self.goals = tuple(goals)
+        self.with_leaders = with_leaders
         state = self.state = PlacementState(cluster, settings)
         self.active = [b for b in range(len(state.broker_ids)) if state.active[b]]
         if not self.active:
@@ -153,17 +161,23 @@ class PlacementModel:
         self.model = m = cp_model.CpModel()
         n_parts = len(state.replicas)
         self.x = [[m.new_bool_var(f"x{p}_{b}") for b in self.active] for p in range(n_parts)]
-        self.lead = [[m.new_bool_var(f"l{p}_{b}") for b in self.active] for p in range(n_parts)]
+        self.lead = [
+            [m.new_bool_var(f"l{p}_{b}") for b in self.active] if with_leaders else []
+            for p in range(n_parts)
+        ]
         self.kept: list[list[cp_model.IntVar]] = []
         """Per partition, the x of the active brokers in its source list."""
         self.original_leader: list[cp_model.IntVar | None] = []
         for p, reps in enumerate(state.original):
             row = self.x[p]
             m.add(cp_model.LinearExpr.sum(row) == len(reps))
+            self.kept.append([row[column[b]] for b in reps if b in column])
+            if not with_leaders:
+                self.original_leader.append(None)
+                continue
             m.add_exactly_one(self.lead[p])
             for i in range(len(self.active)):
                 m.add_implication(self.lead[p][i], row[i])
-            self.kept.append([row[column[b]] for b in reps if b in column])
             self.original_leader.append(
                 self.lead[p][column[reps[0]]] if reps[0] in column else None
             )
@@ -216,7 +230,7 @@ class PlacementModel:
                 floor = m.new_int_var(0, total, "count_floor")
                 for i in members:
                     m.add_linear_constraint(self._count(i) - floor, 0, 1)
-        if Goal.LEADERS_PER_BROKER in self.goals:
+        if Goal.LEADERS_PER_BROKER in self.goals and self.with_leaders:
             floor = m.new_int_var(0, n, "leader_floor")
             for i in range(len(self.active)):
                 led = cp_model.LinearExpr.sum([row[i] for row in self.lead])
@@ -265,18 +279,29 @@ class PlacementModel:
             leader = index[partition.replicas[0]]
             for i, b in enumerate(self.active):
                 self.model.add_hint(self.x[p][i], b in on)
-                self.model.add_hint(self.lead[p][i], b == leader)
+                if self.with_leaders:
+                    self.model.add_hint(self.lead[p][i], b == leader)
+
+    def fix_replicas(self, solution: list[list[bool]]) -> None:
+        """Keep the replica sets of another model's solution: only leaders remain to place."""
+        for row, values in zip(self.x, solution, strict=True):
+            for v, on in zip(row, values, strict=True):
+                self.model.add(v == int(on))
 
     def solve(
-        self, seconds_per_level: float, workers: int, levels: int = 3
+        self, seconds_per_level: float, workers: int, levels: Sequence[str]
     ) -> tuple[SolveStatus, list[LevelResult]]:
+        """Minimise each named level in turn ("replicas", "bytes", "leader_changes"), each
+        keeping the value the one before reached; the status is the first level's."""
+        objectives = {
+            "replicas": self.moves,
+            "bytes": self.bytes,
+            "leader_changes": self.leader_changes,
+        }
         results: list[LevelResult] = []
         first_status = SolveStatus.UNKNOWN
-        for name, objective in (
-            ("replicas", self.moves),
-            ("bytes", self.bytes),
-            ("leader_changes", self.leader_changes),
-        )[:levels]:
+        for name in levels:
+            objective = objectives[name]
             solver = cp_model.CpSolver()
             solver.parameters.max_time_in_seconds = seconds_per_level
             solver.parameters.num_workers = workers
@@ -308,12 +333,13 @@ class PlacementModel:
         self.model.clear_hints()
         self.solution = [[solver.boolean_value(v) for v in row] for row in self.x]
         self.leaders = [
-            next(i for i, v in enumerate(row) if solver.boolean_value(v)) for row in self.lead
+            next((i for i, v in enumerate(row) if solver.boolean_value(v)), -1) for row in self.lead
         ]
         for p, row in enumerate(self.x):
             for i, v in enumerate(row):
                 self.model.add_hint(v, self.solution[p][i])
-                self.model.add_hint(self.lead[p][i], i == self.leaders[p])
+                if self.with_leaders:
+                    self.model.add_hint(self.lead[p][i], i == self.leaders[p])
 
     def target(self) -> Cluster:
         """The last solution as a cluster, each list ordered: the leader first, then the
@@ -340,19 +366,46 @@ def solve_optimum(
 ) -> Optimum:
     """The fewest replicas moved (then bytes, then leadership changes) by any placement
     meeting every hard goal and the modelled soft goals; while that is infeasible, the
-    lowest soft goal is dropped (disk bytes first: a band sizes may not allow)."""
+    lowest soft goal is dropped (disk bytes first: a band sizes may not allow).
+
+    Replicas and bytes are solved without leader variables, then leaders are placed on the
+    replica sets found (fewest leadership changes on those sets). Exact for replicas and
+    bytes: leaders move no data, so the minimum without the leader goal is a lower bound,
+    and it is the minimum with it as soon as its replica sets admit leaders within range;
+    when they do not, the whole model with leaders is solved instead."""
     started = time.perf_counter()
     goals = list(SOFT_GOALS_MODELLED)
+    names = ("replicas", "bytes", "leader_changes")[:levels]
     while True:
-        model = PlacementModel(cluster, settings, goals)
+        model = PlacementModel(cluster, settings, goals, with_leaders=False)
         if hint is not None:
             model.hint(hint)
-        status, results = model.solve(seconds_per_level, workers, levels)
+        status, results = model.solve(seconds_per_level, workers, names[:2])
         if status is SolveStatus.INFEASIBLE and goals:
             goals.pop()
             continue
-        target = model.target() if results else None
-        return Optimum(status, target, tuple(goals), tuple(results), time.perf_counter() - started)
+        if not results:
+            return Optimum(status, None, tuple(goals), (), time.perf_counter() - started)
+        leaders = PlacementModel(cluster, settings, goals, with_leaders=True)
+        leaders.fix_replicas(model.solution)
+        leader_status, leader_results = leaders.solve(
+            seconds_per_level, workers, ("leader_changes",)
+        )
+        if leader_status is SolveStatus.INFEASIBLE:
+            leaders = PlacementModel(cluster, settings, goals, with_leaders=True)
+            if hint is not None:
+                leaders.hint(hint)
+            status, results = leaders.solve(seconds_per_level, workers, names)
+            if status is SolveStatus.INFEASIBLE and goals:
+                goals.pop()
+                continue
+            leader_results = []
+        seconds = time.perf_counter() - started
+        if not leader_results:  # no leaders found in time: no placement to judge
+            return Optimum(status, None, tuple(goals), tuple(results), seconds)
+        if "leader_changes" in names:
+            results += leader_results
+        return Optimum(status, leaders.target(), tuple(goals), tuple(results), seconds)
 
 
 def draining_ids(cluster: Cluster) -> list[int]:
