@@ -81,20 +81,18 @@ class LeaderPhases:
     def _give(self, b: int) -> bool:
         s = self.s
         low, high = s.leader_range.low, s.leader_range.high
-        best, best_key = None, None
+        best, best_key, best_rest = None, None, None
         for p in self._led(b):
             for f in s.replicas[p][1:]:
                 if not s.active[f] or s.leaders[f] >= high:
                     continue
-                key = (
-                    self._cost(p, f),
-                    s.leaders[f] >= low,
-                    self._load_key(p, b, f),
-                    self._topic_key(p, b, f),
-                    s.leaders[f],
-                )
-                if best_key is None or key < best_key:
-                    best, best_key = (p, f), key
+                key = (self._cost(p, f), s.leaders[f] >= low, self._load_key(p, b, f))
+                if best_key is not None and key > best_key:
+                    continue
+                # The tie-breaking rest of the key, only for a candidate still in the race.
+                rest = (*self._topic_key(p, b, f), s.leaders[f])
+                if best_key is None or key < best_key or rest < best_rest:  # type: ignore[operator]
+                    best, best_key, best_rest = (p, f), key, rest
         if best is None:
             return False
         self._make_leader(best[0], best[1])
@@ -103,20 +101,17 @@ class LeaderPhases:
     def _take(self, b: int) -> bool:
         s = self.s
         low = s.leader_range.low
-        best, best_key = None, None
+        best, best_key, best_rest = None, None, None
         for p in s.hosted[b]:
             leader = s.replicas[p][0]
             if leader == b or s.leaders[leader] <= low:
                 continue
-            key = (
-                self._cost(p, b),
-                -s.leaders[leader],
-                self._load_key(p, leader, b),
-                self._topic_key(p, leader, b),
-                p,
-            )
-            if best_key is None or key < best_key:
-                best, best_key = p, key
+            key = (self._cost(p, b), -s.leaders[leader], self._load_key(p, leader, b))
+            if best_key is not None and key > best_key:
+                continue
+            rest = (*self._topic_key(p, leader, b), p)
+            if best_key is None or key < best_key or rest < best_rest:  # type: ignore[operator]
+                best, best_key, best_rest = p, key, rest
         if best is None:
             return False
         self._make_leader(best, b)
