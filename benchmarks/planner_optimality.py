@@ -435,7 +435,12 @@ def main(argv: list[str] | None = None) -> int:
     for instance in instances:
         result = compare(instance, args.seconds, args.workers, args.levels)
         rows.append(row(result))
-        print(f"  done: {instance.name} ({result.optimum.seconds:.1f} s)", file=sys.stderr)
+        done = rows[-1]
+        print(
+            f"  done: {instance.name} ({result.optimum.seconds:.1f} s): optimum "
+            f"{done['optimum']} ({done['status']}), planner {done['planner']}",
+            file=sys.stderr,
+        )
         if not rows[-1]["meets_target"]:
             misses.append((instance.name, difference(result)))
     print_table(rows)
