@@ -365,8 +365,9 @@ def solve_optimum(
     levels: int = 3,
 ) -> Optimum:
     """The fewest replicas moved (then bytes, then leadership changes) by any placement
-    meeting every hard goal and the modelled soft goals; while that is infeasible, the
-    lowest soft goal is dropped (disk bytes first: a band sizes may not allow).
+    meeting every hard goal and the modelled soft goals; when that is infeasible, the
+    goals are taken in priority order and each kept if the model stays feasible with it
+    (so a goal below an unattainable one still counts).
 
     Replicas and bytes are solved without leader variables, then leaders are placed on the
     replica sets found (fewest leadership changes on those sets). Exact for replicas and
@@ -376,14 +377,27 @@ def solve_optimum(
     started = time.perf_counter()
     goals = list(SOFT_GOALS_MODELLED)
     names = ("replicas", "bytes", "leader_changes")[:levels]
+    candidates: list[Goal] | None = None  # goals still to try one by one, once needed
     while True:
         model = PlacementModel(cluster, settings, goals, with_leaders=False)
         if hint is not None:
             model.hint(hint)
         status, results = model.solve(seconds_per_level, workers, names[:2])
-        if status is SolveStatus.INFEASIBLE and goals:
-            goals.pop()
-            continue
+        infeasible = status is SolveStatus.INFEASIBLE
+        if candidates is None:
+            if infeasible:
+                candidates = list(SOFT_GOALS_MODELLED)
+                goals = [candidates.pop(0)]
+                continue
+        else:
+            if infeasible and goals:
+                goals.pop()  # the goal just added cannot be met with those before it
+            if candidates:
+                goals.append(candidates.pop(0))
+                continue
+            if infeasible and goals:
+                candidates = []
+                continue  # solve again with the goals kept
         if not results:
             return Optimum(status, None, tuple(goals), (), time.perf_counter() - started)
         leaders = PlacementModel(cluster, settings, goals, with_leaders=True)
