@@ -238,22 +238,17 @@ class ConfluentClusterAdmin:
     def _client(self) -> AdminClient:
         return AdminClient({"bootstrap.servers": self.bootstrap, "socket.timeout.ms": 10000})
 
-    def assignment(
-        self, include_internal: bool
-    ) -> tuple[dict[tuple[str, int], tuple[int, ...]], frozenset[int]]:
+    def assignment(self) -> tuple[dict[tuple[str, int], tuple[int, ...]], frozenset[int]]:
         metadata = self._client().list_topics(timeout=10)
         live = {
             (str(t.topic), p.id): tuple(p.replicas)
             for t in metadata.topics.values()
-            if include_internal or not str(t.topic).startswith("__")
             for p in t.partitions.values()
         }
         return live, frozenset(metadata.brokers)
 
-    def read_layout(self, include_internal: bool) -> dict[str, Any]:
-        return read_live_layout(
-            self.bootstrap, self.jolokia_port, timeout_s=10.0, include_internal=include_internal
-        )
+    def read_layout(self) -> dict[str, Any]:
+        return read_live_layout(self.bootstrap, self.jolokia_port, timeout_s=10.0)
 
     def elect_preferred_leaders(self, partitions: Sequence[tuple[str, int]]) -> None:
         if not partitions:

@@ -103,10 +103,8 @@ class PlanExecutor:
             progress = self.store.read_progress()
         except PlanStoreError as exc:
             error = str(exc)
-        # Kafka's internal topics are left where Kafka put them, except while a broker
-        # drains: it must give up their replicas too before its VM may go.
-        draining = bool(spec and spec.draining_broker_ids)
-        live, registered = self.cluster_admin().assignment(include_internal=draining)
+        # Every topic, Kafka's internal ones too: the planner balances them like any other.
+        live, registered = self.cluster_admin().assignment()
         now = self.clock.time()
         memory, last_progress_at = note_batch_progress(self.memory, plan, progress, live, now)
         snap = PlanSnapshot(
@@ -167,9 +165,7 @@ class PlanExecutor:
             self.memory, snap.now, snap.spec_generation, snap.registered, snap.live
         )
         try:
-            document = self.cluster_admin().read_layout(
-                include_internal=bool(spec.draining_broker_ids)
-            )
+            document = self.cluster_admin().read_layout()
             cluster = parse_layout(document)
         except (LiveLayoutError, LayoutError) as exc:
             self.memory = plan_again(self.memory)

@@ -151,12 +151,11 @@ class BrokerAdmin(Protocol):
 class ClusterAdmin(Protocol):
     """The whole cluster as the elected planner reads it (bootstrap: every live member)."""
 
-    def assignment(
-        self, include_internal: bool
-    ) -> tuple[dict[tuple[str, int], tuple[int, ...]], frozenset[int]]:
-        """(live assignment, registered broker ids) from one metadata request."""
+    def assignment(self) -> tuple[dict[tuple[str, int], tuple[int, ...]], frozenset[int]]:
+        """(live assignment of every topic, Kafka's internal ones too; registered broker
+        ids) from one metadata request."""
 
-    def read_layout(self, include_internal: bool) -> dict[str, Any]:
+    def read_layout(self) -> dict[str, Any]:
         """The cluster as a LAYOUT.json document (sizes and load included)."""
 
     def elect_preferred_leaders(self, partitions: Sequence[tuple[str, int]]) -> None:

@@ -23,6 +23,38 @@ class LeaderPhases:
     def _led(self, b: int) -> list[int]:
         return sorted(self.s.led[b])
 
+    def _count_topic_leaders(self) -> None:
+        """Preferred leaders per broker and topic, for the tie between otherwise equal
+        leadership changes: the one that evens a topic's leaders out wins, so that no
+        topic ends led mostly by some brokers (`__consumer_offsets` with 6, 6 and 0 over
+        three brokers) while the totals are even."""
+        s = self.s
+        self.topic_leaders: list[dict[int, int]] = [{} for _ in s.broker_ids]
+        partitions = [0] * len(s.topic_names)
+        for p, reps in enumerate(s.replicas):
+            if reps:
+                led = self.topic_leaders[reps[0]]
+                led[s.topic_of[p]] = led.get(s.topic_of[p], 0) + 1
+                partitions[s.topic_of[p]] += 1
+        brokers = max(1, len(self.active_brokers))
+        self.topic_even = [(n // brokers, -(-n // brokers)) for n in partitions]
+
+    def _topic_key(self, p: int, giver: int, taker: int) -> tuple[int, int]:
+        """Smaller when the change evens p's topic's leaders: first, whether it takes the
+        giver under the topic's even share or the taker over it; then how many more of the
+        topic the taker leads than the giver."""
+        t = self.s.topic_of[p]
+        given, taken = self.topic_leaders[giver].get(t, 0), self.topic_leaders[taker].get(t, 0)
+        low, high = self.topic_even[t]
+        return (given - 1 < low) + (taken + 1 > high), taken - given
+
+    def _make_leader(self, p: int, b: int) -> None:
+        s = self.s
+        t, giver = s.topic_of[p], s.replicas[p][0]
+        self.topic_leaders[giver][t] -= 1
+        self.topic_leaders[b][t] = self.topic_leaders[b].get(t, 0) + 1
+        s.make_leader(p, b)
+
     def _cost(self, p: int, new_leader: int) -> int:
         """1 when handing p's leadership to new_leader adds a leadership change to the plan."""
         s = self.s
@@ -36,6 +68,7 @@ class LeaderPhases:
         s = self.s
         low, high = s.leader_range.low, s.leader_range.high
         changes = 0
+        self._count_topic_leaders()
         for b in sorted(self.active_brokers, key=lambda b: (-s.leaders[b], self.tiebreak[b])):
             while s.leaders[b] > high and self._give(b):
                 changes += 1
@@ -48,33 +81,40 @@ class LeaderPhases:
     def _give(self, b: int) -> bool:
         s = self.s
         low, high = s.leader_range.low, s.leader_range.high
-        best, best_key = None, None
+        best, best_key, best_rest = None, None, None
         for p in self._led(b):
             for f in s.replicas[p][1:]:
                 if not s.active[f] or s.leaders[f] >= high:
                     continue
-                key = (self._cost(p, f), s.leaders[f] >= low, self._load_key(p, b, f), s.leaders[f])
-                if best_key is None or key < best_key:
-                    best, best_key = (p, f), key
+                key = (self._cost(p, f), s.leaders[f] >= low, self._load_key(p, b, f))
+                if best_key is not None and key > best_key:
+                    continue
+                # The tie-breaking rest of the key, only for a candidate still in the race.
+                rest = (*self._topic_key(p, b, f), s.leaders[f])
+                if best_key is None or key < best_key or rest < best_rest:  # type: ignore[operator]
+                    best, best_key, best_rest = (p, f), key, rest
         if best is None:
             return False
-        s.make_leader(best[0], best[1])
+        self._make_leader(best[0], best[1])
         return True
 
     def _take(self, b: int) -> bool:
         s = self.s
         low = s.leader_range.low
-        best, best_key = None, None
+        best, best_key, best_rest = None, None, None
         for p in s.hosted[b]:
             leader = s.replicas[p][0]
             if leader == b or s.leaders[leader] <= low:
                 continue
-            key = (self._cost(p, b), -s.leaders[leader], self._load_key(p, leader, b), p)
-            if best_key is None or key < best_key:
-                best, best_key = p, key
+            key = (self._cost(p, b), -s.leaders[leader], self._load_key(p, leader, b))
+            if best_key is not None and key > best_key:
+                continue
+            rest = (*self._topic_key(p, leader, b), p)
+            if best_key is None or key < best_key or rest < best_rest:  # type: ignore[operator]
+                best, best_key, best_rest = p, key, rest
         if best is None:
             return False
-        s.make_leader(best, b)
+        self._make_leader(best, b)
         return True
 
     def _load_key(self, p: int, giver: int, taker: int) -> float:
@@ -165,7 +205,7 @@ class LeaderPhases:
 
     def _apply(self, path: list[tuple[int, int]]) -> int:
         for p, new_leader in path:
-            self.s.make_leader(p, new_leader)
+            self._make_leader(p, new_leader)
         return len(path)
 
     # ----- soft goal 5: leader bytes in and out -----------------------------------------

@@ -56,12 +56,13 @@ def read_live_layout(
     bootstrap: str,
     jolokia_port: int = 8778,
     timeout_s: float = 10.0,
-    include_internal: bool = False,
 ) -> dict[str, Any]:
     """The cluster as LAYOUT.json (planner/schemas/layout.schema.json): a partition's size is
-    the largest of its replicas' sizes (a lagging follower holds less). Kafka's internal
-    topics (`__consumer_offsets`...) are left out unless `include_internal`: a broker being
-    drained must give up their replicas too."""
+    the largest of its replicas' sizes (a lagging follower holds less). Every topic is in
+    it, Kafka's internal ones (`__consumer_offsets`, `__transaction_state`) too: Kafka
+    places them once, when they are created, and never balances them, so a cluster that
+    grew or replaced a broker keeps them where they were (preferred leaders 6, 6 and 0 over
+    three brokers) unless the planner places them like any other topic."""
     admin = AdminClient(
         {
             "bootstrap.servers": bootstrap,
@@ -89,8 +90,6 @@ def read_live_layout(
     partitions = []
     for topic in sorted(metadata.topics.values(), key=lambda t: str(t.topic)):
         name = str(topic.topic)
-        if name.startswith("__") and not include_internal:
-            continue  # Kafka's internal topics are placed by Kafka
         for partition in sorted(topic.partitions.values(), key=lambda p: p.id):
             partitions.append(
                 {

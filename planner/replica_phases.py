@@ -112,9 +112,15 @@ class ReplicaPhases:
         if not s.active[src]:
             return True
         src_rack, dst_rack = s.rack_of[src], s.rack_of[dst]
+        src_total, dst_total = s.rack_total[src_rack], s.rack_total[dst_rack]
+        src_range, dst_range = s.rack_total_range[src_rack], s.rack_total_range[dst_rack]
+        # A rack out of its range must trade; racks in range may still trade when both stay
+        # in it: a broker over its ceiling in one rack then gives straight to one under its
+        # floor in another, where staying in the rack would cost a second move.
         return (
-            s.rack_total[src_rack] > s.rack_total_range[src_rack].high
-            or s.rack_total[dst_rack] < s.rack_total_range[dst_rack].low
+            src_total > src_range.high
+            or dst_total < dst_range.low
+            or (src_total - 1 >= src_range.low and dst_total + 1 <= dst_range.high)
         )
 
     def _topic_penalty(self, p: int, src: int, dst: int) -> float:
@@ -436,15 +442,7 @@ class ReplicaPhases:
         s = self.s
         mine = sorted(s.hosted_by_topic[src][t])
         src_rack = s.rack_of[src]
-        targets: list[int] = []
-        for rack in sorted(range(len(s.rack_names)), key=lambda r: r != src_rack):
-            brokers = s.rack_brokers[rack]
-            if not brokers or (rack != src_rack and not s.any_flexible_partition):
-                continue
-            even = self._even(t, brokers[0])  # alike within a rack
-            counts = s.topic_count
-            room = [d for d in brokers if d != src and counts[d].get(t, 0) < even]
-            targets += heapq.nsmallest(20, room, key=lambda d: (s.count[d], self.tiebreak[d]))
+        targets = self._topic_targets(src, t, below_even=True)
         in_range = s.count[src] > s.count_range[src].low
         spare: int | None = None  # the rack's spare replicas, computed when needed
         for dst in targets:
@@ -461,7 +459,10 @@ class ReplicaPhases:
             if p is not None:
                 self._moved(p, src, dst)
                 return 1
-        for dst in targets:
+        # A swap, first with a broker under the topic's even share, then with any that
+        # stays within its tolerated most (brokers all at their count ceiling leave no
+        # other way to meet the goal).
+        for dst in targets + self._topic_targets(src, t, below_even=False):
             swap = self._topic_swap(src, dst, mine)
             if swap:
                 p, q = swap
@@ -469,6 +470,27 @@ class ReplicaPhases:
                 self._moved(q, dst, src)
                 return 2
         return 0
+
+    def _topic_targets(self, src: int, t: int, below_even: bool) -> list[int]:
+        """Brokers that may take one of src's replicas of topic t, its rack first, the
+        least loaded first: under the topic's even share, or (not below_even) at or above
+        it but under its tolerated most."""
+        s = self.s
+        src_rack = s.rack_of[src]
+        counts = s.topic_count
+        targets: list[int] = []
+        for rack in sorted(range(len(s.rack_names)), key=lambda r: r != src_rack):
+            brokers = s.rack_brokers[rack]
+            if not brokers or (rack != src_rack and not s.any_flexible_partition):
+                continue
+            even = self._even(t, brokers[0])  # alike within a rack
+            upper = self._upper(t, brokers[0])
+            if below_even:
+                room = [d for d in brokers if d != src and counts[d].get(t, 0) < even]
+            else:
+                room = [d for d in brokers if d != src and even <= counts[d].get(t, 0) < upper]
+            targets += heapq.nsmallest(20, room, key=lambda d: (s.count[d], self.tiebreak[d]))
+        return targets
 
     def _rack_spare(self, rack: int) -> int:
         """Replicas the rack's over-full brokers have beyond what its under-full ones

@@ -6,7 +6,12 @@ import json
 
 import pytest
 
-from management_plane.workload import create_topic, durable_producer, produce_keyed
+from management_plane.workload import (
+    consume_group,
+    create_topic,
+    durable_producer,
+    produce_keyed,
+)
 from tests.harness import ClusterHandle, kaas_cli
 
 pytestmark = pytest.mark.integration
@@ -19,6 +24,9 @@ def test_export_lists_brokers_racks_replicas_and_sizes(kafka_cluster: ClusterHan
         produce_keyed(durable_producer(kafka_cluster.bootstrap_servers), topic, 3000, 30).errors
         == []
     )
+    # A consumer group: Kafka creates __consumer_offsets for it if no group has yet.
+    consumed = consume_group(kafka_cluster.bootstrap_servers, topic, f"{topic}-group", 1, 3000)
+    assert sum(len(r) for r in consumed.records_by_consumer) == 3000
     result = kaas_cli(
         "plan", "export", "--bootstrap-server", kafka_cluster.layout.vms[0].kafka_endpoint
     )
@@ -30,7 +38,10 @@ def test_export_lists_brokers_racks_replicas_and_sizes(kafka_cluster: ClusterHan
     assert [p["partition"] for p in mine] == [0, 1, 2]
     assert all(sorted(p["replicas"]) == [0, 1, 2] for p in mine)
     assert all(p["size_bytes"] > 0 for p in mine)  # 3000 messages landed on disk
-    assert not any(p["topic"].startswith("__") for p in layout["partitions"])
+    # Kafka's internal topics are placed like any other: the export lists them.
+    offsets = [p for p in layout["partitions"] if p["topic"] == "__consumer_offsets"]
+    assert offsets, sorted({p["topic"] for p in layout["partitions"]})
+    assert all(len(p["replicas"]) == 3 for p in offsets)
 
 
 def test_export_of_an_unreachable_cluster_is_one_clear_line() -> None:

@@ -350,17 +350,14 @@ class FakeClusterAdmin:
     elections: list[tuple[str, int]] = field(default_factory=list)
     layout_error: str | None = None
 
-    def assignment(
-        self, include_internal: bool
-    ) -> tuple[dict[tuple[str, int], tuple[int, ...]], frozenset[int]]:
-        live = {k: v for k, v in self.live.items() if include_internal or not k[0].startswith("__")}
-        return live, self.registered
+    def assignment(self) -> tuple[dict[tuple[str, int], tuple[int, ...]], frozenset[int]]:
+        return dict(self.live), self.registered
 
-    def read_layout(self, include_internal: bool) -> dict[str, Any]:
+    def read_layout(self) -> dict[str, Any]:
         """The live assignment as LAYOUT.json (no sizes: every partition weighs the same)."""
         if self.layout_error is not None:
             raise LiveLayoutError(self.layout_error)
-        live, registered = self.assignment(include_internal)
+        live, registered = self.assignment()
         return {
             "brokers": [{"id": b, "rack": self.racks.get(b, "a")} for b in sorted(registered)],
             "partitions": [

@@ -1,0 +1,1 @@
+"""Benchmarks: scripts run by hand (their docstrings say how); unit tests import a few."""
