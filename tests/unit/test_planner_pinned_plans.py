@@ -113,18 +113,22 @@ BUILDERS = {
 
 PINNED = [
     # (instance, layout seed, plan seed, replicas moved, leadership changes, digest)
-    ("imbalance", 1, 0, 97, 12, "23e010fe15ba9ba2"),
-    ("imbalance", 2, 7, 91, 9, "139e441c5619a03c"),
-    ("added", 1, 0, 310, 6, "e8074d14393f9222"),
-    ("added", 2, 7, 302, 4, "2f79158f17931f02"),
-    ("draining", 1, 0, 366, 2, "7fa5ca747e68c478"),
-    ("draining", 2, 7, 364, 0, "8b79ae3e1ea66530"),
-    ("large_added", 1, 0, 1446, 20, "307524d66b4300f3"),
-    ("large_added", 2, 7, 1422, 0, "3bfdd8a065ef21ce"),
-    ("more_replicas_than_racks", 1, 0, 49, 10, "80dd2dee7a772606"),
-    ("more_replicas_than_racks", 2, 7, 73, 10, "09f560d43972bef1"),
-    ("tight_disks", 1, 0, 36, 3, "11782bda633a574b"),
-    ("tight_disks", 2, 7, 64, 3, "41be3bbff5feb89f"),
+    # Re-pinned when the topic phase learnt to swap with any broker under a topic's tolerated
+    # most and the leader phase to prefer the change that evens a topic's leaders: replicas
+    # moved stayed the same or fell (more_replicas_than_racks/1: 49 -> 46), a few more
+    # leadership changes even out each topic's leaders.
+    ("imbalance", 1, 0, 97, 12, "8bc5901bb608901e"),
+    ("imbalance", 2, 7, 91, 10, "5b1f72b63ce8a6c7"),
+    ("added", 1, 0, 310, 7, "87a0dade2c727b76"),
+    ("added", 2, 7, 302, 4, "8ee8115718b6cbf1"),
+    ("draining", 1, 0, 366, 5, "aca0ebf0a549545e"),
+    ("draining", 2, 7, 364, 0, "11b8e240f32818cb"),
+    ("large_added", 1, 0, 1446, 22, "3ec771e22922434b"),
+    ("large_added", 2, 7, 1422, 0, "03b92d4925e7447f"),
+    ("more_replicas_than_racks", 1, 0, 46, 13, "3cd429e486fb7fce"),
+    ("more_replicas_than_racks", 2, 7, 73, 14, "fff4f5735f2b3a2d"),
+    ("tight_disks", 1, 0, 36, 3, "bc7107dd5daee8e5"),
+    ("tight_disks", 2, 7, 64, 2, "5986907f18a68e2d"),
 ]
 
 
