@@ -24,15 +24,14 @@ from agent.zk_membership import (
     decide_membership,
     server_mode,
 )
+from planner.contracts.ensemble_repair import RepairRequestError, parse_repair_request
 from planner.contracts.paths import ClusterPaths
 from planner.contracts.spec import ClusterSpec
 from planner.zookeeper_ensemble import (
     EnsembleConfigError,
-    RepairRequestError,
     ZkServer,
     ZookeeperRole,
     parse_ensemble_config,
-    parse_repair_request,
 )
 
 SERVING_MODES = ("leader", "follower", "observer")

@@ -1,6 +1,6 @@
 """The ZooKeeper ensemble as both planes see it: the one parser of the dynamic config
-(/zookeeper/config), the management plane's repair request, and the check of whether a
-requested repair is complete.
+(/zookeeper/config), and the check of whether a requested repair is complete (the request
+itself is a contract value: planner/contracts/ensemble_repair.py).
 
 Pure: no I/O. The agents decide every membership change (`agent.zk_membership`); the
 management plane only states facts in a request (these VMs are recycled for good) and
@@ -9,22 +9,15 @@ waits until the ensemble shows the repair done.
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 
 from planner.contracts.vm_config.zookeeper import ZookeeperRole
 from planner.errors import PlannerError
 
-REPAIR_REQUEST_SCHEMA_VERSION = 1
-
 
 class EnsembleConfigError(PlannerError, ValueError):
     """/zookeeper/config holds a line this parser does not understand."""
-
-
-class RepairRequestError(PlannerError, ValueError):
-    """The repair request znode holds a value that is not a valid request."""
 
 
 _SERVER_LINE = re.compile(
@@ -130,50 +123,6 @@ def parse_ensemble_config(text: str) -> EnsembleConfig:
             )
         servers[server.server_id] = server
     return EnsembleConfig(servers, version)
-
-
-@dataclass(frozen=True)
-class EnsembleRepairRequest:
-    """The management plane's request to the agents: the VMs at these addresses are recycled
-    for good, so their ZooKeeper servers will not come back. The agents' decider removes
-    such a server as soon as it stops serving, without waiting out the gone threshold; it
-    still decides what to change, when, and whether a quorum allows it."""
-
-    recycled_addresses: frozenset[str]
-    requested_by: str  # the operation that asks, for the journal
-
-    def encode(self) -> bytes:
-        return json.dumps(
-            {
-                "schema_version": REPAIR_REQUEST_SCHEMA_VERSION,
-                "recycled_addresses": sorted(self.recycled_addresses),
-                "requested_by": self.requested_by,
-            }
-        ).encode()
-
-
-def parse_repair_request(raw: bytes) -> EnsembleRepairRequest:
-    try:
-        value = json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise RepairRequestError(f"ensemble repair request is not JSON: {exc}") from None
-    if not isinstance(value, dict):
-        raise RepairRequestError("ensemble repair request must be a JSON object")
-    version = value.get("schema_version")
-    if version != REPAIR_REQUEST_SCHEMA_VERSION:
-        raise RepairRequestError(
-            f"ensemble repair request has schema_version {version!r}, "
-            f"this reader knows {REPAIR_REQUEST_SCHEMA_VERSION}"
-        )
-    addresses = value.get("recycled_addresses")
-    if not isinstance(addresses, list) or not all(isinstance(a, str) and a for a in addresses):
-        raise RepairRequestError(
-            "ensemble repair request: recycled_addresses must be a list of addresses"
-        )
-    requested_by = value.get("requested_by")
-    if not isinstance(requested_by, str) or not requested_by:
-        raise RepairRequestError("ensemble repair request: requested_by must be a non-empty string")
-    return EnsembleRepairRequest(frozenset(addresses), requested_by)
 
 
 def repair_outstanding(

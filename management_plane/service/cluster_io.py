@@ -18,15 +18,12 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from management_plane.errors import TemporaryError
+from planner.contracts.ensemble_repair import EnsembleRepairRequest
 from planner.contracts.kafka_state import PartitionState
 from planner.contracts.member import MemberReadings, parse_members
 from planner.contracts.paths import ClusterPaths
 from planner.contracts.spec import ClusterSpec, SpecError, parse_spec
-from planner.zookeeper_ensemble import (
-    EnsembleConfig,
-    EnsembleRepairRequest,
-    parse_ensemble_config,
-)
+from planner.zookeeper_ensemble import EnsembleConfig, parse_ensemble_config
 
 logging.getLogger("kazoo.client").setLevel(logging.ERROR)
 log = structlog.get_logger("kaas.cluster_io")
@@ -192,9 +189,9 @@ class ClusterIO:
             path = self.paths.ensemble_repair
             if zk.exists(path) is None:
                 with suppress(NodeExistsError):
-                    zk.create(path, request.encode(), makepath=True)
+                    zk.create(path, request.to_bytes(), makepath=True)
                     return
-            zk.set(path, request.encode())
+            zk.set(path, request.to_bytes())
 
         self._with_zk(write)
 

@@ -48,14 +48,10 @@ from management_plane.service.steps import (
     StepTimeouts,
     UnknownStep,
 )
+from planner.contracts.ensemble_repair import EnsembleRepairRequest
 from planner.contracts.member import MemberReadings
 from planner.contracts.spec import ClusterSpec, parse_spec
-from planner.zookeeper_ensemble import (
-    EnsembleConfig,
-    EnsembleConfigError,
-    EnsembleRepairRequest,
-    repair_outstanding,
-)
+from planner.zookeeper_ensemble import EnsembleConfig, EnsembleConfigError, repair_outstanding
 
 log = structlog.get_logger("kaas.controller")
 

@@ -24,11 +24,11 @@ from agent.settings import AgentSettings
 from agent.zk_ensemble import EnsembleKeeper, ReconfigOutcome, ReconfigResult
 from agent.zk_membership import ReconfigChange, ReconfigKind
 from management_plane.service.cluster_io import ClusterIO
+from planner.contracts.ensemble_repair import EnsembleRepairRequest
 from planner.contracts.paths import ClusterPaths
 from planner.contracts.spec import ClusterSpec
 from planner.zookeeper_ensemble import (
     EnsembleConfig,
-    EnsembleRepairRequest,
     ZkServer,
     ZookeeperRole,
     parse_ensemble_config,

@@ -9,13 +9,10 @@ from dataclasses import dataclass, field, replace
 
 from management_plane.providers.base import ProviderError, VmInfo, VmRequest
 from management_plane.service.cluster_io import ClusterUnreachable, PartitionState
+from planner.contracts.ensemble_repair import EnsembleRepairRequest
 from planner.contracts.member import MemberReadings, MemberRecord, MemberRole, MemberState
 from planner.contracts.spec import ClusterSpec, parse_spec
-from planner.zookeeper_ensemble import (
-    EnsembleConfig,
-    EnsembleRepairRequest,
-    parse_ensemble_config,
-)
+from planner.zookeeper_ensemble import EnsembleConfig, parse_ensemble_config
 
 
 class FakeProvider:

@@ -4,13 +4,15 @@ import json
 
 import pytest
 
-from planner.zookeeper_ensemble import (
-    EnsembleConfigError,
+from planner.contracts.ensemble_repair import (
     EnsembleRepairRequest,
     RepairRequestError,
+    parse_repair_request,
+)
+from planner.zookeeper_ensemble import (
+    EnsembleConfigError,
     ZookeeperRole,
     parse_ensemble_config,
-    parse_repair_request,
     repair_outstanding,
 )
 
@@ -94,8 +96,8 @@ def test_a_config_without_version_reads_as_unconditional() -> None:
 
 def test_repair_request_round_trips() -> None:
     request = EnsembleRepairRequest(frozenset({"127.0.1.3", "127.0.1.1"}), "operation 7")
-    assert parse_repair_request(request.encode()) == request
-    assert json.loads(request.encode())["recycled_addresses"] == ["127.0.1.1", "127.0.1.3"]
+    assert parse_repair_request(request.to_bytes()) == request
+    assert json.loads(request.to_bytes())["recycled_addresses"] == ["127.0.1.1", "127.0.1.3"]
 
 
 @pytest.mark.parametrize(
