@@ -27,6 +27,7 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import itertools
+import json
 from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -191,8 +192,10 @@ class Verdict:
         }
 
     def to_json(self) -> dict[str, object]:
-        """The verdict as plain JSON values, for a drill's report."""
-        return dataclasses.asdict(self)
+        """The verdict as plain JSON values (objects, lists, strings, numbers), for a
+        drill's report."""
+        plain: dict[str, object] = json.loads(json.dumps(dataclasses.asdict(self)))
+        return plain
 
 
 class CheckError(HistoryError):

@@ -14,7 +14,8 @@ The history is JSON lines, one record per line; the first line says the schema:
     {"kind": "read", "consumer": "c1", "group": "g", "topic": "t", "partition": 3,
      "offset": 17, "key": "k-1", "value_id": "k-1:0", "time_s": 1767225600.4}
 
-Times are seconds on one clock for the whole history. A send without an error was
+Every field is present on its line (null where allowed). Times are seconds on one clock for
+the whole history. A send without an error was
 acknowledged at (partition, offset); a send with an error may or may not have been written.
 A consumer's reads and assignments are recorded in the order its polls returned them.
 `parse_history` is the one parser: it refuses a bad line naming its number and the field.

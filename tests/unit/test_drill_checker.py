@@ -435,7 +435,7 @@ def test_recorded_history_with_every_anomaly() -> None:
     assert report["lost"] == {
         "kind": "lost",
         "count": 1,
-        "examples": (
+        "examples": [
             {
                 "value_id": "b1",
                 "key": "b",
@@ -445,7 +445,7 @@ def test_recorded_history_with_every_anomaly() -> None:
                 "offset": 1,
                 "acknowledged_s": 9.0,
             },
-        ),
+        ],
     }
 
 
