@@ -219,11 +219,11 @@ def check(
     for send in history.sends:
         sent.setdefault(send.value_id, send)
     log, conflicts = _build_log(history)
-    read_values = {e.value_id for e in history.consumer_events if isinstance(e, ReadRecord)}
+    reads = [e for e in history.consumer_events if isinstance(e, ReadRecord)]
+    read_values = {read.value_id for read in reads}
 
     lost = _lost(history, read_values, max_examples)
     duplicated, tolerated = _duplicates(history, sent, log, max_examples)
-    reads = [e for e in history.consumer_events if isinstance(e, ReadRecord)]
     unexpected = _unexpected(reads, sent, max_examples)
     reordered = _reorders(sent, log, max_examples)
     inconsistent = _inconsistent(conflicts, max_examples)
@@ -344,7 +344,7 @@ def _duplicates(
     tolerated: list[Duplicate] = []
     for value_id, positions in more_positions.items():
         send = sent.get(value_id)
-        producer = history.producers[send.producer] if send is not None else None
+        producer = history.producers.get(send.producer) if send is not None else None
         duplicate = Duplicate(
             value_id=value_id,
             producer=producer.producer if producer is not None else None,
