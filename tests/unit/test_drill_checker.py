@@ -3,8 +3,6 @@ example, a clean history valid, a large history checked in seconds."""
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from management_plane.drills.checker import (
@@ -462,8 +460,9 @@ def test_workload_acknowledgements_convert_and_check() -> None:
     assert verdict.availability.longest_stall is None  # the workload records no ack times
 
 
-def test_a_million_records_are_checked_in_seconds() -> None:
-    partitions, keys_per_partition, per_key = 10, 50, 1000  # 500,000 sends and 500,000 reads
+def clean_history(partitions: int, keys_per_partition: int, per_key: int) -> History:
+    """Every send acknowledged and read once, in order: a valid history of any size (also
+    the checker benchmark's input)."""
     records: list[HistoryRecord] = [IDEMPOTENT]
     reads: list[HistoryRecord] = [assigned("c1", *range(partitions))]
     for partition in range(partitions):
@@ -482,12 +481,10 @@ def test_a_million_records_are_checked_in_seconds() -> None:
                     ReadRecord("c1", "g", TOPIC, partition, offset, key, value_id, time_s + 1)
                 )
                 offset += 1
-    records += reads
-    assert len(records) == 1_000_002
-    history = History.of(records)
-    started = time.monotonic()
-    verdict = check(history)
-    seconds = time.monotonic() - started
+    return History.of(records + reads)
+
+
+def test_a_large_clean_history_is_valid() -> None:
+    verdict = check(clean_history(10, 50, 40))  # 20,000 sends and 20,000 reads
     assert verdict.valid, nonzero_counts(verdict)
-    assert verdict.totals.reads == 500_000
-    assert seconds < 8.0, f"checking a million records took {seconds:.1f} s"
+    assert verdict.totals.reads == 20_000
