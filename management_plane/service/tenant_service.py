@@ -72,6 +72,11 @@ def api_error(exc: KaasError) -> ApiError:
     return ApiError(answer.status, answer.code, answer.message)
 
 
+def _admits(tenant: Tenant, rows: list[dict[str, Any]]) -> None:
+    """Refuse `tenant` if its name or prefix conflicts with a stored one (TenantError)."""
+    new_tenant(tenant.name, tenant.plan, tenant.prefix, [tenant_from_json(r) for r in rows])
+
+
 @dataclass(frozen=True)
 class Onboarded:
     tenant: dict[str, Any]
@@ -218,7 +223,12 @@ class TenantService:
         def register() -> str:
             try:
                 self.db.add_tenant(
-                    tenant.name, cluster, tenant.prefix, tenant.plan.to_json(), op.op_id
+                    tenant.name,
+                    cluster,
+                    tenant.prefix,
+                    tenant.plan.to_json(),
+                    op.op_id,
+                    admits=lambda rows: _admits(tenant, rows),
                 )
             except IntegrityError:
                 raise TenantError(

@@ -24,6 +24,11 @@ PREFIX = re.compile(r"[a-z0-9][a-z0-9._-]{0,62}[._-]")
 RESERVED_NAMES: Final = frozenset(
     {"admin", "anonymous", "kaas", "kafka", "zookeeper", "root", "super", "system", "internal"}
 )
+# Topic prefixes of the platform and of Kafka itself: a tenant owning one could read or write
+# KaaS's own topics (the metrics topic _kaas_metrics), Kafka's internal ones
+# (__consumer_offsets, __transaction_state, __cluster_metadata) or Confluent tools' (_schemas,
+# _confluent-*). Refused as a tenant prefix and as any prefix overlapping one.
+RESERVED_PREFIXES: Final = ("kaas.", "kafka.", "__", "_kaas", "_confluent", "_schemas")
 
 
 class TenantError(RequestRefused, ValueError):
@@ -209,6 +214,15 @@ def prefix_problems(prefix: object) -> tuple[Problem, ...]:
                 "'acme.' never owns 'acmecorp.x')",
             ),
         )
+    reserved = [r for r in RESERVED_PREFIXES if prefixes_overlap(prefix, r)]
+    if reserved:
+        return (
+            Problem(
+                "prefix",
+                f"prefix {prefix!r} is reserved: it overlaps {reserved[0]!r}, which the "
+                "platform or Kafka itself uses",
+            ),
+        )
     return ()
 
 
@@ -232,7 +246,9 @@ def new_tenant(
     chosen = f"{name}." if prefix is None else prefix
     problems = [
         *name_problems(name),
-        *(prefix_problems(chosen) if prefix is not None else ()),  # "<name>." if the name is
+        # The default "<name>." is checked too once the name is valid: "kafka" is refused as
+        # a name, but its prefix rules apply to every name.
+        *(prefix_problems(chosen) if prefix is not None or not name_problems(name) else ()),
         *plan.problems(),
     ]
     if problems:
