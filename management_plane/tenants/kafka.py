@@ -325,6 +325,33 @@ class KafkaTenants:
         ]
         return topics, sorted(metadata.brokers)
 
+    def _with_retention(self, topics: Sequence[ExistingTopic]) -> list[ExistingTopic]:
+        """The topics with their retention.bytes as Kafka runs them (None: -1, unbounded),
+        which the storage budget counts."""
+        if not topics:
+            return []
+        resources = {t.name: ConfigResource("topic", t.name) for t in topics}
+        futures = self._call(
+            "reading the topics' retention.bytes",
+            lambda: self.admin.describe_configs(
+                list(resources.values()), request_timeout=self.timeout_s
+            ),
+        )
+        found = []
+        for topic in topics:
+            try:
+                entries = futures[resources[topic.name]].result(timeout=self.timeout_s)
+            except KafkaException as exc:
+                raise TenantKafkaError(
+                    f"reading retention.bytes of {topic.name}: {_kafka_message(exc)}"
+                ) from None
+            value = int(entries["retention.bytes"].value)
+            retention = value if value >= 0 else None
+            found.append(
+                ExistingTopic(topic.name, topic.partitions, topic.replication_factor, retention)
+            )
+        return found
+
     def _cluster_min_insync(self, broker_id: int) -> int:
         """min.insync.replicas as the broker runs it (the spec may override the default)."""
         resource = ConfigResource("broker", str(broker_id))
@@ -346,7 +373,7 @@ class KafkaTenants:
         topic = check_topic_request(
             tenant,
             request,
-            tenant_topics(tenant, topics),
+            self._with_retention(tenant_topics(tenant, topics)),
             len(broker_ids),
             self._cluster_min_insync(broker_ids[0]),
         )

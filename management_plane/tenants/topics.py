@@ -16,11 +16,24 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from management_plane.tenants.model import Problem, Tenant, TenantError
+from management_plane.tenants.storage import (
+    RETENTION_BYTES,
+    TopicShare,
+    cleanup_policy_problem,
+    retention_bytes_of,
+    storage_problems,
+)
 
 TOPIC_NAME_CHARS = re.compile(r"[a-zA-Z0-9._-]+")
 MAX_TOPIC_NAME = 249  # Kafka's limit
 DAY_MS: Final = 24 * 3600 * 1000
 MIB: Final = 1024**2
+# Upper bounds of a request's integers, far above any plan: a huge number is bad input (400)
+# before it is a limit (409). The plans' own maximum of partitions, and the broker cap.
+MAX_TOPIC_PARTITIONS: Final = 100_000
+MAX_REPLICATION_FACTOR: Final = 64
+# No 64-bit config value has more digits; int() of longer strings is never attempted.
+MAX_INTEGER_DIGITS: Final = 20
 
 
 @dataclass(frozen=True)
@@ -34,11 +47,14 @@ class ConfigRule:
     choices: tuple[str, ...] = ()
 
     def problem(self, key: str, value: str) -> str | None:
-        shown = f"{key}={value!r}"
+        shown = f"{key}={value!r}" if len(value) <= 60 else f"{key}={value[:60]!r}..."
         text = value.strip()
         if self.kind == "int":
-            if not re.fullmatch(r"[+-]?\d+", text):
+            # ASCII digits only: int() would also read other scripts' digits.
+            if not re.fullmatch(r"[+-]?[0-9]+", text):
                 return f"{shown} is not a whole number"
+            if len(text.lstrip("+-")) > MAX_INTEGER_DIGITS:
+                return f"{shown} is out of range: it has {len(text)} characters"
             return self._range(shown, int(text), int(text) == self.also)
         if self.kind == "double":
             try:
@@ -94,7 +110,8 @@ TOPIC_CONFIG_WHITELIST: Final[Mapping[str, ConfigRule]] = {
     "min.cleanable.dirty.ratio": ConfigRule("double", 0.0, 1.0),
     "min.compaction.lag.ms": ConfigRule("int", 0, 30 * DAY_MS),
     "min.insync.replicas": ConfigRule("int", 1, None),  # and at most the replication factor
-    "retention.bytes": ConfigRule("int", MIB, 1024**4, also=-1),
+    # Finite only: a tenant's topics share its plan's storage budget (tenants/storage.py).
+    "retention.bytes": ConfigRule("int", MIB, 1024**4),
     "retention.ms": ConfigRule("int", 60_000, 30 * DAY_MS),
     "segment.bytes": ConfigRule("int", MIB, 1024**3),
     "segment.ms": ConfigRule("int", 600_000, 7 * DAY_MS),
@@ -117,6 +134,10 @@ class ExistingTopic:
     name: str
     partitions: int
     replication_factor: int
+    retention_bytes: int | None = None  # per partition; None: unbounded or not read
+
+    def share(self) -> TopicShare:
+        return TopicShare(self.name, self.partitions, self.replication_factor, self.retention_bytes)
 
 
 @dataclass(frozen=True)
@@ -162,11 +183,20 @@ def topic_request_problems(tenant: Tenant, request: TopicRequest) -> tuple[str, 
         problems.append(
             Problem("partitions", f"partitions must be a whole number >= 1, got {partitions!r}")
         )
+    elif partitions > MAX_TOPIC_PARTITIONS:
+        problems.append(Problem("partitions", f"partitions must be at most {MAX_TOPIC_PARTITIONS}"))
     if replication is not None and (not _is_int(replication) or replication < 1):
         problems.append(
             Problem(
                 "replication_factor",
                 f"replication_factor must be a whole number >= 1, got {replication!r}",
+            )
+        )
+    elif replication is not None and replication > MAX_REPLICATION_FACTOR:
+        problems.append(
+            Problem(
+                "replication_factor",
+                f"replication_factor must be at most {MAX_REPLICATION_FACTOR}",
             )
         )
     if not isinstance(request.configs, Mapping):
@@ -189,6 +219,9 @@ def topic_request_problems(tenant: Tenant, request: TopicRequest) -> tuple[str, 
             )
         elif (message := rule.problem(key, value)) is not None:
             problems.append(Problem(f"configs.{key}", message))
+    policy = cleanup_policy_problem(request.configs)
+    if policy is not None and not any(p.field == policy.field for p in problems):
+        problems.append(policy)
     return "invalid", problems
 
 
@@ -270,13 +303,20 @@ def check_topic_request(
                 f"({plan.max_partitions - used_partitions} left)",
             )
         )
-    if problems:
-        raise TenantError("limit_exceeded", problems)
     configs = {
         key: TOPIC_CONFIG_WHITELIST[key].canonical(value)
         for key, value in sorted(request.configs.items())
     }
-    return TopicToCreate(request.name, request.partitions, replication, configs)
+    configs[RETENTION_BYTES] = str(retention_bytes_of(configs, tenant))
+    wanted = TopicShare(
+        request.name, request.partitions, replication, int(configs[RETENTION_BYTES])
+    )
+    problems += storage_problems(tenant, wanted, [topic.share() for topic in existing])
+    if problems:
+        raise TenantError("limit_exceeded", problems)
+    return TopicToCreate(
+        request.name, request.partitions, replication, dict(sorted(configs.items()))
+    )
 
 
 def check_topic_deletion(tenant: Tenant, name: object, existing: Sequence[ExistingTopic]) -> str:
