@@ -127,14 +127,16 @@ def _zookeeper_hosts_of(db: Database, config: AwsServiceConfig) -> Callable[[str
     return hosts
 
 
+def admin_key_notice(home: Path) -> str:
+    """What `kaas serve` prints at the first start: where the key is, never the key, since
+    this output lands in logs and the journal."""
+    return f"admin API key: made, in {home.resolve() / ADMIN_KEY_FILE} (mode 0600)"
+
+
 def serve(settings: ServeSettings) -> int:
     service, admin_key = build_service(settings)
     if admin_key is not None:
-        # Where the key is, never the key: this output goes to logs and the journal.
-        print(
-            f"admin API key: made, in {settings.home.resolve() / ADMIN_KEY_FILE} (mode 0600)",
-            flush=True,
-        )
+        print(admin_key_notice(settings.home), flush=True)
     unfinished = service.db.unfinished_operations()
     if unfinished:
         log.info("resuming_operations", ids=[op.op_id for op in unfinished])

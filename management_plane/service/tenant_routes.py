@@ -15,7 +15,11 @@ from management_plane.errors import ApiError
 from management_plane.service.auth import Caller
 from management_plane.service.tenant_service import TenantService
 from management_plane.service.validation import validate_name
-from management_plane.tenants.model import name_problems
+from management_plane.tenants.model import (
+    DEFAULT_RETENTION_BYTES,
+    DEFAULT_STORAGE_BYTES,
+    name_problems,
+)
 from management_plane.tenants.topics import TopicRequest
 
 
@@ -26,6 +30,12 @@ class PlanIn(BaseModel):
     producer_byte_rate: int = Field(description="bytes/s per broker")
     consumer_byte_rate: int = Field(description="bytes/s per broker")
     request_percentage: float = Field(description="100 = one broker request thread")
+    storage_bytes: int = Field(
+        DEFAULT_STORAGE_BYTES, description="bytes the tenant's topics may keep, replicas counted"
+    )
+    retention_bytes: int = Field(
+        DEFAULT_RETENTION_BYTES, description="retention.bytes of a topic that sets none"
+    )
 
 
 class TenantCreate(BaseModel):

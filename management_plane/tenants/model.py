@@ -235,6 +235,12 @@ def prefix_problems(prefix: object) -> tuple[Problem, ...]:
                 "'acme.' never owns 'acmecorp.x')",
             ),
         )
+    return ()
+
+
+def reserved_prefix_problems(prefix: str) -> tuple[Problem, ...]:
+    """A new tenant's prefix that overlaps a reserved one. Not checked on stored tenants:
+    one onboarded before a prefix was reserved stays readable, so that it can be deleted."""
     reserved = [r for r in RESERVED_PREFIXES if prefixes_overlap(prefix, r)]
     if reserved:
         return (
@@ -269,9 +275,12 @@ def new_tenant(
         *name_problems(name),
         # The default "<name>." is checked too once the name is valid: "kafka" is refused as
         # a name, but its prefix rules apply to every name.
-        *(prefix_problems(chosen) if prefix is not None or not name_problems(name) else ()),
+        *(prefix_problems(chosen) if prefix is not None else ()),
         *plan.problems(),
     ]
+    if not problems:
+        assert isinstance(chosen, str)
+        problems += reserved_prefix_problems(chosen)
     if problems:
         raise TenantError("invalid", problems)
     assert isinstance(name, str) and isinstance(chosen, str)
