@@ -153,7 +153,7 @@ class TenantService:
             "name": row["name"],
             "cluster": row["cluster"],
             "prefix": row["prefix"],
-            "plan": row["plan"],
+            "plan": tenant.plan.to_json(),  # a plan stored without storage figures: defaults
             "status": row["status"],
             "created_at": row["created_at"],
             "connection": connection.to_json(),
