@@ -88,6 +88,17 @@ class TopicCreated(TopicOut):
     op_id: int
 
 
+class TopicConfigChange(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    configs: dict[str, str] = Field(description="whitelisted configs to set")
+
+
+class TopicConfigsSet(BaseModel):
+    name: str
+    configs: dict[str, str]
+    op_id: int
+
+
 class Done(BaseModel):
     op_id: int
     message: str
@@ -168,6 +179,14 @@ def add_tenant_routes(
             replication_factor=topic.replication_factor,
             op_id=op_id,
         )
+
+    @app.patch("/v1/clusters/{cluster}/tenants/{tenant}/topics/{topic}", responses=responses)
+    def alter_topic(
+        cluster: str, tenant: str, topic: str, body: TopicConfigChange, who: Who
+    ) -> TopicConfigsSet:
+        allowed(who, cluster, tenant)
+        configs, op_id = tenants.alter_topic(cluster, tenant, topic, body.configs, who)
+        return TopicConfigsSet(name=topic, configs=configs, op_id=op_id)
 
     @app.delete("/v1/clusters/{cluster}/tenants/{tenant}/topics/{topic}", responses=responses)
     def delete_topic(cluster: str, tenant: str, topic: str, who: Who) -> Done:

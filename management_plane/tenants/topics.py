@@ -172,6 +172,34 @@ def topic_name_problem(tenant: Tenant, name: object) -> tuple[str, Problem] | No
     return None
 
 
+def config_problems(configs: Mapping[str, str]) -> list[Problem]:
+    """Every whitelist, value and compaction problem of a tenant's topic configs."""
+    if not isinstance(configs, Mapping):
+        return [Problem("configs", "configs must be an object of config names to values")]
+    problems: list[Problem] = []
+    for key in sorted(configs, key=str):
+        value = configs[key]
+        rule = TOPIC_CONFIG_WHITELIST.get(key)
+        if rule is None:
+            allowed = ", ".join(TOPIC_CONFIG_WHITELIST)
+            problems.append(
+                Problem(
+                    f"configs.{key}",
+                    f"topic config {key!r} is not on the whitelist; tenants may set: {allowed}",
+                )
+            )
+        elif not isinstance(value, str):
+            problems.append(
+                Problem(f"configs.{key}", f"topic config {key} must be a string, got {value!r}")
+            )
+        elif (message := rule.problem(key, value)) is not None:
+            problems.append(Problem(f"configs.{key}", message))
+    policy = cleanup_policy_problem(configs)
+    if policy is not None and not any(p.field == policy.field for p in problems):
+        problems.append(policy)
+    return problems
+
+
 def topic_request_problems(tenant: Tenant, request: TopicRequest) -> tuple[str, list[Problem]]:
     """Everything wrong with the request on its own: (error code, problems), [] when none."""
     named = topic_name_problem(tenant, request.name)
@@ -199,29 +227,7 @@ def topic_request_problems(tenant: Tenant, request: TopicRequest) -> tuple[str, 
                 f"replication_factor must be at most {MAX_REPLICATION_FACTOR}",
             )
         )
-    if not isinstance(request.configs, Mapping):
-        problems.append(Problem("configs", "configs must be an object of config names to values"))
-        return "invalid", problems
-    for key in sorted(request.configs, key=str):
-        value = request.configs[key]
-        rule = TOPIC_CONFIG_WHITELIST.get(key)
-        if rule is None:
-            allowed = ", ".join(TOPIC_CONFIG_WHITELIST)
-            problems.append(
-                Problem(
-                    f"configs.{key}",
-                    f"topic config {key!r} is not on the whitelist; tenants may set: {allowed}",
-                )
-            )
-        elif not isinstance(value, str):
-            problems.append(
-                Problem(f"configs.{key}", f"topic config {key} must be a string, got {value!r}")
-            )
-        elif (message := rule.problem(key, value)) is not None:
-            problems.append(Problem(f"configs.{key}", message))
-    policy = cleanup_policy_problem(request.configs)
-    if policy is not None and not any(p.field == policy.field for p in problems):
-        problems.append(policy)
+    problems += config_problems(request.configs)
     return "invalid", problems
 
 
@@ -317,6 +323,74 @@ def check_topic_request(
     return TopicToCreate(
         request.name, request.partitions, replication, dict(sorted(configs.items()))
     )
+
+
+def topic_change_problems(
+    tenant: Tenant, name: object, changes: Mapping[str, str]
+) -> tuple[str, list[Problem]]:
+    """Everything wrong with a config change on its own: (error code, problems)."""
+    named = topic_name_problem(tenant, name)
+    if named is not None:
+        return named[0], [named[1]]
+    if isinstance(changes, Mapping) and not changes:
+        return "invalid", [Problem("configs", "configs must name at least one config to set")]
+    return "invalid", config_problems(changes)
+
+
+def check_topic_config_change(
+    tenant: Tenant,
+    name: str,
+    changes: Mapping[str, str],
+    existing: Sequence[ExistingTopic],
+    cleanup_policy: str,
+) -> dict[str, str]:
+    """The configs to set on the tenant's topic `name` (canonical), or TenantError: invalid,
+    forbidden, not_found, or limit_exceeded (the new retention.bytes would not fit the
+    storage budget). `existing` holds the tenant's topics with their retention.bytes;
+    `cleanup_policy` is the topic's current one."""
+    code, problems = topic_change_problems(tenant, name, changes)
+    if problems:
+        raise TenantError(code, problems)
+    topic = next((t for t in existing if t.name == name), None)
+    if topic is None:
+        raise TenantError(
+            "not_found", [Problem("name", f"tenant {tenant.name} has no topic {name!r}")]
+        )
+    canonical = {
+        key: TOPIC_CONFIG_WHITELIST[key].canonical(value) for key, value in sorted(changes.items())
+    }
+    merged_policy = cleanup_policy_problem(
+        {"cleanup.policy": canonical.get("cleanup.policy", cleanup_policy)}
+    )
+    if merged_policy is not None:
+        problems.append(merged_policy)
+    min_insync = canonical.get("min.insync.replicas")
+    if min_insync is not None and int(min_insync) > topic.replication_factor:
+        problems.append(
+            Problem(
+                "configs.min.insync.replicas",
+                f"min.insync.replicas {min_insync} is above the topic's replication factor "
+                f"{topic.replication_factor}: producers with acks=all could never write",
+            )
+        )
+    retention = canonical.get(RETENTION_BYTES)
+    retention_bytes = int(retention) if retention is not None else topic.retention_bytes
+    if retention_bytes is None:
+        problems.append(
+            Problem(
+                f"configs.{RETENTION_BYTES}",
+                f"topic {name} has no finite {RETENTION_BYTES}: set one in this change",
+            )
+        )
+    if problems:
+        raise TenantError("invalid", problems)
+    assert retention_bytes is not None
+    wanted = TopicShare(name, topic.partitions, topic.replication_factor, retention_bytes)
+    others = [t.share() for t in existing if t.name != name]
+    over = storage_problems(tenant, wanted, others)
+    if over:
+        raise TenantError("limit_exceeded", over)
+    return canonical
 
 
 def check_topic_deletion(tenant: Tenant, name: object, existing: Sequence[ExistingTopic]) -> str:

@@ -23,6 +23,7 @@ from management_plane.tenants.model import (
     reserved_prefix_problems,
 )
 from management_plane.tenants.storage import TopicShare, cleanup_policy_problem, storage_problems
+from management_plane.tenants.topics import check_topic_config_change
 
 pytestmark = pytest.mark.unit
 
@@ -232,3 +233,68 @@ def test_static_problems_include_the_compaction_rule() -> None:
         TENANT, TopicRequest("acme.c", 1, configs={"cleanup.policy": "compact"})
     )
     assert code == "invalid" and [p.field for p in problems] == ["configs.cleanup.policy"]
+
+
+MINE = (
+    ExistingTopic("acme.a", 10, 3, 100 * MIB),  # 3000 MiB
+    ExistingTopic("acme.b", 4, 2, 512 * MIB),  # 4096 MiB; 3144 MiB of the 10240 left
+)
+
+
+@pytest.mark.parametrize(
+    ("name", "changes", "policy", "expected"),
+    [
+        ("acme.a", {"retention.bytes": str(200 * MIB)}, "delete", {"retention.bytes": "209715200"}),
+        ("acme.a", {"retention.ms": "+3600000"}, "delete", {"retention.ms": "3600000"}),
+        (
+            "acme.a",
+            {"cleanup.policy": "compact , delete"},
+            "delete",
+            {"cleanup.policy": "compact,delete"},
+        ),
+        ("acme.b", {"min.insync.replicas": "2"}, "compact,delete", {"min.insync.replicas": "2"}),
+    ],
+)
+def test_a_config_change_within_the_budget_gives_the_configs_to_set(
+    name: str, changes: dict[str, str], policy: str, expected: dict[str, str]
+) -> None:
+    assert check_topic_config_change(TENANT, name, changes, MINE, policy) == expected
+
+
+@pytest.mark.parametrize(
+    ("name", "changes", "policy", "code", "says"),
+    [
+        (
+            "acme.a",
+            {"retention.bytes": str(205 * MIB)},  # 6150 MiB: 6 MiB over
+            "delete",
+            "limit_exceeded",
+            "10 partitions x 3 replicas x retention.bytes 214958080",
+        ),
+        ("acme.a", {"retention.bytes": "-1"}, "delete", "invalid", "out of range"),
+        ("acme.a", {"cleanup.policy": "compact"}, "delete", "invalid", "must also delete"),
+        ("acme.a", {"retention.ms": "3600000"}, "compact", "invalid", "must also delete"),
+        ("acme.a", {"min.insync.replicas": "4"}, "delete", "invalid", "replication factor 3"),
+        ("acme.a", {}, "delete", "invalid", "at least one config"),
+        ("acme.a", {"preallocate": "true"}, "delete", "invalid", "not on the whitelist"),
+        ("acme.zz", {"retention.ms": "3600000"}, "delete", "not_found", "no topic 'acme.zz'"),
+        ("beta.a", {"retention.ms": "3600000"}, "delete", "forbidden", "outside tenant acme"),
+    ],
+)
+def test_a_config_change_beyond_the_budget_or_the_rules_is_refused(
+    name: str, changes: dict[str, str], policy: str, code: str, says: str
+) -> None:
+    with pytest.raises(TenantError) as refused:
+        check_topic_config_change(TENANT, name, changes, MINE, policy)
+    assert refused.value.code == code
+    assert says in str(refused.value)
+
+
+def test_an_unbounded_topic_may_only_be_given_a_finite_retention() -> None:
+    old = (ExistingTopic("acme.old", 1, 3, None),)
+    with pytest.raises(TenantError, match=r"has no finite retention\.bytes: set one"):
+        check_topic_config_change(TENANT, "acme.old", {"retention.ms": "3600000"}, old, "delete")
+    settled = check_topic_config_change(
+        TENANT, "acme.old", {"retention.bytes": str(MIB)}, old, "delete"
+    )
+    assert settled == {"retention.bytes": str(MIB)}
