@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 
 from management_plane.errors import Refusal, RequestRefused
-from planner.contracts.vm_config.validation import broker_config_problems
+from planner.contracts.vm_config.validation import spec_broker_config_problems
 
 # Explicit ASCII classes and full matches: "abc\n" and other scripts' digits are refused.
 CLUSTER_NAME = re.compile(r"[a-z]([a-z0-9-]{0,38}[a-z0-9])?")
@@ -104,7 +104,8 @@ def validate_broker_config(config: dict[str, str], broker_count: int) -> dict[st
     problems = []
     for key in sorted(config):
         problems += [
-            p.message for p in broker_config_problems({key: config[key]}, f"broker_config.{key}")
+            p.message
+            for p in spec_broker_config_problems({key: config[key]}, f"broker_config.{key}")
         ]
     if problems:
         raise ValidationError("; ".join(problems))

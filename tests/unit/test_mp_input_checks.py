@@ -19,6 +19,11 @@ from management_plane.service.db import Database
 from management_plane.service.main import DATABASE_FILE, admin_key_notice
 from management_plane.service.tenant_service import _admits
 from management_plane.tenants.model import PLANS, Tenant, TenantError
+from planner.contracts.vm_config.validation import (
+    SECURITY_KEYS,
+    broker_config_problems,
+    spec_broker_config_problems,
+)
 from tests.unit.api_server import RunningApi, running_api
 
 pytestmark = pytest.mark.unit
@@ -85,6 +90,16 @@ def _stored(api: RunningApi) -> tuple[list[str], list[int]]:
             {"name": "owned", "broker_config": {"listeners": "PLAINTEXT://:1"}},
             400,
             "'listeners' is set by the agent",
+        ),
+        (
+            {"name": "auth", "broker_config": {"ssl.client.auth": "none"}},
+            400,
+            "broker_config.ssl.client.auth: 'ssl.client.auth' decides how clients authenticate",
+        ),
+        (
+            {"name": "who", "broker_config": {"principal.builder.class": "a.B"}},
+            400,
+            "KaaS sets the cluster's security",
         ),
     ],
 )
@@ -204,3 +219,13 @@ def test_of_two_concurrent_overlapping_prefixes_exactly_one_is_registered(tmp_pa
     assert results[stored[0]] == "registered"
     assert results[loser].startswith("conflict: prefix") and "overlaps" in results[loser]
     db.close()
+
+
+@pytest.mark.parametrize("key", sorted(SECURITY_KEYS))
+def test_security_keys_are_refused_in_a_spec_and_left_to_what_kaas_renders(key: str) -> None:
+    value = {"ssl.client.auth": "required", "zookeeper.set.acl": "true"}.get(key, "x.Y")
+    refused = spec_broker_config_problems({key: value, "num.io.threads": "8"})
+    assert [p.key for p in refused] == [key]
+    assert "KaaS sets the cluster's security" in refused[0].message
+    # The agent's check of a rendered change (its own keys included) does not refuse it.
+    assert not [p for p in broker_config_problems({key: value}) if "security" in p.message]
