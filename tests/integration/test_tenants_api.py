@@ -444,3 +444,34 @@ def test_the_storage_budget_is_kept_through_topic_configs(
         404,
         "no topic",
     )
+
+
+def test_of_two_concurrent_onboardings_with_overlapping_prefixes_one_is_registered(
+    service_on_shared: tuple[ServiceHandle, str],
+) -> None:
+    api, cluster = service_on_shared
+    tenants = f"/v1/clusters/{cluster}/tenants"
+    base = f"ov{uuid.uuid4().hex[:6]}"
+    bodies = [
+        {"name": f"{base}-a", "plan": PLAN, "prefix": f"{base}."},
+        {"name": f"{base}-b", "plan": PLAN, "prefix": f"{base}.eu."},
+    ]
+    answers: dict[str, tuple[int, Any]] = {}
+    go = threading.Barrier(2, timeout=30)
+
+    def onboard(body: dict[str, Any]) -> None:
+        go.wait()
+        answers[body["name"]] = api.call("POST", tenants, body)
+
+    threads = [threading.Thread(target=onboard, args=(body,)) for body in bodies]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    statuses = sorted(code for code, _ in answers.values())
+    assert statuses == [201, 409], answers
+    refused = next(body for code, body in answers.values() if code == 409)
+    assert refused["code"] == "conflict" and "overlaps" in refused["message"], refused
+    status, listed = api.call("GET", tenants)
+    assert status == 200
+    assert len([t for t in listed if t["name"].startswith(base)]) == 1, listed
