@@ -25,6 +25,7 @@ from management_plane.local.processes import (
     start_process,
     stop_process,
 )
+from management_plane.service.private_files import private_dir
 
 SERVICE_DIR = "service"
 PID_FILE = "serve.json"
@@ -133,8 +134,7 @@ def start_background_service(
     running = running_service(cluster_home)
     if running is not None:
         return running
-    home = service_home(cluster_home)
-    home.mkdir(parents=True, exist_ok=True)
+    home = private_dir(service_home(cluster_home))
     chosen = pick_port(host, port)
     url = f"http://{host}:{chosen}"
     command = serve_command(

@@ -58,6 +58,7 @@ from management_plane.local.up_choice import (
     address_base_of,
     decide_up,
 )
+from management_plane.service.private_files import private_dir, write_private
 from management_plane.workload import create_topic
 from planner.contracts.member import MemberRecord
 from planner.contracts.paths import ClusterPaths
@@ -197,11 +198,10 @@ class LocalCluster:
         Dynamic reconfig needs it; the agents read it from the file."""
         secret_file = self.home / "secrets" / "zookeeper-admin"
         if not secret_file.exists():
-            secret_file.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-            tmp = secret_file.with_suffix(".tmp")
-            tmp.write_text(secrets.token_urlsafe(24))
-            tmp.chmod(0o600)
-            tmp.rename(secret_file)
+            # 0600 from its creation: never readable by others, not even for a moment.
+            write_private(
+                private_dir(secret_file.parent) / secret_file.name, secrets.token_urlsafe(24)
+            )
         return secret_file.read_text().strip()
 
     def _start_agent(

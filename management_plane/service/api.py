@@ -1,4 +1,4 @@
-"""The HTTP API (FastAPI; the OpenAPI document is at /openapi.json). No `from __future__
+"""The HTTP API (FastAPI; the OpenAPI document is at /openapi.json, for a valid API key). No `from __future__
 import annotations` here: FastAPI reads the handlers' annotations, which name local aliases.
 
 Every write is an operation: the handler validates, stores the operation and returns it
@@ -17,6 +17,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from management_plane.errors import ApiError, KaasError, http_answer
 from management_plane.service.auth import Caller, authenticate
 from management_plane.service.db import OperationRow
+from management_plane.service.http_input import BoundedJsonRoute, add_docs_routes, is_out_of_range
 from management_plane.service.operations import SUCCEEDED, progress
 from management_plane.service.runner import state_of
 from management_plane.service.service import Service
@@ -156,7 +157,12 @@ def create_app(service: Service) -> FastAPI:
         version="1",
         description="Clusters, their VMs, tenants and their topics, and the operations that "
         "change them.",
+        # Served by add_docs_routes, behind the API key: the document maps the whole API.
+        openapi_url=None,
+        docs_url=None,
+        redoc_url=None,
     )
+    app.router.route_class = BoundedJsonRoute
     header = APIKeyHeader(name=API_KEY_HEADER, auto_error=False, description="an API key")
 
     def caller(key: Annotated[str | None, Depends(header)]) -> Caller:
@@ -186,10 +192,16 @@ def create_app(service: Service) -> FastAPI:
     @app.exception_handler(RequestValidationError)
     def _request_error(_request: Request, exc: RequestValidationError) -> JSONResponse:
         problems = []
+        status = 422
         for error in exc.errors():
             where = ".".join(str(p) for p in error.get("loc", ()) if p != "body")
-            problems.append(f"{where or 'body'}: {error.get('msg')}")
-        return _error(422, "invalid_request", "; ".join(problems) or "malformed request")
+            if is_out_of_range(error.get("input")):
+                # A value, not a shape, is wrong: the same 400 as every range check.
+                status = 400
+                problems.append(f"{where or 'body'}: the number is out of range")
+            else:
+                problems.append(f"{where or 'body'}: {error.get('msg')}")
+        return _error(status, "invalid_request", "; ".join(problems) or "malformed request")
 
     @app.exception_handler(StarletteHTTPException)
     def _http_error(_request: Request, exc: StarletteHTTPException) -> JSONResponse:
@@ -272,5 +284,6 @@ def create_app(service: Service) -> FastAPI:
 
     if service.tenants is not None:
         add_tenant_routes(app, service.tenants, caller, admin, ERRORS)
+    add_docs_routes(app, caller)
 
     return app

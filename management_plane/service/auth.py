@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import os
 import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
 from management_plane.service.db import Database
+from management_plane.service.private_files import private_dir, write_private
 
 ADMIN_KEY_FILE = "admin-key"
 
@@ -48,17 +48,13 @@ def authenticate(db: Database, key: str | None) -> Caller | None:
 
 
 def ensure_admin_key(db: Database, home: Path) -> str | None:
-    """Make the admin key at the first start: stored hashed, written once to a 0600 file
-    under the service home, and returned so that the caller prints it once. None when an
-    admin key exists already."""
+    """Make the admin key at the first start: written to a 0600 file under the (0700)
+    service home, then stored hashed, and returned (the caller says where it is, never what
+    it is). None when an admin key exists already. The file comes first: a start that stops
+    between the two leaves no stored key that nobody holds, and the next start makes one."""
     if db.count_api_keys("admin") > 0:
         return None
     key_id, key = new_key()
+    write_private(private_dir(home) / ADMIN_KEY_FILE, key + "\n")
     db.add_api_key(key_id, "admin", "admin", hash_key(key))
-    home.mkdir(parents=True, exist_ok=True)
-    path = home / ADMIN_KEY_FILE
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as out:
-        out.write(key + "\n")
-    path.chmod(0o600)
     return key

@@ -410,6 +410,11 @@ def _print_tenant(tenant: dict[str, Any]) -> None:
         f"produce {plan['producer_byte_rate']} B/s, consume {plan['consumer_byte_rate']} B/s, "
         f"requests {plan['request_percentage']:g}% (per broker)"
     )
+    if "storage_bytes" in plan:
+        print(
+            f"storage: {plan['storage_bytes']} bytes (replicas counted), a topic's default "
+            f"retention.bytes {plan['retention_bytes']}"
+        )
     print(f"bootstrap servers: {connection['bootstrap_servers']}")
     print(
         f"security.protocol={connection['security_protocol']} "

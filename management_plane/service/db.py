@@ -8,8 +8,9 @@ the API threads and the operations engine never hold a lock across a slow call.
 from __future__ import annotations
 
 import json
+import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -226,6 +227,8 @@ class Database:
     def __init__(self, url: str) -> None:
         self.url = url
         self.engine: Engine = _make_engine(url)
+        # Held across a tenant's check and insert; no slow call runs under it.
+        self._tenants_lock = threading.Lock()
         metadata.create_all(self.engine)
         # A database made by an older version has the table without the index.
         try:
@@ -281,10 +284,24 @@ class Database:
     # -- tenants --------------------------------------------------------------------------
 
     def add_tenant(
-        self, name: str, cluster: str, prefix: str, plan: dict[str, Any], op_id: int
+        self,
+        name: str,
+        cluster: str,
+        prefix: str,
+        plan: dict[str, Any],
+        op_id: int,
+        admits: Callable[[list[dict[str, Any]]], None] | None = None,
     ) -> None:
+        """Insert a tenant. `admits` sees the cluster's tenants (not deleted) and raises to
+        refuse: it runs in the insert's transaction under the tenants lock, so two requests
+        whose prefixes overlap cannot both pass their check before either is stored."""
         now = time.time()
-        with self._tx() as c:
+        with self._tenants_lock, self._tx() as c:
+            if admits is not None:
+                query = select(tenants).where(
+                    and_(tenants.c.cluster == cluster, tenants.c.status != "deleted")
+                )
+                admits([_tenant(r) for r in c.execute(query)])
             c.execute(
                 insert(tenants).values(
                     name=name,

@@ -22,6 +22,7 @@ from management_plane.service.aws_config import AwsServiceConfig, ServiceAwsProv
 from management_plane.service.broker_loss import DEFAULT_THRESHOLD_S, BrokerLossWatcher
 from management_plane.service.cluster_io import zookeeper_hosts
 from management_plane.service.db import Database
+from management_plane.service.private_files import create_private_file, private_dir
 from management_plane.service.service import Service
 from management_plane.service.steps import StepTimeouts
 from management_plane.service.tenant_service import TENANT_KINDS, TenantService
@@ -31,6 +32,7 @@ from management_plane.tenants.quotas import UserQuotaTool
 log = structlog.get_logger("kaas.serve")
 
 DEFAULT_LOCAL_ADDRESS_BASES = tuple(f"127.0.{n}" for n in range(2, 11))
+DATABASE_FILE = "kaas.db"
 
 
 @dataclass(frozen=True)
@@ -71,9 +73,11 @@ def kafka_tenants(internal_bootstrap: str, tenant_bootstrap: str) -> KafkaTenant
 
 
 def build_service(settings: ServeSettings) -> tuple[Service, str | None]:
-    home = settings.home.resolve()
-    home.mkdir(parents=True, exist_ok=True)
-    url = settings.database_url or f"sqlite:///{home / 'kaas.db'}"
+    home = private_dir(settings.home.resolve())
+    if settings.database_url is None:
+        url = f"sqlite:///{create_private_file(home / DATABASE_FILE)}"
+    else:
+        url = settings.database_url
     db = Database(url)
     provider: Any
     if settings.provider == "aws":
@@ -123,14 +127,16 @@ def _zookeeper_hosts_of(db: Database, config: AwsServiceConfig) -> Callable[[str
     return hosts
 
 
+def admin_key_notice(home: Path) -> str:
+    """What `kaas serve` prints at the first start: where the key is, never the key, since
+    this output lands in logs and the journal."""
+    return f"admin API key: made, in {home.resolve() / ADMIN_KEY_FILE} (mode 0600)"
+
+
 def serve(settings: ServeSettings) -> int:
     service, admin_key = build_service(settings)
     if admin_key is not None:
-        print(
-            f"admin API key (shown once; also in {settings.home.resolve() / ADMIN_KEY_FILE}, mode 0600):\n"
-            f"{admin_key}",
-            flush=True,
-        )
+        print(admin_key_notice(settings.home), flush=True)
     unfinished = service.db.unfinished_operations()
     if unfinished:
         log.info("resuming_operations", ids=[op.op_id for op in unfinished])

@@ -32,6 +32,7 @@ class OperationKind(StrEnum):
     DELETE_TENANT = "delete_tenant"
     CREATE_TOPIC = "create_topic"
     DELETE_TOPIC = "delete_topic"
+    ALTER_TOPIC = "alter_topic"
 
     @classmethod
     def parse(cls, value: str) -> OperationKind:
@@ -49,6 +50,7 @@ TENANT_KINDS = frozenset(
         OperationKind.DELETE_TENANT,
         OperationKind.CREATE_TOPIC,
         OperationKind.DELETE_TOPIC,
+        OperationKind.ALTER_TOPIC,
     }
 )
 CLUSTER_KINDS = frozenset(set(OperationKind) - TENANT_KINDS)
@@ -102,6 +104,7 @@ class StepName(StrEnum):
     FORGET = "forget"
     CREATE_TOPIC = "create_topic"
     DELETE_TOPIC = "delete_topic"
+    ALTER_TOPIC = "alter_topic"
 
 
 _STEP = re.compile(r"^([a-z_]+)(?::(\d+))?$")
@@ -256,6 +259,8 @@ def expand_steps(kind: OperationKind | str, batch_count: int = 0) -> list[StepRe
         return _steps(N.DELETE_IN_KAFKA, N.FORGET)
     if kind == OperationKind.CREATE_TOPIC:
         return _steps(N.CREATE_TOPIC)
+    if kind == OperationKind.ALTER_TOPIC:
+        return _steps(N.ALTER_TOPIC)
     return _steps(N.DELETE_TOPIC)
 
 

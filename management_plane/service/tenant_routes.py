@@ -15,7 +15,11 @@ from management_plane.errors import ApiError
 from management_plane.service.auth import Caller
 from management_plane.service.tenant_service import TenantService
 from management_plane.service.validation import validate_name
-from management_plane.tenants.model import name_problems
+from management_plane.tenants.model import (
+    DEFAULT_RETENTION_BYTES,
+    DEFAULT_STORAGE_BYTES,
+    name_problems,
+)
 from management_plane.tenants.topics import TopicRequest
 
 
@@ -26,6 +30,12 @@ class PlanIn(BaseModel):
     producer_byte_rate: int = Field(description="bytes/s per broker")
     consumer_byte_rate: int = Field(description="bytes/s per broker")
     request_percentage: float = Field(description="100 = one broker request thread")
+    storage_bytes: int = Field(
+        DEFAULT_STORAGE_BYTES, description="bytes the tenant's topics may keep, replicas counted"
+    )
+    retention_bytes: int = Field(
+        DEFAULT_RETENTION_BYTES, description="retention.bytes of a topic that sets none"
+    )
 
 
 class TenantCreate(BaseModel):
@@ -75,6 +85,17 @@ class TopicOut(BaseModel):
 
 
 class TopicCreated(TopicOut):
+    op_id: int
+
+
+class TopicConfigChange(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    configs: dict[str, str] = Field(description="whitelisted configs to set")
+
+
+class TopicConfigsSet(BaseModel):
+    name: str
+    configs: dict[str, str]
     op_id: int
 
 
@@ -158,6 +179,14 @@ def add_tenant_routes(
             replication_factor=topic.replication_factor,
             op_id=op_id,
         )
+
+    @app.patch("/v1/clusters/{cluster}/tenants/{tenant}/topics/{topic}", responses=responses)
+    def alter_topic(
+        cluster: str, tenant: str, topic: str, body: TopicConfigChange, who: Who
+    ) -> TopicConfigsSet:
+        allowed(who, cluster, tenant)
+        configs, op_id = tenants.alter_topic(cluster, tenant, topic, body.configs, who)
+        return TopicConfigsSet(name=topic, configs=configs, op_id=op_id)
 
     @app.delete("/v1/clusters/{cluster}/tenants/{tenant}/topics/{topic}", responses=responses)
     def delete_topic(cluster: str, tenant: str, topic: str, who: Who) -> Done:

@@ -51,6 +51,7 @@ from management_plane.tenants.topics import (
     ExistingTopic,
     TopicRequest,
     check_topic_deletion,
+    topic_change_problems,
     topic_request_problems,
 )
 
@@ -70,6 +71,11 @@ KafkaTenantsFactory = Callable[[str, str], KafkaTenants]
 def api_error(exc: KaasError) -> ApiError:
     answer = http_answer(exc)
     return ApiError(answer.status, answer.code, answer.message)
+
+
+def _admits(tenant: Tenant, rows: list[dict[str, Any]]) -> None:
+    """Refuse `tenant` if its name or prefix conflicts with a stored one (TenantError)."""
+    new_tenant(tenant.name, tenant.plan, tenant.prefix, [tenant_from_json(r) for r in rows])
 
 
 @dataclass(frozen=True)
@@ -148,7 +154,7 @@ class TenantService:
             "name": row["name"],
             "cluster": row["cluster"],
             "prefix": row["prefix"],
-            "plan": row["plan"],
+            "plan": tenant.plan.to_json(),  # a plan stored without storage figures: defaults
             "status": row["status"],
             "created_at": row["created_at"],
             "connection": connection.to_json(),
@@ -218,7 +224,12 @@ class TenantService:
         def register() -> str:
             try:
                 self.db.add_tenant(
-                    tenant.name, cluster, tenant.prefix, tenant.plan.to_json(), op.op_id
+                    tenant.name,
+                    cluster,
+                    tenant.prefix,
+                    tenant.plan.to_json(),
+                    op.op_id,
+                    admits=lambda rows: _admits(tenant, rows),
                 )
             except IntegrityError:
                 raise TenantError(
@@ -357,6 +368,35 @@ class TenantService:
             raise api_error(exc) from None
         return created[0], op.op_id
 
+    def alter_topic(
+        self, cluster: str, name: str, topic: str, changes: dict[str, str], who: Caller
+    ) -> tuple[dict[str, str], int]:
+        """Set configs of a tenant's topic; bad input is refused before anything is logged,
+        the storage budget (which needs Kafka's figures) inside the journaled step."""
+        row = self._tenant_row(cluster, name)
+        if row["status"] != "active":
+            raise ApiError(409, "not_ready", f"tenant {name} is {row['status']}")
+        tenant = tenant_from_json(row)
+        code, problems = topic_change_problems(tenant, topic, changes)
+        if problems:
+            raise api_error(TenantError(code, problems))
+        kafka = self._adapter(cluster)
+        settled: list[dict[str, str]] = []
+
+        def alter_topic() -> str:
+            settled.append(kafka.alter_topic_configs(tenant, topic, changes))
+            shown = ", ".join(f"{k}={v}" for k, v in settled[0].items())
+            return f"topic {topic}: {shown}"
+
+        params = {"tenant": name, "topic": topic, "configs": dict(changes)}
+        try:
+            with self._lock(name):
+                op = self._op(cluster, OperationKind.ALTER_TOPIC, params, who)
+                self._journaled(op, {StepName.ALTER_TOPIC: alter_topic}, lambda: None)
+        except KaasError as exc:
+            raise api_error(exc) from None
+        return settled[0], op.op_id
+
     def delete_topic(self, cluster: str, name: str, topic: str, who: Caller) -> int:
         tenant = tenant_from_json(self._tenant_row(cluster, name))
         kafka = self._adapter(cluster)
@@ -412,6 +452,13 @@ class TenantService:
             if present:
                 kafka.delete_topic(tenant, topic)
             self._finish(op, "succeeded", "done", f"topic {topic} deleted")
+        elif op.kind == "alter_topic":
+            # Setting configs again is harmless, and checks the budget again.
+            if present:
+                kafka.alter_topic_configs(tenant, topic, dict(op.params["configs"]))
+                self._finish(op, "succeeded", "done", f"topic {topic} altered")
+            else:
+                self._finish(op, "failed", "failed", f"topic {topic} is gone")
         elif present:
             self._finish(op, "succeeded", "done", f"topic {topic} created")
         else:

@@ -1,7 +1,9 @@
 """Validation of what a caller asks of a cluster (pure). Every error names the field and why.
 
-Broker configs are a whitelist, as managed services have: a tenant-facing service lets users
-tune retention, sizes and replication defaults, never listeners, paths, ids or security.
+Broker configs are checked by the one definition the agents use too
+(planner.contracts.vm_config.validation): a config the API accepts is one every agent will
+apply, and one an agent would refuse (an unknown key, a value Kafka refuses, a key KaaS or
+the agent owns: listeners, paths, ids, security) is refused here, before anything is stored.
 """
 
 from __future__ import annotations
@@ -10,35 +12,12 @@ import re
 from dataclasses import dataclass
 
 from management_plane.errors import Refusal, RequestRefused
+from planner.contracts.vm_config.validation import spec_broker_config_problems
 
-CLUSTER_NAME = re.compile(r"^[a-z][a-z0-9-]{0,38}[a-z0-9]$|^[a-z]$")
+# Explicit ASCII classes and full matches: "abc\n" and other scripts' digits are refused.
+CLUSTER_NAME = re.compile(r"[a-z]([a-z0-9-]{0,38}[a-z0-9])?")
 MAX_BROKERS = 64
 MAX_BATCH = 16
-
-# name -> kind: int (non-negative integer), bool, or a tuple of allowed values.
-BROKER_CONFIG_WHITELIST: dict[str, str | tuple[str, ...]] = {
-    "default.replication.factor": "int",
-    "min.insync.replicas": "int",
-    "num.partitions": "int",
-    "offsets.topic.replication.factor": "int",
-    "transaction.state.log.replication.factor": "int",
-    "transaction.state.log.min.isr": "int",
-    "log.retention.hours": "int",
-    "log.retention.ms": "int",
-    "log.retention.bytes": "int",
-    "log.segment.bytes": "int",
-    "log.cleaner.enable": "bool",
-    "log.cleanup.policy": ("delete", "compact", "compact,delete"),
-    "message.max.bytes": "int",
-    "replica.fetch.max.bytes": "int",
-    "compression.type": ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"),
-    "auto.create.topics.enable": "bool",
-    "delete.topic.enable": "bool",
-    "unclean.leader.election.enable": "bool",
-    "group.initial.rebalance.delay.ms": "int",
-    "inter.broker.protocol.version": "version",
-    "log.message.format.version": "version",
-}
 
 # Configs whose value may not exceed the broker count (a topic's replicas need distinct brokers).
 REPLICATION_KEYS = (
@@ -66,9 +45,10 @@ class ClusterRequest:
 
 
 def validate_name(name: str, field: str = "name") -> str:
-    if not isinstance(name, str) or not CLUSTER_NAME.match(name):
+    if not isinstance(name, str) or not CLUSTER_NAME.fullmatch(name):
+        shown = name if not isinstance(name, str) or len(name) <= 60 else name[:60] + "..."
         raise ValidationError(
-            f"{field} {name!r} is invalid: 1-40 lower-case letters, digits or '-', "
+            f"{field} {shown!r} is invalid: 1-40 lower-case letters, digits or '-', "
             "starting with a letter and not ending with '-'"
         )
     return name
@@ -119,33 +99,17 @@ def validate_instance_type(instance_type: str, known: tuple[str, ...]) -> str:
     return instance_type
 
 
-def _version_like(value: str) -> bool:
-    return re.fullmatch(r"\d+\.\d+(-IV\d+)?(\.\d+)?", value) is not None
-
-
 def validate_broker_config(config: dict[str, str], broker_count: int) -> dict[str, str]:
-    clean: dict[str, str] = {}
-    for key, raw in config.items():
-        if key not in BROKER_CONFIG_WHITELIST:
-            raise ValidationError(
-                f"broker_config.{key} is not a config this service lets you set "
-                f"(allowed: {', '.join(sorted(BROKER_CONFIG_WHITELIST))})"
-            )
-        value = str(raw).strip()
-        kind = BROKER_CONFIG_WHITELIST[key]
-        if kind == "int" and not value.isdigit():
-            raise ValidationError(
-                f"broker_config.{key} must be a non-negative integer, got {raw!r}"
-            )
-        if kind == "bool" and value not in ("true", "false"):
-            raise ValidationError(f"broker_config.{key} must be true or false, got {raw!r}")
-        if kind == "version" and not _version_like(value):
-            raise ValidationError(f"broker_config.{key} must be a version like 3.8, got {raw!r}")
-        if isinstance(kind, tuple) and value not in kind:
-            raise ValidationError(
-                f"broker_config.{key} must be one of {', '.join(kind)}, got {raw!r}"
-            )
-        clean[key] = value
+    """The config to store (values trimmed), or ValidationError naming every refused key."""
+    problems = []
+    for key in sorted(config):
+        problems += [
+            p.message
+            for p in spec_broker_config_problems({key: config[key]}, f"broker_config.{key}")
+        ]
+    if problems:
+        raise ValidationError("; ".join(problems))
+    clean = {key: value.strip() for key, value in config.items()}
     for key in REPLICATION_KEYS:
         if key in clean and int(clean[key]) < 1:
             raise ValidationError(f"broker_config.{key} must be at least 1")

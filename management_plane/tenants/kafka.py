@@ -28,6 +28,8 @@ from confluent_kafka.admin import (
     AclBinding,
     AclBindingFilter,
     AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
     ConfigResource,
     NewTopic,
     ResourcePatternType,
@@ -47,9 +49,11 @@ from management_plane.tenants.quotas import QuotaToolError, UserQuotaTool
 from management_plane.tenants.topics import (
     ExistingTopic,
     TopicRequest,
+    check_topic_config_change,
     check_topic_deletion,
     check_topic_request,
     tenant_topics,
+    topic_change_problems,
     topic_request_problems,
 )
 from planner.client_logs import client_logger
@@ -325,6 +329,41 @@ class KafkaTenants:
         ]
         return topics, sorted(metadata.brokers)
 
+    def _topic_configs(self, names: Sequence[str]) -> dict[str, dict[str, str]]:
+        """The configs of these topics as Kafka runs them, by topic."""
+        resources = {name: ConfigResource("topic", name) for name in names}
+        if not resources:
+            return {}
+        futures = self._call(
+            "reading the topics' configs",
+            lambda: self.admin.describe_configs(
+                list(resources.values()), request_timeout=self.timeout_s
+            ),
+        )
+        found = {}
+        for name, resource in resources.items():
+            try:
+                entries = futures[resource].result(timeout=self.timeout_s)
+            except KafkaException as exc:
+                raise TenantKafkaError(
+                    f"reading the configs of {name}: {_kafka_message(exc)}"
+                ) from None
+            found[name] = {key: entry.value for key, entry in entries.items()}
+        return found
+
+    def _with_retention(self, topics: Sequence[ExistingTopic]) -> list[ExistingTopic]:
+        """The topics with their retention.bytes as Kafka runs them (None: -1, unbounded),
+        which the storage budget counts."""
+        configs = self._topic_configs([t.name for t in topics])
+        found = []
+        for topic in topics:
+            value = int(configs[topic.name]["retention.bytes"])
+            retention = value if value >= 0 else None
+            found.append(
+                ExistingTopic(topic.name, topic.partitions, topic.replication_factor, retention)
+            )
+        return found
+
     def _cluster_min_insync(self, broker_id: int) -> int:
         """min.insync.replicas as the broker runs it (the spec may override the default)."""
         resource = ConfigResource("broker", str(broker_id))
@@ -346,7 +385,7 @@ class KafkaTenants:
         topic = check_topic_request(
             tenant,
             request,
-            tenant_topics(tenant, topics),
+            self._with_retention(tenant_topics(tenant, topics)),
             len(broker_ids),
             self._cluster_min_insync(broker_ids[0]),
         )
@@ -377,6 +416,38 @@ class KafkaTenants:
             replication_factor=topic.replication_factor,
         )
         return ExistingTopic(topic.name, topic.partitions, topic.replication_factor)
+
+    def alter_topic_configs(
+        self, tenant: Tenant, name: str, changes: dict[str, str]
+    ) -> dict[str, str]:
+        """Set whitelisted configs of the tenant's topic, checked against the whitelist and
+        the storage budget (TenantError before any change); the configs set."""
+        code, problems = topic_change_problems(tenant, name, changes)
+        if problems:
+            raise TenantError(code, problems)
+        mine = tenant_topics(tenant, self._cluster_topics()[0])
+        with_retention = self._with_retention(mine)
+        policy = "delete"
+        if any(t.name == name for t in mine):
+            policy = self._topic_configs([name])[name].get("cleanup.policy") or "delete"
+        settled = check_topic_config_change(tenant, name, changes, with_retention, policy)
+        resource = ConfigResource(
+            "topic",
+            name,
+            incremental_configs=[
+                ConfigEntry(key, value, incremental_operation=AlterConfigOpType.SET)
+                for key, value in settled.items()
+            ],
+        )
+        futures = self._call(
+            f"altering the configs of {name}",
+            lambda: self.admin.incremental_alter_configs(
+                [resource], request_timeout=self.timeout_s
+            ),
+        )
+        self._each(f"altering the configs of {name}", futures)
+        log.info("tenant_topic_altered", tenant=tenant.name, topic=name, configs=settled)
+        return settled
 
     def delete_topic(self, tenant: Tenant, name: str) -> None:
         check_topic_deletion(tenant, name, self.list_topics(tenant))

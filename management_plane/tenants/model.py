@@ -24,6 +24,11 @@ PREFIX = re.compile(r"[a-z0-9][a-z0-9._-]{0,62}[._-]")
 RESERVED_NAMES: Final = frozenset(
     {"admin", "anonymous", "kaas", "kafka", "zookeeper", "root", "super", "system", "internal"}
 )
+# Topic prefixes of the platform and of Kafka itself: a tenant owning one could read or write
+# KaaS's own topics (the metrics topic _kaas_metrics), Kafka's internal ones
+# (__consumer_offsets, __transaction_state, __cluster_metadata) or Confluent tools' (_schemas,
+# _confluent-*). Refused as a tenant prefix and as any prefix overlapping one.
+RESERVED_PREFIXES: Final = ("kaas.", "kafka.", "__", "_kaas", "_confluent", "_schemas")
 
 
 class TenantError(RequestRefused, ValueError):
@@ -50,8 +55,14 @@ class Problem:
 # -- the plan ------------------------------------------------------------------------------
 
 QUOTA_FIELDS: Final = ("producer_byte_rate", "consumer_byte_rate", "request_percentage")
+STORAGE_FIELDS: Final = ("storage_bytes", "retention_bytes")  # optional in a plan object
 _BYTE_RATE_RANGE: Final = (1024, 10 * 1024**3)  # 1 KiB/s to 10 GiB/s per broker
 _REQUEST_PERCENTAGE_RANGE: Final = (1.0, 10_000.0)  # 100 = one full I/O or network thread
+_RETENTION_BYTES_RANGE: Final = (1024**2, 1024**4)  # per partition: 1 MiB to 1 TiB
+_STORAGE_BYTES_RANGE: Final = (1024**2, 1024**5)  # per tenant, replicas counted: to 1 PiB
+# A plan object that names no storage figures gets these (management_plane/tenants/storage.py).
+DEFAULT_RETENTION_BYTES: Final = 256 * 1024**2
+DEFAULT_STORAGE_BYTES: Final = 100 * 1024**3
 
 
 @dataclass(frozen=True)
@@ -63,6 +74,10 @@ class TenantPlan:
     producer_byte_rate: int  # bytes/s one broker accepts from the tenant's producers
     consumer_byte_rate: int  # bytes/s one broker serves to the tenant's consumers
     request_percentage: float  # share of one broker's request threads, 100 = one thread
+    # Bytes the tenant's topics may keep on the brokers' disks, every replica counted.
+    storage_bytes: int = DEFAULT_STORAGE_BYTES
+    # The retention.bytes (per partition) of a topic whose request sets none.
+    retention_bytes: int = DEFAULT_RETENTION_BYTES
 
     def problems(self, where: str = "plan") -> tuple[Problem, ...]:
         found = []
@@ -71,6 +86,8 @@ class TenantPlan:
             ("max_partitions", 1, 100_000),
             ("producer_byte_rate", *_BYTE_RATE_RANGE),
             ("consumer_byte_rate", *_BYTE_RATE_RANGE),
+            ("storage_bytes", *_STORAGE_BYTES_RANGE),
+            ("retention_bytes", *_RETENTION_BYTES_RANGE),
         ):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool):
@@ -107,6 +124,14 @@ class TenantPlan:
                     f"({self.max_topics}): every topic needs at least one partition",
                 )
             )
+        if not found and self.storage_bytes < self.retention_bytes:
+            found.append(
+                Problem(
+                    f"{where}.storage_bytes",
+                    f"{where}.storage_bytes ({self.storage_bytes}) is below retention_bytes "
+                    f"({self.retention_bytes}): not even one partition would fit",
+                )
+            )
         return tuple(found)
 
     def quotas(self) -> dict[str, float]:
@@ -120,9 +145,10 @@ def plan_from_json(value: object, where: str = "plan") -> TenantPlan:
     """A plan from its JSON object; TenantError (invalid) names every missing, unknown or bad field."""
     if not isinstance(value, Mapping):
         raise TenantError("invalid", [Problem(where, f"{where} must be an object")])
-    fields = ("max_topics", "max_partitions", *QUOTA_FIELDS)
+    required = ("max_topics", "max_partitions", *QUOTA_FIELDS)
+    fields = (*required, *STORAGE_FIELDS)
     problems = [
-        Problem(f"{where}.{k}", f"{where}.{k} is missing") for k in fields if k not in value
+        Problem(f"{where}.{k}", f"{where}.{k} is missing") for k in required if k not in value
     ]
     problems += [
         Problem(f"{where}.{k}", f"{where}.{k} is not a plan field (fields: {', '.join(fields)})")
@@ -130,7 +156,7 @@ def plan_from_json(value: object, where: str = "plan") -> TenantPlan:
     ]
     if problems:
         raise TenantError("invalid", problems)
-    plan = TenantPlan(**{k: value[k] for k in fields})
+    plan = TenantPlan(**{k: value[k] for k in fields if k in value})
     found = plan.problems(where)
     if found:
         raise TenantError("invalid", found)
@@ -139,9 +165,9 @@ def plan_from_json(value: object, where: str = "plan") -> TenantPlan:
 
 # Starting points for the service's plan names; a tenant's plan may be any valid TenantPlan.
 PLANS: Final[Mapping[str, TenantPlan]] = {
-    "small": TenantPlan(10, 60, 1024**2, 2 * 1024**2, 25.0),
-    "medium": TenantPlan(50, 300, 5 * 1024**2, 10 * 1024**2, 50.0),
-    "large": TenantPlan(200, 1200, 20 * 1024**2, 40 * 1024**2, 100.0),
+    "small": TenantPlan(10, 60, 1024**2, 2 * 1024**2, 25.0, 100 * 1024**3, 256 * 1024**2),
+    "medium": TenantPlan(50, 300, 5 * 1024**2, 10 * 1024**2, 50.0, 500 * 1024**3, 256 * 1024**2),
+    "large": TenantPlan(200, 1200, 20 * 1024**2, 40 * 1024**2, 100.0, 2 * 1024**4, 256 * 1024**2),
 }
 
 
@@ -212,6 +238,21 @@ def prefix_problems(prefix: object) -> tuple[Problem, ...]:
     return ()
 
 
+def reserved_prefix_problems(prefix: str) -> tuple[Problem, ...]:
+    """A new tenant's prefix that overlaps a reserved one. Not checked on stored tenants:
+    one onboarded before a prefix was reserved stays readable, so that it can be deleted."""
+    reserved = [r for r in RESERVED_PREFIXES if prefixes_overlap(prefix, r)]
+    if reserved:
+        return (
+            Problem(
+                "prefix",
+                f"prefix {prefix!r} is reserved: it overlaps {reserved[0]!r}, which the "
+                "platform or Kafka itself uses",
+            ),
+        )
+    return ()
+
+
 def _colliding_form(prefix: str) -> str:
     # Kafka's metric names do not tell '.' from '_': it refuses topics that differ only there.
     return prefix.replace(".", "_")
@@ -232,9 +273,14 @@ def new_tenant(
     chosen = f"{name}." if prefix is None else prefix
     problems = [
         *name_problems(name),
-        *(prefix_problems(chosen) if prefix is not None else ()),  # "<name>." if the name is
+        # The default "<name>." is checked too once the name is valid: "kafka" is refused as
+        # a name, but its prefix rules apply to every name.
+        *(prefix_problems(chosen) if prefix is not None else ()),
         *plan.problems(),
     ]
+    if not problems:
+        assert isinstance(chosen, str)
+        problems += reserved_prefix_problems(chosen)
     if problems:
         raise TenantError("invalid", problems)
     assert isinstance(name, str) and isinstance(chosen, str)

@@ -16,11 +16,24 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from management_plane.tenants.model import Problem, Tenant, TenantError
+from management_plane.tenants.storage import (
+    RETENTION_BYTES,
+    TopicShare,
+    cleanup_policy_problem,
+    retention_bytes_of,
+    storage_problems,
+)
 
 TOPIC_NAME_CHARS = re.compile(r"[a-zA-Z0-9._-]+")
 MAX_TOPIC_NAME = 249  # Kafka's limit
 DAY_MS: Final = 24 * 3600 * 1000
 MIB: Final = 1024**2
+# Upper bounds of a request's integers, far above any plan: a huge number is bad input (400)
+# before it is a limit (409). The plans' own maximum of partitions, and the broker cap.
+MAX_TOPIC_PARTITIONS: Final = 100_000
+MAX_REPLICATION_FACTOR: Final = 64
+# No 64-bit config value has more digits; int() of longer strings is never attempted.
+MAX_INTEGER_DIGITS: Final = 20
 
 
 @dataclass(frozen=True)
@@ -34,11 +47,14 @@ class ConfigRule:
     choices: tuple[str, ...] = ()
 
     def problem(self, key: str, value: str) -> str | None:
-        shown = f"{key}={value!r}"
+        shown = f"{key}={value!r}" if len(value) <= 60 else f"{key}={value[:60]!r}..."
         text = value.strip()
         if self.kind == "int":
-            if not re.fullmatch(r"[+-]?\d+", text):
+            # ASCII digits only: int() would also read other scripts' digits.
+            if not re.fullmatch(r"[+-]?[0-9]+", text):
                 return f"{shown} is not a whole number"
+            if len(text.lstrip("+-")) > MAX_INTEGER_DIGITS:
+                return f"{shown} is out of range: it has {len(text)} characters"
             return self._range(shown, int(text), int(text) == self.also)
         if self.kind == "double":
             try:
@@ -94,7 +110,8 @@ TOPIC_CONFIG_WHITELIST: Final[Mapping[str, ConfigRule]] = {
     "min.cleanable.dirty.ratio": ConfigRule("double", 0.0, 1.0),
     "min.compaction.lag.ms": ConfigRule("int", 0, 30 * DAY_MS),
     "min.insync.replicas": ConfigRule("int", 1, None),  # and at most the replication factor
-    "retention.bytes": ConfigRule("int", MIB, 1024**4, also=-1),
+    # Finite only: a tenant's topics share its plan's storage budget (tenants/storage.py).
+    "retention.bytes": ConfigRule("int", MIB, 1024**4),
     "retention.ms": ConfigRule("int", 60_000, 30 * DAY_MS),
     "segment.bytes": ConfigRule("int", MIB, 1024**3),
     "segment.ms": ConfigRule("int", 600_000, 7 * DAY_MS),
@@ -117,6 +134,10 @@ class ExistingTopic:
     name: str
     partitions: int
     replication_factor: int
+    retention_bytes: int | None = None  # per partition; None: unbounded or not read
+
+    def share(self) -> TopicShare:
+        return TopicShare(self.name, self.partitions, self.replication_factor, self.retention_bytes)
 
 
 @dataclass(frozen=True)
@@ -151,29 +172,13 @@ def topic_name_problem(tenant: Tenant, name: object) -> tuple[str, Problem] | No
     return None
 
 
-def topic_request_problems(tenant: Tenant, request: TopicRequest) -> tuple[str, list[Problem]]:
-    """Everything wrong with the request on its own: (error code, problems), [] when none."""
-    named = topic_name_problem(tenant, request.name)
-    if named is not None and named[0] == "forbidden":
-        return named[0], [named[1]]
-    problems = [] if named is None else [named[1]]
-    partitions, replication = request.partitions, request.replication_factor
-    if not _is_int(partitions) or partitions < 1:
-        problems.append(
-            Problem("partitions", f"partitions must be a whole number >= 1, got {partitions!r}")
-        )
-    if replication is not None and (not _is_int(replication) or replication < 1):
-        problems.append(
-            Problem(
-                "replication_factor",
-                f"replication_factor must be a whole number >= 1, got {replication!r}",
-            )
-        )
-    if not isinstance(request.configs, Mapping):
-        problems.append(Problem("configs", "configs must be an object of config names to values"))
-        return "invalid", problems
-    for key in sorted(request.configs, key=str):
-        value = request.configs[key]
+def config_problems(configs: Mapping[str, str]) -> list[Problem]:
+    """Every whitelist, value and compaction problem of a tenant's topic configs."""
+    if not isinstance(configs, Mapping):
+        return [Problem("configs", "configs must be an object of config names to values")]
+    problems: list[Problem] = []
+    for key in sorted(configs, key=str):
+        value = configs[key]
         rule = TOPIC_CONFIG_WHITELIST.get(key)
         if rule is None:
             allowed = ", ".join(TOPIC_CONFIG_WHITELIST)
@@ -189,6 +194,40 @@ def topic_request_problems(tenant: Tenant, request: TopicRequest) -> tuple[str, 
             )
         elif (message := rule.problem(key, value)) is not None:
             problems.append(Problem(f"configs.{key}", message))
+    policy = cleanup_policy_problem(configs)
+    if policy is not None and not any(p.field == policy.field for p in problems):
+        problems.append(policy)
+    return problems
+
+
+def topic_request_problems(tenant: Tenant, request: TopicRequest) -> tuple[str, list[Problem]]:
+    """Everything wrong with the request on its own: (error code, problems), [] when none."""
+    named = topic_name_problem(tenant, request.name)
+    if named is not None and named[0] == "forbidden":
+        return named[0], [named[1]]
+    problems = [] if named is None else [named[1]]
+    partitions, replication = request.partitions, request.replication_factor
+    if not _is_int(partitions) or partitions < 1:
+        problems.append(
+            Problem("partitions", f"partitions must be a whole number >= 1, got {partitions!r}")
+        )
+    elif partitions > MAX_TOPIC_PARTITIONS:
+        problems.append(Problem("partitions", f"partitions must be at most {MAX_TOPIC_PARTITIONS}"))
+    if replication is not None and (not _is_int(replication) or replication < 1):
+        problems.append(
+            Problem(
+                "replication_factor",
+                f"replication_factor must be a whole number >= 1, got {replication!r}",
+            )
+        )
+    elif replication is not None and replication > MAX_REPLICATION_FACTOR:
+        problems.append(
+            Problem(
+                "replication_factor",
+                f"replication_factor must be at most {MAX_REPLICATION_FACTOR}",
+            )
+        )
+    problems += config_problems(request.configs)
     return "invalid", problems
 
 
@@ -270,13 +309,88 @@ def check_topic_request(
                 f"({plan.max_partitions - used_partitions} left)",
             )
         )
-    if problems:
-        raise TenantError("limit_exceeded", problems)
     configs = {
         key: TOPIC_CONFIG_WHITELIST[key].canonical(value)
         for key, value in sorted(request.configs.items())
     }
-    return TopicToCreate(request.name, request.partitions, replication, configs)
+    configs[RETENTION_BYTES] = str(retention_bytes_of(configs, tenant))
+    wanted = TopicShare(
+        request.name, request.partitions, replication, int(configs[RETENTION_BYTES])
+    )
+    problems += storage_problems(tenant, wanted, [topic.share() for topic in existing])
+    if problems:
+        raise TenantError("limit_exceeded", problems)
+    return TopicToCreate(
+        request.name, request.partitions, replication, dict(sorted(configs.items()))
+    )
+
+
+def topic_change_problems(
+    tenant: Tenant, name: object, changes: Mapping[str, str]
+) -> tuple[str, list[Problem]]:
+    """Everything wrong with a config change on its own: (error code, problems)."""
+    named = topic_name_problem(tenant, name)
+    if named is not None:
+        return named[0], [named[1]]
+    if isinstance(changes, Mapping) and not changes:
+        return "invalid", [Problem("configs", "configs must name at least one config to set")]
+    return "invalid", config_problems(changes)
+
+
+def check_topic_config_change(
+    tenant: Tenant,
+    name: str,
+    changes: Mapping[str, str],
+    existing: Sequence[ExistingTopic],
+    cleanup_policy: str,
+) -> dict[str, str]:
+    """The configs to set on the tenant's topic `name` (canonical), or TenantError: invalid,
+    forbidden, not_found, or limit_exceeded (the new retention.bytes would not fit the
+    storage budget). `existing` holds the tenant's topics with their retention.bytes;
+    `cleanup_policy` is the topic's current one."""
+    code, problems = topic_change_problems(tenant, name, changes)
+    if problems:
+        raise TenantError(code, problems)
+    topic = next((t for t in existing if t.name == name), None)
+    if topic is None:
+        raise TenantError(
+            "not_found", [Problem("name", f"tenant {tenant.name} has no topic {name!r}")]
+        )
+    canonical = {
+        key: TOPIC_CONFIG_WHITELIST[key].canonical(value) for key, value in sorted(changes.items())
+    }
+    merged_policy = cleanup_policy_problem(
+        {"cleanup.policy": canonical.get("cleanup.policy", cleanup_policy)}
+    )
+    if merged_policy is not None:
+        problems.append(merged_policy)
+    min_insync = canonical.get("min.insync.replicas")
+    if min_insync is not None and int(min_insync) > topic.replication_factor:
+        problems.append(
+            Problem(
+                "configs.min.insync.replicas",
+                f"min.insync.replicas {min_insync} is above the topic's replication factor "
+                f"{topic.replication_factor}: producers with acks=all could never write",
+            )
+        )
+    retention = canonical.get(RETENTION_BYTES)
+    retention_bytes = int(retention) if retention is not None else topic.retention_bytes
+    if retention_bytes is None:
+        problems.append(
+            Problem(
+                f"configs.{RETENTION_BYTES}",
+                f"topic {name} has no finite {RETENTION_BYTES}: set one in this change",
+            )
+        )
+    if problems:
+        raise TenantError("invalid", problems)
+    assert retention_bytes is not None
+    wanted = TopicShare(name, topic.partitions, topic.replication_factor, retention_bytes)
+    others = [t.share() for t in existing if t.name != name]
+    over = storage_problems(tenant, wanted, others)
+    if over:
+        raise TenantError("limit_exceeded", over)
+    return canonical
 
 
 def check_topic_deletion(tenant: Tenant, name: object, existing: Sequence[ExistingTopic]) -> str:

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, KafkaError
-from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import AdminClient, ConfigResource
 
 from management_plane.service.client import tenant_client_config
 from tests import harness
@@ -381,3 +381,97 @@ def harness_acls(kafka_cluster: ClusterHandle, user: str) -> list[str]:
         )
     ).result(timeout=30)
     return [str(binding) for binding in found]
+
+
+def _retention_bytes(admin: AdminClient, topic: str) -> str:
+    resource = ConfigResource("topic", topic)
+    entries = admin.describe_configs([resource])[resource].result(timeout=30)
+    return str(entries["retention.bytes"].value)
+
+
+def test_the_storage_budget_is_kept_through_topic_configs(
+    service_on_shared: tuple[ServiceHandle, str], kafka_cluster: ClusterHandle
+) -> None:
+    api, cluster = service_on_shared
+    tenants = f"/v1/clusters/{cluster}/tenants"
+    for body, fragment in [
+        ({"name": _name("res"), "prefix": "kaas."}, "prefix 'kaas.' is reserved"),
+        ({"name": _name("res"), "prefix": "kafka_"}, "is reserved"),
+        ({"name": "abc\n"}, "tenant name 'abc\\n' is invalid"),
+    ]:
+        _error(api.call("POST", tenants, body), 400, fragment)
+    mib = 1024**2
+    plan = {**PLAN, "storage_bytes": 1024 * mib, "retention_bytes": 64 * mib}
+    status, made = api.call("POST", tenants, {"name": _name("budget"), "plan": plan})
+    assert status == 201, made
+    name, key = made["tenant"]["name"], made["api_key"]
+    assert made["tenant"]["plan"]["storage_bytes"] == 1024 * mib
+    path = f"{tenants}/{name}/topics"
+    admin = AdminClient({"bootstrap.servers": kafka_cluster.bootstrap_servers})
+    # 2 partitions x 3 replicas x the plan's 64 MiB: 384 of 1024 MiB.
+    status, first = api.call("POST", path, {"name": f"{name}.a", "partitions": 2}, key=key)
+    assert status == 201, first
+    assert _retention_bytes(admin, f"{name}.a") == str(64 * mib)
+    refused_topics: list[tuple[dict[str, Any], int, str]] = [
+        (
+            {"name": f"{name}.b", "partitions": 2, "configs": {"retention.bytes": str(128 * mib)}},
+            409,
+            "uses 402653184 bytes (0.38 GiB) of its plan's storage budget of 1073741824 bytes",
+        ),
+        ({"name": f"{name}.c", "configs": {"retention.bytes": "-1"}}, 400, "out of range"),
+        ({"name": f"{name}.d", "configs": {"cleanup.policy": "compact"}}, 400, "also delete"),
+    ]
+    for body, code, fragment in refused_topics:
+        _error(api.call("POST", path, body, key=key), code, fragment)
+    assert [t["name"] for t in api.call("GET", path, key=key)[1]] == [f"{name}.a"]
+    # A change: 2 x 3 x 170 MiB = 1020 MiB fits; 171 MiB (1026 MiB) does not.
+    topic_path = f"{path}/{name}.a"
+    status, changed = api.call(
+        "PATCH", topic_path, {"configs": {"retention.bytes": str(170 * mib)}}, key=key
+    )
+    assert status == 200 and changed["configs"] == {"retention.bytes": str(170 * mib)}, changed
+    assert _retention_bytes(admin, f"{name}.a") == str(170 * mib)
+    refused_changes: list[tuple[dict[str, str], int, str]] = [
+        ({"retention.bytes": str(171 * mib)}, 409, "storage budget of 1073741824 bytes"),
+        ({"retention.bytes": "-1"}, 400, "out of range"),
+        ({"cleanup.policy": "compact"}, 400, "also delete"),
+    ]
+    for configs, code, fragment in refused_changes:
+        _error(api.call("PATCH", topic_path, {"configs": configs}, key=key), code, fragment)
+    assert _retention_bytes(admin, f"{name}.a") == str(170 * mib)
+    _error(
+        api.call("PATCH", f"{path}/{name}.zz", {"configs": {"retention.ms": "60000"}}, key=key),
+        404,
+        "no topic",
+    )
+
+
+def test_of_two_concurrent_onboardings_with_overlapping_prefixes_one_is_registered(
+    service_on_shared: tuple[ServiceHandle, str],
+) -> None:
+    api, cluster = service_on_shared
+    tenants = f"/v1/clusters/{cluster}/tenants"
+    base = f"ov{uuid.uuid4().hex[:6]}"
+    bodies = [
+        {"name": f"{base}-a", "plan": PLAN, "prefix": f"{base}."},
+        {"name": f"{base}-b", "plan": PLAN, "prefix": f"{base}.eu."},
+    ]
+    answers: dict[str, tuple[int, Any]] = {}
+    go = threading.Barrier(2, timeout=30)
+
+    def onboard(body: dict[str, Any]) -> None:
+        go.wait()
+        answers[body["name"]] = api.call("POST", tenants, body)
+
+    threads = [threading.Thread(target=onboard, args=(body,)) for body in bodies]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    statuses = sorted(code for code, _ in answers.values())
+    assert statuses == [201, 409], answers
+    refused = next(body for code, body in answers.values() if code == 409)
+    assert refused["code"] == "conflict" and "overlaps" in refused["message"], refused
+    status, listed = api.call("GET", tenants)
+    assert status == 200
+    assert len([t for t in listed if t["name"].startswith(base)]) == 1, listed

@@ -22,7 +22,12 @@ from management_plane.tenants import (
 pytestmark = pytest.mark.unit
 
 TENANT = new_tenant("acme", TenantPlan(3, 12, 1_048_576, 1_048_576, 50.0))
-EXISTING = (ExistingTopic("acme.orders", 6, 3), ExistingTopic("acme.audit", 2, 3))  # 8 of 12
+MIB = 1024**2
+DEFAULT_RETENTION = str(256 * MIB)  # the plan's default retention.bytes
+EXISTING = (  # 8 partitions of 12
+    ExistingTopic("acme.orders", 6, 3, 64 * MIB),
+    ExistingTopic("acme.audit", 2, 3, 64 * MIB),
+)
 
 
 def check(request: TopicRequest, existing: tuple[ExistingTopic, ...] = EXISTING) -> TopicToCreate:
@@ -34,15 +39,20 @@ def check(request: TopicRequest, existing: tuple[ExistingTopic, ...] = EXISTING)
     [
         (
             TopicRequest("acme.events", 4),
-            TopicToCreate("acme.events", 4, 3, {}),
+            TopicToCreate("acme.events", 4, 3, {"retention.bytes": DEFAULT_RETENTION}),
         ),
         (
             TopicRequest("acme.events", 1, 2),
-            TopicToCreate("acme.events", 1, 2, {}),
+            TopicToCreate("acme.events", 1, 2, {"retention.bytes": DEFAULT_RETENTION}),
         ),
         (
             TopicRequest("acme.e", 1, 1, {"min.insync.replicas": "1"}),
-            TopicToCreate("acme.e", 1, 1, {"min.insync.replicas": "1"}),
+            TopicToCreate(
+                "acme.e",
+                1,
+                1,
+                {"min.insync.replicas": "1", "retention.bytes": DEFAULT_RETENTION},
+            ),
         ),
         (
             TopicRequest(
@@ -51,7 +61,7 @@ def check(request: TopicRequest, existing: tuple[ExistingTopic, ...] = EXISTING)
                 configs={
                     "cleanup.policy": " compact , delete",
                     "retention.ms": "+86400000",
-                    "retention.bytes": "-1",
+                    "retention.bytes": "1073741824",
                     "min.cleanable.dirty.ratio": "0.25",
                     "compression.type": "zstd",
                 },
@@ -64,7 +74,7 @@ def check(request: TopicRequest, existing: tuple[ExistingTopic, ...] = EXISTING)
                     "cleanup.policy": "compact,delete",
                     "compression.type": "zstd",
                     "min.cleanable.dirty.ratio": "0.25",
-                    "retention.bytes": "-1",
+                    "retention.bytes": "1073741824",
                     "retention.ms": "86400000",
                 },
             ),
@@ -137,7 +147,7 @@ def test_the_default_replication_factor_follows_the_broker_count() -> None:
             TopicRequest("acme.x", 1, configs={"retention.bytes": "1000"}),
             "invalid",
             "configs.retention.bytes",
-            "out of range: 1048576..1099511627776 or -1",
+            "out of range: 1048576..1099511627776",
         ),
         (
             TopicRequest("acme.x", 1, configs={"cleanup.policy": "compact,forever"}),
@@ -203,7 +213,7 @@ def test_names_kafka_would_call_colliding_are_a_conflict() -> None:
 
 
 def test_the_topic_count_limit() -> None:
-    three = (*EXISTING, ExistingTopic("acme.third", 1, 3))
+    three = (*EXISTING, ExistingTopic("acme.third", 1, 3, 64 * MIB))
     with pytest.raises(TenantError) as refused:
         check(TopicRequest("acme.fourth", 1), three)
     assert refused.value.code == "limit_exceeded"
@@ -211,7 +221,7 @@ def test_the_topic_count_limit() -> None:
 
 
 def test_both_limits_are_named_at_once() -> None:
-    three = (*EXISTING, ExistingTopic("acme.third", 3, 3))
+    three = (*EXISTING, ExistingTopic("acme.third", 3, 3, 64 * MIB))
     with pytest.raises(TenantError) as refused:
         check(TopicRequest("acme.fourth", 2), three)
     assert [p.field for p in refused.value.problems] == ["name", "partitions"]

@@ -30,6 +30,7 @@ from planner.contracts.vm_config.validation import (
     ConfigProblem,
     broker_config_problems,
     check_broker_config,
+    spec_broker_config_problems,
 )
 from planner.contracts.vm_config.zookeeper import (
     EnsembleServer,
@@ -71,5 +72,6 @@ __all__ = [
     "server_properties_text",
     "sizing_profile",
     "sizing_properties",
+    "spec_broker_config_problems",
     "voting_roles",
 ]

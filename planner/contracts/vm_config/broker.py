@@ -25,6 +25,7 @@ from planner.contracts.vm_config.validation import (
     BrokerConfigError,
     ConfigProblem,
     broker_config_problems,
+    spec_broker_config_problems,
 )
 
 ZOOKEEPER_SESSION: Final[Mapping[str, str]] = MappingProxyType(
@@ -133,7 +134,7 @@ def render_server_properties(spec: ClusterSpec, facts: BrokerFacts) -> dict[str,
     order. A spec key that is unknown, wrongly typed, out of range, agent-owned or part of
     the tenant listener's security raises BrokerConfigError naming it.
     """
-    problems = facts.problems() + broker_config_problems(spec.broker_config)
+    problems = facts.problems() + spec_broker_config_problems(spec.broker_config)
     if problems:
         raise BrokerConfigError(problems)
     properties = {

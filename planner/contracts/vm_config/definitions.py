@@ -38,9 +38,14 @@ class UpdateMode(StrEnum):
 
 
 _INTEGER_BITS = {ConfigType.SHORT: 16, ConfigType.INT: 32, ConfigType.LONG: 64}
-_INTEGER = re.compile(r"[+-]?\d+")
+# ASCII digits only: Python's \d also matches other scripts' digits, which Java's parser refuses.
+_INTEGER = re.compile(r"[+-]?[0-9]+")
+# No 64-bit value has more digits; longer ones are refused before int() (which would refuse
+# strings past 4300 digits with its own error).
+_MAX_INTEGER_DIGITS = 20
 # Java's Double.valueOf accepts more (NaN, Infinity, hex, a trailing d): no config wants those.
-_DOUBLE = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
+_DOUBLE = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?")
+_SHOWN_CHARS = 60
 _JAVA_CLASS = re.compile(r"[A-Za-z_$][\w$]*(\.[A-Za-z_$][\w$]*)*")
 _RANGE = re.compile(r"\[(-?\d+)?,\.\.\.(?:,(-?\d+))?\](?: or (-?\d+))?")
 _CHOICES = re.compile(r"\[([^\[\],]+(?:, [^\[\],]+)*)\]")
@@ -91,7 +96,7 @@ class ConfigDefinition:
 
     def problem(self, value: str) -> str | None:
         """Why Kafka would refuse `value` for this config, or None when it is acceptable."""
-        shown = f"{self.name}={value!r}"
+        shown = f"{self.name}={_abridged(value)}"
         stripped = value.strip()  # ConfigDef trims every value before parsing it
         kind = self.type
         if kind is ConfigType.BOOLEAN:
@@ -101,6 +106,8 @@ class ConfigDefinition:
             if not _INTEGER.fullmatch(stripped):
                 return f"{shown} is not a whole number ({kind})"
             bits = _INTEGER_BITS[kind]
+            if len(stripped.lstrip("+-")) > _MAX_INTEGER_DIGITS:
+                return f"{shown} does not fit in a {bits}-bit {kind}"
             if not -(2 ** (bits - 1)) <= int(stripped) < 2 ** (bits - 1):
                 return f"{shown} does not fit in a {bits}-bit {kind}"
             return self._range_problem(shown, int(stripped))
@@ -169,6 +176,13 @@ class ConfigDefinition:
             version = short.group(1) if short else value
             return version in choices or any(c.startswith(f"{version}-IV") for c in choices)
         return False
+
+
+def _abridged(value: str) -> str:
+    """A value as an error message shows it: repr, cut short when long."""
+    if len(value) <= _SHOWN_CHARS:
+        return repr(value)
+    return f"{value[:_SHOWN_CHARS]!r}... ({len(value)} characters)"
 
 
 def split_list(value: str) -> list[str]:

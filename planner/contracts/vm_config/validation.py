@@ -52,6 +52,25 @@ REPLICATION_THROTTLE_KEYS: Final = frozenset(
 )
 
 
+# Keys that decide who a connection authenticates as, or what it may do: KaaS's, as the
+# listeners and the authorizer are. A spec setting one could map a tenant to a super user or
+# turn client authentication off. Refused in the spec only (spec_broker_config_problems):
+# what KaaS renders itself may set them.
+SECURITY_KEYS: Final = frozenset(
+    {
+        "listener.security.protocol.map",
+        "principal.builder.class",
+        "ssl.principal.mapping.rules",
+        "sasl.kerberos.principal.to.local.rules",
+        "sasl.server.callback.handler.class",
+        "sasl.mechanism.inter.broker.protocol",
+        "ssl.client.auth",
+        "security.providers",
+        "zookeeper.set.acl",
+    }
+)
+
+
 class BrokerConfigError(PlannerError, ValueError):
     """A broker config that must not be acted on; the message names every offending key."""
 
@@ -143,8 +162,28 @@ def broker_config_problems(
     return tuple(problems)
 
 
+def spec_broker_config_problems(
+    config: Mapping[str, str], where: str = "spec.broker_config"
+) -> tuple[ConfigProblem, ...]:
+    """Everything wrong with a spec's broker_config: broker_config_problems, and the security
+    keys only KaaS sets. The one check of what a spec may hold: the agent renders with it,
+    the management plane's API refuses a request with it."""
+    security = [
+        ConfigProblem(
+            key,
+            f"{where}: {key!r} decides how clients authenticate or who they are; KaaS sets "
+            "the cluster's security, the spec may not",
+        )
+        for key in sorted(config)
+        if key in SECURITY_KEYS
+    ]
+    others = {key: value for key, value in config.items() if key not in SECURITY_KEYS}
+    found = [*security, *broker_config_problems(others, where)]
+    return tuple(sorted(found, key=lambda problem: problem.key))
+
+
 def check_broker_config(config: Mapping[str, str], where: str = "spec.broker_config") -> None:
-    """Raise BrokerConfigError naming every problem of `config`."""
-    problems = broker_config_problems(config, where)
+    """Raise BrokerConfigError naming every problem of a spec's `config`."""
+    problems = spec_broker_config_problems(config, where)
     if problems:
         raise BrokerConfigError(problems)
