@@ -26,6 +26,8 @@ BATCH_KEYS = 50
 READ_BACK_MIN_TIMEOUT_S = 180.0
 READ_BACK_MIN_RATE = 10_000  # messages a second
 
+DEMO_RETENTION_BYTES = 4 * 1024**3
+
 
 def run_managed_demo(service: BackgroundService, cluster: str, ledger_dir: Path) -> int:
     admin = ApiClient(service.url, service.admin_key_file.read_text().strip())
@@ -40,8 +42,13 @@ def run_managed_demo(service: BackgroundService, cluster: str, ledger_dir: Path)
     )
     tenant_api = ApiClient(service.url, created["api_key"])
     topic = f"{created['tenant']['prefix']}orders"
+    # The tenant produces millions of messages during the replacement and reads them all
+    # back: a partition may keep 4 GiB (6 x 3 replicas x 4 GiB fits the plan's storage), so
+    # retention never deletes what the zero-loss check reads.
     tenant_api.call(
-        "POST", f"/v1/clusters/{cluster}/tenants/{name}/topics", {"name": topic, "partitions": 6}
+        "POST",
+        f"/v1/clusters/{cluster}/tenants/{name}/topics",
+        {"name": topic, "partitions": 6, "configs": {"retention.bytes": str(DEMO_RETENTION_BYTES)}},
     )
     print(f"topic {topic}: created with the tenant's own API key")
     client_config = tenant_client_config(created)
