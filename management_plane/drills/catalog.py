@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from management_plane.drills.errors import DrillRefused
 from management_plane.drills.faults import (
     BounceFault,
+    DegradedNetwork,
     Fault,
     NetworkPartition,
     ProcessAction,
@@ -150,6 +151,12 @@ _SINGLE: tuple[Drill, ...] = (
         "network-partition",
         "one broker's VM cut off from the other VMs and from clients (nftables), then healed",
         lambda: (NetworkPartition(),),
+        30.0,
+    ),
+    Drill(
+        "degraded-network",
+        "one broker's VM losing 20% of its packets each way (nftables), then healed",
+        lambda: (DegradedNetwork(),),
         30.0,
     ),
 )

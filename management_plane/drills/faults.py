@@ -68,6 +68,8 @@ class NetworkRules(Protocol):
 
     def isolate(self, address: str) -> str: ...  # returns a handle for `remove`
 
+    def degrade(self, address: str, loss_percent: int) -> str: ...
+
     def remove(self, handle: str) -> None: ...
 
 
@@ -270,6 +272,41 @@ class NetworkPartition:
         self.vm = follower_broker_vm(context)[0]
         self.handle = context.network.isolate(context.cluster.vm_address(self.vm))
         return f"{self.vm} ({context.cluster.vm_address(self.vm)})"
+
+    def hold(self, context: FaultContext) -> None:
+        context.sleep(context.duration_s)
+
+    def heal(self, context: FaultContext) -> None:
+        if self.handle is not None and context.network is not None:
+            context.network.remove(self.handle)
+        self.handle = None
+
+
+@dataclass
+class DegradedNetwork:
+    """One VM's packets, both ways, dropped at random (`loss_percent` of them) for the
+    duration: TCP retransmits, so the VM's traffic slows and stalls without stopping.
+    Loss only: this kernel has no netem qdisc for delay."""
+
+    name: str = "degraded-network"
+    loss_percent: int = 20
+    handle: str | None = field(default=None, init=False)
+
+    def describe(self) -> str:
+        return f"one broker's VM losing {self.loss_percent}% of its packets each way"
+
+    def preflight(self, context: FaultContext) -> str | None:
+        if context.network is None:
+            return f"{self.name} needs network rules, and this drill has none"
+        return context.network.problem()
+
+    def inject(self, context: FaultContext) -> str:
+        if context.network is None:
+            raise DrillError(f"{self.name} needs network rules, and this drill has none")
+        vm = follower_broker_vm(context)[0]
+        address = context.cluster.vm_address(vm)
+        self.handle = context.network.degrade(address, self.loss_percent)
+        return f"{vm} ({address}): {self.loss_percent}% loss"
 
     def hold(self, context: FaultContext) -> None:
         context.sleep(context.duration_s)

@@ -35,6 +35,17 @@ def isolation_script(table: str, address: str) -> str:
     """An nft script that creates `table` dropping every packet from or to `address` whose
     other end is another address (loopback traffic passes the input hook once, so one chain
     sees both directions)."""
+    return _script(table, address, "drop")
+
+
+def loss_script(table: str, address: str, loss_percent: int) -> str:
+    """Like `isolation_script`, dropping `loss_percent` of those packets at random."""
+    if not 1 <= loss_percent <= 99:
+        raise DrillError(f"loss must be 1 to 99 percent; got {loss_percent}")
+    return _script(table, address, f"numgen random mod 100 < {loss_percent} drop")
+
+
+def _script(table: str, address: str, verdict: str) -> str:
     parsed = ipaddress.ip_address(address)
     if parsed.version != 4 or not parsed.is_loopback:
         raise DrillError(f"a drill cuts off only loopback addresses (127.0.0.0/8); got {address!r}")
@@ -44,8 +55,8 @@ def isolation_script(table: str, address: str) -> str:
         f"table inet {table} {{\n"
         "  chain input {\n"
         "    type filter hook input priority -10; policy accept;\n"
-        f"    ip saddr {address} ip daddr != {address} drop\n"
-        f"    ip daddr {address} ip saddr != {address} drop\n"
+        f"    ip saddr {address} ip daddr != {address} {verdict}\n"
+        f"    ip daddr {address} ip saddr != {address} {verdict}\n"
         "  }\n"
         "}\n"
     )
@@ -98,10 +109,19 @@ class NftablesRules:
 
     def isolate(self, address: str) -> str:
         table = table_name(os.getpid(), next(self.numbers))
-        result = self._run("-f", "-", script=isolation_script(table, address))
-        if result.returncode != 0:
-            raise DrillError(f"cannot add nftables table {table}: {result.stderr.strip()}")
+        return self._add(table, address, isolation_script(table, address))
+
+    def degrade(self, address: str, loss_percent: int) -> str:
+        table = table_name(os.getpid(), next(self.numbers))
+        return self._add(table, address, loss_script(table, address, loss_percent))
+
+    def _add(self, table: str, address: str, script: str) -> str:
+        # Remembered before it exists: an interrupt between the two still removes it.
         self.made.add(table)
+        result = self._run("-f", "-", script=script)
+        if result.returncode != 0:
+            self.made.discard(table)
+            raise DrillError(f"cannot add nftables table {table}: {result.stderr.strip()}")
         log.info("network_rules_added", table=table, address=address)
         return table
 

@@ -106,9 +106,12 @@ def _our_tables(pid: int) -> list[str]:
     return [name for name, owner in drill_tables(NftablesRules().listing()) if owner == pid]
 
 
-@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
-def test_an_interrupted_partition_drill_removes_its_rules(
-    drill_cluster: ClusterHandle, signum: int, tmp_path: Path
+@pytest.mark.parametrize(
+    ("name", "signum"),
+    [("network-partition", signal.SIGTERM), ("degraded-network", signal.SIGINT)],
+)
+def test_an_interrupted_network_drill_removes_its_rules(
+    drill_cluster: ClusterHandle, name: str, signum: int, tmp_path: Path
 ) -> None:
     _wait_healthy(drill_cluster.home)
     before = NftablesRules().listing()
@@ -121,7 +124,7 @@ def test_an_interrupted_partition_drill_removes_its_rules(
             "--home",
             str(drill_cluster.home),
             "run",
-            "network-partition",
+            name,
             "--duration",
             "120",
             "--rate",
@@ -132,7 +135,7 @@ def test_an_interrupted_partition_drill_removes_its_rules(
         text=True,
     )
     try:
-        harness.wait_until(lambda: _our_tables(drill.pid) != [], 90, "the partition's rules")
+        harness.wait_until(lambda: _our_tables(drill.pid) != [], 90, f"{name}'s rules")
         time.sleep(1.0)
         drill.send_signal(signum)
         output, _ = drill.communicate(timeout=240)

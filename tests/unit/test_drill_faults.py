@@ -83,6 +83,11 @@ class FakeNetwork:
         self.rules[handle] = address
         return handle
 
+    def degrade(self, address: str, loss_percent: int) -> str:
+        handle = f"t{len(self.rules) + 1}"
+        self.rules[handle] = f"{address} {loss_percent}%"
+        return handle
+
     def remove(self, handle: str) -> None:
         self.rules.pop(handle, None)
 
@@ -213,6 +218,19 @@ def test_network_partition_isolates_a_plain_broker_and_heal_removes_the_rules() 
     partition.heal(ctx)
     assert network.rules == {}
     assert cluster.actions == []
+
+
+def test_degraded_network_loses_packets_of_a_plain_broker_until_healed() -> None:
+    cluster = FakeCluster()
+    network = FakeNetwork()
+    (fault,) = find_drill("degraded-network").faults()
+    ctx = context(cluster, network)
+    assert fault.preflight(ctx) is None
+    assert fault.inject(ctx) == "vm3 (127.0.9.3): 20% loss"
+    assert network.rules == {"t1": "127.0.9.3 20%"}
+    fault.heal(ctx)
+    fault.heal(ctx)
+    assert network.rules == {}
 
 
 def test_network_partition_refused_without_rule_permission() -> None:

@@ -13,6 +13,7 @@ from management_plane.drills.history import FaultWindow, History, ProducerInfo, 
 from management_plane.drills.network import (
     drill_tables,
     isolation_script,
+    loss_script,
     stale_tables,
     table_name,
 )
@@ -104,6 +105,14 @@ def test_isolation_rules_drop_both_directions_but_the_vms_own_traffic() -> None:
     assert "ip saddr 127.0.5.2 ip daddr != 127.0.5.2 drop" in script
     assert "ip daddr 127.0.5.2 ip saddr != 127.0.5.2 drop" in script
     assert "hook input" in script
+
+
+def test_loss_rules_drop_a_share_of_both_directions() -> None:
+    script = loss_script("kaas_drill_7_2", "127.0.5.2", 20)
+    assert "ip saddr 127.0.5.2 ip daddr != 127.0.5.2 numgen random mod 100 < 20 drop" in script
+    assert "ip daddr 127.0.5.2 ip saddr != 127.0.5.2 numgen random mod 100 < 20 drop" in script
+    with pytest.raises(DrillError, match="loss must be 1 to 99 percent; got 100"):
+        loss_script("kaas_drill_7_2", "127.0.5.2", 100)
 
 
 @pytest.mark.parametrize(
