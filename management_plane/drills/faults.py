@@ -10,7 +10,7 @@ duration and again when it is interrupted.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Protocol, runtime_checkable
@@ -46,6 +46,8 @@ class FaultCluster(Protocol):
 
     def vm_address(self, vm: str) -> str: ...
 
+    def vm_pids(self, vm: str) -> tuple[int, ...]: ...  # its running processes
+
     def runs_agents(self) -> bool: ...
 
     def broker_vm(self, broker_id: int) -> str: ...
@@ -66,9 +68,10 @@ class NetworkRules(Protocol):
 
     def problem(self) -> str | None: ...
 
-    def isolate(self, address: str) -> str: ...  # returns a handle for `remove`
+    # `pids`: the VM's processes, whose outgoing packets leave from 127.0.0.1
+    def isolate(self, address: str, pids: Iterable[int]) -> str: ...  # a handle for `remove`
 
-    def degrade(self, address: str, loss_percent: int) -> str: ...
+    def degrade(self, address: str, pids: Iterable[int], loss_percent: int) -> str: ...
 
     def remove(self, handle: str) -> None: ...
 
@@ -270,7 +273,9 @@ class NetworkPartition:
         if context.network is None:
             raise DrillError(f"{self.name} needs network rules, and this drill has none")
         self.vm = follower_broker_vm(context)[0]
-        self.handle = context.network.isolate(context.cluster.vm_address(self.vm))
+        self.handle = context.network.isolate(
+            context.cluster.vm_address(self.vm), context.cluster.vm_pids(self.vm)
+        )
         return f"{self.vm} ({context.cluster.vm_address(self.vm)})"
 
     def hold(self, context: FaultContext) -> None:
@@ -305,7 +310,9 @@ class DegradedNetwork:
             raise DrillError(f"{self.name} needs network rules, and this drill has none")
         vm = follower_broker_vm(context)[0]
         address = context.cluster.vm_address(vm)
-        self.handle = context.network.degrade(address, self.loss_percent)
+        self.handle = context.network.degrade(
+            address, context.cluster.vm_pids(vm), self.loss_percent
+        )
         return f"{vm} ({address}): {self.loss_percent}% loss"
 
     def hold(self, context: FaultContext) -> None:

@@ -18,6 +18,7 @@ from management_plane.drills.health import JournalLine
 from management_plane.errors import KaasError
 from management_plane.local import probes
 from management_plane.local.cluster import LocalCluster
+from management_plane.local.processes import is_alive
 from management_plane.local.state import ClusterState, require_state
 from planner.contracts.fields import ContractError
 from planner.contracts.journal import parse_journal_entry
@@ -45,6 +46,11 @@ class LocalFaultCluster:
 
     def vm_address(self, vm: str) -> str:
         return self._state().layout.vm(vm).address
+
+    def vm_pids(self, vm: str) -> tuple[int, ...]:
+        state = self._state()
+        records = [state.record(vm, kind) for kind in state.kinds]
+        return tuple(r.pid for r in records if r is not None and is_alive(r))
 
     def runs_agents(self) -> bool:
         return self._state().agents

@@ -90,6 +90,8 @@ def test_drill_is_valid_and_reports_its_recovery(
     assert all(f["recovery_s"] is not None and f["recovery_s"] >= 0 for f in faults)
     assert result.report["summary"]["longest_stall_s"] is not None
     assert network.listing() == before  # no rule left behind
+    assert network.cgroup_root is not None
+    assert list(network.cgroup_root.glob(f"kaas_drill_{os.getpid()}_*")) == []
     report = json.loads((tmp_path / "report" / "report.json").read_text())
     assert report["passed"] is True and report["drill"] == name
     assert "<svg" in (tmp_path / "report" / "report.html").read_text()
@@ -104,6 +106,12 @@ def test_drill_is_valid_and_reports_its_recovery(
 
 def _our_tables(pid: int) -> list[str]:
     return [name for name, owner in drill_tables(NftablesRules().listing()) if owner == pid]
+
+
+def _our_cgroups(pid: int) -> list[Path]:
+    root = NftablesRules().cgroup_root
+    assert root is not None
+    return sorted(root.glob(f"kaas_drill_{pid}_*"))
 
 
 @pytest.mark.parametrize(
@@ -146,6 +154,7 @@ def test_an_interrupted_network_drill_removes_its_rules(
     assert drill.returncode == 130, output
     assert "kaas: interrupted" in output
     assert _our_tables(drill.pid) == []
+    assert _our_cgroups(drill.pid) == []
     assert NftablesRules().listing() == before
 
 
@@ -157,9 +166,17 @@ def test_a_killed_drills_rules_are_removed_by_the_next_drill(
     network = NftablesRules()
     stale = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     table = f"kaas_drill_{stale.pid}_1"
+    assert network.cgroup_root is not None
+    cgroup = network.cgroup_root / table
     try:
+        cgroup.mkdir()
         subprocess.run(
-            ["nft", "-f", "-"], input=isolation_script(table, "127.0.0.250"), text=True, check=True
+            ["nft", "-f", "-"],
+            input=isolation_script(
+                table, "127.0.0.250", cgroup.relative_to("/sys/fs/cgroup").as_posix()
+            ),
+            text=True,
+            check=True,
         )
     finally:
         stale.kill()
@@ -168,8 +185,9 @@ def test_a_killed_drills_rules_are_removed_by_the_next_drill(
         assert table in network.listing()
         assert table in network.remove_stale()
         assert table not in network.listing()
+        assert not cgroup.exists()
     finally:
-        if table in network.listing():
+        if table in network.listing() or cgroup.exists():
             network.remove(table)
 
 

@@ -4,7 +4,7 @@ before anything is touched."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -47,6 +47,9 @@ class FakeCluster:
     def vm_address(self, vm: str) -> str:
         return f"127.0.9.{vm[-1]}"
 
+    def vm_pids(self, vm: str) -> tuple[int, ...]:
+        return (int(vm[-1]) * 100, int(vm[-1]) * 100 + 1)
+
     def runs_agents(self) -> bool:
         return self.agents
 
@@ -78,14 +81,14 @@ class FakeNetwork:
     def problem(self) -> str | None:
         return self.refuse
 
-    def isolate(self, address: str) -> str:
+    def isolate(self, address: str, pids: Iterable[int]) -> str:
         handle = f"t{len(self.rules) + 1}"
-        self.rules[handle] = address
+        self.rules[handle] = f"{address} {sorted(pids)}"
         return handle
 
-    def degrade(self, address: str, loss_percent: int) -> str:
+    def degrade(self, address: str, pids: Iterable[int], loss_percent: int) -> str:
         handle = f"t{len(self.rules) + 1}"
-        self.rules[handle] = f"{address} {loss_percent}%"
+        self.rules[handle] = f"{address} {sorted(pids)} {loss_percent}%"
         return handle
 
     def remove(self, handle: str) -> None:
@@ -213,7 +216,7 @@ def test_network_partition_isolates_a_plain_broker_and_heal_removes_the_rules() 
     partition = NetworkPartition()
     ctx = context(cluster, network)
     assert partition.inject(ctx) == "vm3 (127.0.9.3)"
-    assert network.rules == {"t1": "127.0.9.3"}
+    assert network.rules == {"t1": "127.0.9.3 [300, 301]"}
     partition.heal(ctx)
     partition.heal(ctx)
     assert network.rules == {}
@@ -227,7 +230,7 @@ def test_degraded_network_loses_packets_of_a_plain_broker_until_healed() -> None
     ctx = context(cluster, network)
     assert fault.preflight(ctx) is None
     assert fault.inject(ctx) == "vm3 (127.0.9.3): 20% loss"
-    assert network.rules == {"t1": "127.0.9.3 20%"}
+    assert network.rules == {"t1": "127.0.9.3 [300, 301] 20%"}
     fault.heal(ctx)
     fault.heal(ctx)
     assert network.rules == {}

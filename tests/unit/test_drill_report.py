@@ -100,19 +100,42 @@ def test_report_has_the_figures_the_drill_promises() -> None:
 
 
 def test_isolation_rules_drop_both_directions_but_the_vms_own_traffic() -> None:
-    script = isolation_script("kaas_drill_7_1", "127.0.5.2")
-    assert "table inet kaas_drill_7_1 {" in script
-    assert "ip saddr 127.0.5.2 ip daddr != 127.0.5.2 drop" in script
-    assert "ip daddr 127.0.5.2 ip saddr != 127.0.5.2 drop" in script
-    assert "hook input" in script
+    script = isolation_script(
+        "kaas_drill_7_1", "127.0.5.2", "unified/kaas_drill_7_1", client_ports=[40001, 40000]
+    )
+    lines = [line.strip() for line in script.splitlines()]
+    assert lines[0] == "table inet kaas_drill_7_1 {"
+    assert "elements = { 40000, 40001 }" in lines
+    mark = "0x6b616173"
+    # What the VM's processes send leaves from 127.0.0.1: their connections are marked, by
+    # cgroup for sockets made during the fault, by local port for those made before.
+    vm_socket = 'socket cgroupv2 level 1 "unified/kaas_drill_7_1"'
+    assert f"{vm_socket} ip saddr != 127.0.5.2 ct mark set {mark}" in lines
+    assert f"ip saddr != 127.0.5.2 tcp sport @vm_client_ports ct mark set {mark}" in lines
+    # ... and cut off from every other address, both ways.
+    assert f"ct mark {mark} ip saddr != 127.0.5.2 ip daddr != 127.0.5.2 drop" in lines
+    assert "ip saddr != 127.0.5.2 ip daddr != 127.0.5.2 tcp dport @vm_client_ports drop" in lines
+    # The VM's old client connections to its own servers stay.
+    assert "ip saddr 127.0.5.2 tcp dport @vm_client_ports accept" in lines
+    assert "ip daddr 127.0.5.2 tcp sport @vm_client_ports accept" in lines
+    # Everyone else's connections to or from the VM's address: dropped both ways.
+    assert f"ct mark != {mark} ip daddr 127.0.5.2 ip saddr != 127.0.5.2 drop" in lines
+    assert f"ct mark != {mark} ip saddr 127.0.5.2 ip daddr != 127.0.5.2 drop" in lines
+    assert script.count(" drop") == 5
+
+
+def test_isolation_rules_without_old_connections_have_an_empty_port_set() -> None:
+    script = isolation_script("kaas_drill_7_1", "127.0.5.2", "kaas_drill_7_1")
+    assert "elements" not in script and "set vm_client_ports {" in script
 
 
 def test_loss_rules_drop_a_share_of_both_directions() -> None:
-    script = loss_script("kaas_drill_7_2", "127.0.5.2", 20)
-    assert "ip saddr 127.0.5.2 ip daddr != 127.0.5.2 numgen random mod 100 < 20 drop" in script
+    script = loss_script("kaas_drill_7_2", "127.0.5.2", "kaas_drill_7_2", 20)
     assert "ip daddr 127.0.5.2 ip saddr != 127.0.5.2 numgen random mod 100 < 20 drop" in script
+    assert "ip daddr != 127.0.5.2 numgen random mod 100 < 20 drop" in script
+    assert script.count("numgen random mod 100 < 20 drop") == 5
     with pytest.raises(DrillError, match="loss must be 1 to 99 percent; got 100"):
-        loss_script("kaas_drill_7_2", "127.0.5.2", 100)
+        loss_script("kaas_drill_7_2", "127.0.5.2", "kaas_drill_7_2", 100)
 
 
 @pytest.mark.parametrize(
@@ -127,7 +150,7 @@ def test_isolation_rules_refuse_other_addresses_and_odd_names(
     address: str, table: str, message: str
 ) -> None:
     with pytest.raises(DrillError, match=message):
-        isolation_script(table, address)
+        isolation_script(table, address, "kaas_drill_1_1")
 
 
 def test_drill_tables_are_found_by_name_and_stale_ones_by_pid() -> None:
