@@ -121,8 +121,12 @@ def _series_svg(
     values: Sequence[float | None],
     seconds: int,
     faults: Sequence[dict[str, Any]],
+    actions: Sequence[dict[str, Any]],
     color: str,
 ) -> str:
+    """One chart: the series (broken where a second has no value), the fault windows (red,
+    inject to heal) and their recovery (yellow, heal to every ISR complete), and KaaS's
+    journal actions (grey ticks)."""
     top = max((v for v in values if v is not None), default=0.0) or 1.0
     x_scale = (_WIDTH - 2 * _MARGIN) / max(1, seconds)
 
@@ -132,6 +136,13 @@ def _series_svg(
     def y(value: float) -> float:
         return _HEIGHT - 20 - (value / top) * (_HEIGHT - 40)
 
+    def band(start: float, end: float, fill: str, label: str) -> str:
+        return (
+            f'<rect x="{x(start):.1f}" y="20" width="{max(1.0, x(end) - x(start)):.1f}" '
+            f'height="{_HEIGHT - 40}" fill="{fill}" opacity="0.5">'
+            f"<title>{html.escape(label)}</title></rect>"
+        )
+
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{_WIDTH}" height="{_HEIGHT}" '
         f'role="img" aria-label="{html.escape(title)}">',
@@ -139,14 +150,33 @@ def _series_svg(
     ]
     for fault in faults:
         start = fault["started_at_s"]
-        end = fault["healed_at_s"] if fault["healed_at_s"] is not None else seconds
+        healed = fault["healed_at_s"] if fault["healed_at_s"] is not None else seconds
+        parts.append(band(start, healed, "#f4b4b4", f"{fault['fault']}: {fault['target']}"))
+        if fault["recovery_s"] is not None:
+            parts.append(
+                band(healed, healed + fault["recovery_s"], "#f6e3a1", f"{fault['fault']}: recovery")
+            )
+    for action in actions:
         parts.append(
-            f'<rect x="{x(start):.1f}" y="20" width="{max(1.0, x(end) - x(start)):.1f}" '
-            f'height="{_HEIGHT - 40}" fill="#f4b4b4" opacity="0.5">'
-            f"<title>{html.escape(fault['fault'])}: {html.escape(fault['target'])}</title></rect>"
+            f'<line x1="{x(action["at_s"]):.1f}" y1="20" x2="{x(action["at_s"]):.1f}" '
+            f'y2="{_HEIGHT - 20}" stroke="#999" stroke-dasharray="2,2">'
+            f"<title>{html.escape(action['text'])}</title></line>"
         )
-    points = " ".join(f"{x(i + 0.5):.1f},{y(v):.1f}" for i, v in enumerate(values) if v is not None)
-    parts.append(f'<polyline fill="none" stroke="{color}" stroke-width="1.5" points="{points}"/>')
+    runs: list[list[str]] = [[]]
+    for second, value in enumerate(values):
+        if value is None:
+            runs.append([])
+        else:
+            runs[-1].append(f"{x(second + 0.5):.1f},{y(value):.1f}")
+    for run in runs:
+        if len(run) == 1:
+            cx, cy = run[0].split(",")
+            parts.append(f'<circle cx="{cx}" cy="{cy}" r="2" fill="{color}"/>')
+        elif run:
+            parts.append(
+                f'<polyline fill="none" stroke="{color}" stroke-width="1.5" '
+                f'points="{" ".join(run)}"/>'
+            )
     parts.append(
         f'<line x1="{_MARGIN}" y1="{_HEIGHT - 20}" x2="{_WIDTH - _MARGIN}" '
         f'y2="{_HEIGHT - 20}" stroke="#888"/>'
@@ -181,7 +211,7 @@ def render_html(report: dict[str, Any]) -> str:
         or "<li>no journal entries (a cluster without agents, or none in the window)</li>"
     )
     charts = "".join(
-        _series_svg(title, values, seconds, faults, color)
+        _series_svg(title, values, seconds, faults, report["journal"], color)
         for title, values, color in (
             ("acks per second", [b["acks"] for b in buckets], "#2a6fdb"),
             ("p99 ack latency (ms)", [b["p99_ms"] for b in buckets], "#8a4fd8"),
@@ -201,7 +231,8 @@ def render_html(report: dict[str, Any]) -> str:
         f"failed sends {summary['failed_sends']}; longest produce stall "
         f"{summary['longest_stall_s']} s; fault duration {report['fault_duration_s']} s at "
         f"{report['rate_per_s']} msg/s (topic {html.escape(report['topic'])})</p>"
-        "<h2>Timeline</h2><p>red bands: fault windows (inject to heal)</p>"
+        "<h2>Timeline</h2><p>red: fault windows (inject to heal); yellow: recovery (heal to "
+        "every ISR complete); dashed: KaaS's journal actions</p>"
         f"{charts}"
         "<h2>Faults</h2><table><tr><th>fault</th><th>target</th><th>start (s)</th>"
         "<th>healed (s)</th><th>first ack after start (s)</th><th>recovery (s)</th></tr>"

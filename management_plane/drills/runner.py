@@ -20,6 +20,7 @@ from types import FrameType
 from typing import Any, Protocol
 
 import structlog
+from confluent_kafka.admin import AdminClient
 
 from management_plane.drills.catalog import Drill
 from management_plane.drills.checker import Verdict, check
@@ -31,6 +32,7 @@ from management_plane.drills.history_file import write_history
 from management_plane.drills.recorder import AckLatency, RecordingWorkload
 from management_plane.drills.report import build_report, write_report
 from management_plane.workload import create_topic
+from planner.client_logs import client_logger
 
 log = structlog.get_logger(__name__)
 
@@ -213,6 +215,7 @@ def run_drill(
         finally:
             _heal_all(injected, context, network)
             workload.stop()
+            _delete_topic(cluster.bootstrap_servers, topic)
     ended = time.time()
     history = History.of(
         [
@@ -258,6 +261,16 @@ def run_drill(
         write_report(report_dir, result.report)
         result.report_dir = report_dir
     return result
+
+
+def _delete_topic(bootstrap_servers: str, topic: str) -> None:
+    """The drill's topic goes once read back (the history keeps what it held), so drills
+    leave the cluster as they found it."""
+    admin = AdminClient({"bootstrap.servers": bootstrap_servers}, logger=client_logger)
+    try:
+        admin.delete_topics([topic], operation_timeout=30)[topic].result(timeout=60)
+    except Exception as exc:  # the verdict matters more than the cleanup
+        log.warning("drill_topic_not_deleted", topic=topic, error=str(exc))
 
 
 def _wait_steady(workload: RecordingWorkload, steady_s: float) -> None:

@@ -90,6 +90,12 @@ def test_drill_is_valid_and_reports_its_recovery(
     assert all(f["recovery_s"] is not None and f["recovery_s"] >= 0 for f in faults)
     assert result.report["summary"]["longest_stall_s"] is not None
     assert network.listing() == before  # no rule left behind
+    admin = probes.admin_client(drill_cluster.bootstrap_servers)
+    harness.wait_until(  # read back, judged, and deleted
+        lambda: result.topic not in admin.list_topics(timeout=10).topics,
+        60,
+        f"the drill's topic {result.topic} deleted",
+    )
     assert network.cgroup_root is not None
     assert list(network.cgroup_root.glob(f"kaas_drill_{os.getpid()}_*")) == []
     report = json.loads((tmp_path / "report" / "report.json").read_text())
