@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,6 +16,8 @@ from confluent_kafka import Consumer, KafkaError, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from kazoo.client import KazooClient
 
+from agent.kraft_quorum import ControllerIdentity, QuorumChangeKind, QuorumView, decide_quorum
+from agent.kraft_quorum_tool import MetadataQuorumTool
 from management_plane.errors import KaasError
 from management_plane.local import kraft
 from management_plane.local.cluster import LocalCluster
@@ -184,3 +187,78 @@ def test_agents_are_refused_on_kraft_for_now(tmp_path: Path) -> None:
             3, address_base=harness.SCRATCH_BASE, kafka_version=KRAFT_VERSION, agents=True
         )
     assert not (tmp_path / "cluster.json").exists()
+
+
+def _quorum_tool(handle: ClusterHandle, vm_index: int) -> MetadataQuorumTool:
+    vm = handle.layout.vms[vm_index]
+    return MetadataQuorumTool(
+        java=str(find_java()),
+        libs=str(load_image(verify=False).kafka_libs(KRAFT_VERSION)),
+        log_config=str(vm.config_dir / kraft.KAFKA_TOOLS_LOG4J2),
+        bootstrap_controllers=",".join(kraft.bootstrap_endpoints(handle.layout)),
+        bootstrap_servers=handle.bootstrap_servers,
+        controller_config=str(vm.config_dir / kraft.CONTROLLER_PROPERTIES),
+        clock_ms=lambda: int(time.time() * 1000),
+    )
+
+
+def _view(tool: MetadataQuorumTool, me: ControllerIdentity) -> QuorumView:
+    status, replicas = tool.describe()
+    return QuorumView(
+        replicas=replicas,
+        high_watermark=status.high_watermark,
+        me=me,
+        desired_voters=3,
+        gone_for_s={},
+        gone_threshold_s=60.0,
+        caught_up_within_ms=10_000,
+    )
+
+
+def test_a_removed_controller_is_added_back_by_the_decision_and_the_tool(
+    kraft_cluster: ClusterHandle,
+) -> None:
+    """The decision and the adapter on real Kafka: vm3's controller taken out of the voters
+    is an observer that has caught up; decide_quorum (as vm3's agent) adds it back, and
+    kafka-metadata-quorum add-controller makes it a voter again."""
+    tool = _quorum_tool(kraft_cluster, 2)
+    _, replicas = tool.describe()
+    mine = next(r for r in replicas if r.node_id == 3002)
+    me = ControllerIdentity(3002, mine.directory_id)
+    assert decide_quorum(_view(tool, me)) is None  # a full quorum: nothing to do
+    tool.remove_controller(3002, mine.directory_id)
+    try:
+        harness.wait_until(
+            lambda: [r.role.value for r in tool.describe()[1] if r.node_id == 3002] == ["observer"],
+            60,
+            "controller 3002 observing",
+        )
+        change = None
+
+        def decided() -> bool:
+            nonlocal change
+            change = decide_quorum(_view(tool, me))
+            return change is not None
+
+        harness.wait_until(decided, 60, "the decision to add controller 3002")
+        assert change is not None
+        assert (change.kind, change.node_id, change.directory_id) == (
+            QuorumChangeKind.ADD,
+            3002,
+            mine.directory_id,
+        )
+        tool.add_controller()
+    finally:
+        # Leave the shared cluster with three voters whatever happened above.
+        if not [r for r in tool.describe()[1] if r.node_id == 3002 and r.role.value != "observer"]:
+            harness.wait_until(lambda: _try_add(tool), 60, "controller 3002 back as a voter")
+    voters = sorted(r.node_id for r in tool.describe()[1] if r.role.value != "observer")
+    assert voters == [3000, 3001, 3002]
+
+
+def _try_add(tool: MetadataQuorumTool) -> bool:
+    try:
+        tool.add_controller()
+    except Exception:
+        return False
+    return True
