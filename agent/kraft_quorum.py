@@ -23,22 +23,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-
-class QuorumRole(enum.StrEnum):
-    LEADER = "leader"
-    FOLLOWER = "follower"  # a voter that is not the leader
-    OBSERVER = "observer"  # brokers, and controllers not (yet) voting
-
-
-@dataclass(frozen=True)
-class QuorumReplica:
-    """One replica of the metadata log, as `describe --replication` reports it."""
-
-    node_id: int
-    directory_id: str
-    log_end_offset: int
-    role: QuorumRole
-    caught_up_ago_ms: int | None  # since its last caught-up time, None if never
+from planner.contracts.kraft_quorum_state import QuorumReplica, QuorumRole
 
 
 @dataclass(frozen=True)

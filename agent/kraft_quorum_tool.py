@@ -15,83 +15,21 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from agent.errors import AgentError
-from agent.kraft_quorum import QuorumReplica, QuorumRole
+from planner.contracts.kraft_quorum_state import (
+    QuorumOutputError,
+    QuorumReplica,
+    QuorumStatus,
+    parse_replication,
+    parse_status,
+)
 
 METADATA_QUORUM_TOOL = "org.apache.kafka.tools.MetadataQuorumCommand"
 CLUSTER_TOOL = "org.apache.kafka.tools.ClusterTool"
 TOOL_TIMEOUT_S = 120.0
 
-_ROLES = {
-    "leader": QuorumRole.LEADER,
-    "follower": QuorumRole.FOLLOWER,
-    "observer": QuorumRole.OBSERVER,
-}
-
 
 class QuorumToolError(AgentError):
-    """A quorum tool that failed or answered something this parser does not know."""
-
-
-def parse_replication(text: str, now_ms: int) -> tuple[QuorumReplica, ...]:
-    """`describe --replication` (timestamps in epoch milliseconds) into replicas."""
-    lines = [line.split() for line in text.splitlines() if line.strip()]
-    header = next((i for i, cells in enumerate(lines) if cells and cells[0] == "NodeId"), None)
-    if header is None:
-        raise QuorumToolError("describe --replication printed no NodeId header")
-    columns = lines[header]
-    try:
-        at = {
-            name: columns.index(name)
-            for name in ("NodeId", "DirectoryId", "LogEndOffset", "LastCaughtUpTimestamp", "Status")
-        }
-    except ValueError as exc:
-        raise QuorumToolError(f"describe --replication lacks a column ({exc})") from None
-    replicas = []
-    for cells in lines[header + 1 :]:
-        if len(cells) != len(columns):
-            raise QuorumToolError(f"describe --replication line has {len(cells)} cells: {cells}")
-        role = _ROLES.get(cells[at["Status"]].lower())
-        if role is None:
-            raise QuorumToolError(f"unknown replica status {cells[at['Status']]!r}")
-        try:
-            node_id = int(cells[at["NodeId"]])
-            offset = int(cells[at["LogEndOffset"]])
-            caught_up = int(cells[at["LastCaughtUpTimestamp"]])
-        except ValueError as exc:
-            raise QuorumToolError(f"describe --replication line {cells}: {exc}") from None
-        replicas.append(
-            QuorumReplica(
-                node_id=node_id,
-                directory_id=cells[at["DirectoryId"]],
-                log_end_offset=offset,
-                role=role,
-                caught_up_ago_ms=max(0, now_ms - caught_up) if caught_up > 0 else None,
-            )
-        )
-    return tuple(replicas)
-
-
-@dataclass(frozen=True)
-class QuorumStatus:
-    leader_id: int | None
-    high_watermark: int
-
-
-def parse_status(text: str) -> QuorumStatus:
-    """`describe --status`: the leader and the high watermark."""
-    fields = {}
-    for line in text.splitlines():
-        key, sep, value = line.partition(":")
-        if sep:
-            fields[key.strip()] = value.strip()
-    try:
-        leader = int(fields["LeaderId"])
-        high_watermark = int(fields["HighWatermark"])
-    except (KeyError, ValueError) as exc:
-        raise QuorumToolError(
-            f"describe --status lacks LeaderId or HighWatermark ({exc})"
-        ) from None
-    return QuorumStatus(leader if leader >= 0 else None, high_watermark)
+    """A quorum tool that failed, or answered what the contract's parser refuses."""
 
 
 Runner = Callable[[Sequence[str]], str]
@@ -163,8 +101,14 @@ class MetadataQuorumTool:
         )
 
     def describe(self) -> tuple[QuorumStatus, tuple[QuorumReplica, ...]]:
-        status = parse_status(self._quorum("describe", "--status"))
-        replicas = parse_replication(self._quorum("describe", "--replication"), self.clock_ms())
+        # The status first: the replicas read after it are at least at its high watermark.
+        status_text = self._quorum("describe", "--status")
+        replication_text = self._quorum("describe", "--replication")
+        try:
+            status = parse_status(status_text)
+            replicas = parse_replication(replication_text, self.clock_ms())
+        except QuorumOutputError as exc:
+            raise QuorumToolError(str(exc)) from None
         return status, replicas
 
     def add_controller(self) -> None:

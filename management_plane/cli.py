@@ -182,6 +182,9 @@ def _print_status(status: dict[str, Any]) -> None:
             print(
                 f"{vm['name']} agent{role} {state}: {vm['agent_sentence'] or '(no sentence yet)'}"
             )
+    roles = [(vm["name"], vm.get("controller_role")) for vm in status["vms"]]
+    if any(role is not None for _, role in roles):
+        print("KRaft controllers: " + ", ".join(f"{n} {r}" for n, r in roles if r is not None))
     for problem in status["problems"]:
         print(f"problem: {problem}")
 

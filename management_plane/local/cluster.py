@@ -26,6 +26,7 @@ from management_plane.errors import KaasError
 from management_plane.local import kraft, probes, render
 from management_plane.local.background_service import stop_background_service
 from management_plane.local.image import LocalImage, find_java, load_image
+from management_plane.local.kraft_probe import quorum_replicas
 from management_plane.local.kraft_storage import format_storage
 from management_plane.local.layout import (
     DEFAULT_ADDRESS_BASE,
@@ -503,6 +504,15 @@ class LocalCluster:
                 registered = probes.metadata_broker_ids(layout.bootstrap_servers, timeout=5.0)
         except Exception as exc:
             problems.append(f"Kafka metadata unavailable: {exc}")
+        controller_roles: dict[str, str | None] = {}
+        try:
+            if state.kraft:
+                replicas = quorum_replicas(
+                    layout, str(find_java()), str(self.image().kafka_libs(state.kafka_version))
+                )
+                controller_roles = kraft.controller_roles(layout, replicas)
+        except Exception as exc:
+            problems.append(f"KRaft controller quorum unavailable: {exc}")
         vms = []
         for vm in layout.vms:
             processes = {}
@@ -535,6 +545,8 @@ class LocalCluster:
                     "agent_sentence": member.sentence if member else None,
                     "agent_state": member.state.value if member else None,
                     "agent_role": member.role.value if member else None,
+                    # KRaft only: leader, voter, observer or absent; None without a controller.
+                    "controller_role": controller_roles.get(vm.name),
                 }
             )
         return {

@@ -15,6 +15,7 @@ from dataclasses import replace
 
 from management_plane.local import render
 from management_plane.local.layout import ClusterLayout, VmLayout, zookeeper_participants
+from planner.contracts.kraft_quorum_state import QuorumReplica, QuorumRole
 from planner.contracts.spec import ClusterSpec
 from planner.contracts.vm_config import server_properties_text
 from planner.contracts.vm_config.kraft import (
@@ -68,6 +69,29 @@ def controller_facts(vm: VmLayout) -> ControllerFacts:
 
 def bootstrap_endpoints(layout: ClusterLayout) -> tuple[str, ...]:
     return tuple(controller_facts(vm).endpoint for vm in controller_vms(layout))
+
+
+def controller_roles(
+    layout: ClusterLayout, replicas: tuple[QuorumReplica, ...]
+) -> dict[str, str | None]:
+    """Each VM's controller role as the quorum states it: leader, voter, observer, or absent
+    (a controller VM the quorum does not list); None for a VM that runs no controller."""
+    roles: dict[str, str | None] = {}
+    for vm in layout.vms:
+        if not is_controller_vm(layout, vm):
+            roles[vm.name] = None
+            continue
+        node_id = controller_facts(vm).node_id
+        found = {r.role for r in replicas if r.node_id == node_id}
+        if QuorumRole.LEADER in found:
+            roles[vm.name] = "leader"
+        elif QuorumRole.FOLLOWER in found:
+            roles[vm.name] = "voter"
+        elif QuorumRole.OBSERVER in found:
+            roles[vm.name] = "observer"
+        else:
+            roles[vm.name] = "absent"
+    return roles
 
 
 def config_files(layout: ClusterLayout, vm: VmLayout, kafka_version: str) -> dict[str, str]:

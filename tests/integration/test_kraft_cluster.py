@@ -179,6 +179,12 @@ def test_kraft_status_lists_each_vms_processes(kraft_cluster: ClusterHandle) -> 
         assert vm["broker_registered"], vm
         assert vm["processes"]["controller"]["state"] == "running"
         assert vm["processes"]["kafka"]["state"] == "running"
+    roles = sorted(vm["controller_role"] for vm in status["vms"])
+    assert roles == ["leader", "voter", "voter"]
+    shown = kraft_cluster.kaas("status")
+    assert shown.returncode == 0, shown.stderr
+    assert "KRaft controllers: vm1 " in shown.stdout
+    assert shown.stdout.count(" voter") == 2
 
 
 def test_agents_are_refused_on_kraft_for_now(tmp_path: Path) -> None:

@@ -10,11 +10,10 @@ from agent.kraft_quorum import (
     ControllerIdentity,
     QuorumChange,
     QuorumChangeKind,
-    QuorumReplica,
-    QuorumRole,
     QuorumView,
     decide_quorum,
 )
+from planner.contracts.kraft_quorum_state import QuorumReplica, QuorumRole
 
 pytestmark = pytest.mark.unit
 

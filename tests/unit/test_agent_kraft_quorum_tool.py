@@ -1,4 +1,5 @@
-"""The parsers of Kafka's quorum tools and the commands the adapter runs (fake runner)."""
+"""The contract's parsers of Kafka's quorum tool output, and the commands the agent's adapter
+runs (fake runner)."""
 
 from __future__ import annotations
 
@@ -6,11 +7,11 @@ from collections.abc import Sequence
 
 import pytest
 
-from agent.kraft_quorum import QuorumRole
-from agent.kraft_quorum_tool import (
-    MetadataQuorumTool,
+from agent.kraft_quorum_tool import MetadataQuorumTool, QuorumToolError
+from planner.contracts.kraft_quorum_state import (
+    QuorumOutputError,
+    QuorumRole,
     QuorumStatus,
-    QuorumToolError,
     parse_replication,
     parse_status,
 )
@@ -53,14 +54,14 @@ def test_replication_is_parsed_with_roles_and_ages() -> None:
     ],
 )
 def test_bad_replication_output_is_named(text: str, message: str) -> None:
-    with pytest.raises(QuorumToolError, match=message):
+    with pytest.raises(QuorumOutputError, match=message):
         parse_replication(text, now_ms=0)
 
 
 def test_status_gives_the_leader_and_high_watermark() -> None:
     assert parse_status(STATUS) == QuorumStatus(3002, 52)
     assert parse_status(STATUS.replace("3002", "-1")).leader_id is None
-    with pytest.raises(QuorumToolError, match="LeaderId or HighWatermark"):
+    with pytest.raises(QuorumOutputError, match="LeaderId or HighWatermark"):
         parse_status("ClusterId: x\n")
 
 
@@ -123,3 +124,11 @@ def test_a_vm_without_a_controller_has_none_to_add() -> None:
     )
     with pytest.raises(QuorumToolError, match="runs no controller"):
         tool.add_controller()
+
+
+def test_output_the_parser_refuses_is_the_adapters_error() -> None:
+    tool = MetadataQuorumTool(
+        "java", "/libs", "/l", "h:9093", "h:9092", None, lambda: 0, lambda c: "?"
+    )
+    with pytest.raises(QuorumToolError, match="LeaderId or HighWatermark"):
+        tool.describe()

@@ -12,6 +12,7 @@ from management_plane.local import kraft, render
 from management_plane.local.kraft_storage import cluster_ids
 from management_plane.local.layout import plan_layout
 from management_plane.local.state import ClusterState
+from planner.contracts.kraft_quorum_state import QuorumReplica, QuorumRole
 from planner.contracts.vm_config import parse_server_properties
 
 pytestmark = pytest.mark.unit
@@ -112,3 +113,22 @@ def test_command_lines_use_log4j2_and_the_config_files(tmp_path: Path) -> None:
         assert f"-Dlog4j2.configurationFile=file:{vm.config_dir / kraft.KAFKA_LOG4J2}" in command
     tool = kraft.metadata_quorum_command("java", vm, "/libs", "h:9093", "describe", "--status")
     assert tool[-4:] == ["--bootstrap-controller", "h:9093", "describe", "--status"]
+
+
+def test_each_vm_shows_its_controllers_role_in_the_quorum(tmp_path: Path) -> None:
+    layout = plan_layout("k", tmp_path, 5, "127.0.9")
+    replicas = (
+        QuorumReplica(3000, "a", 9, QuorumRole.FOLLOWER, 10),
+        QuorumReplica(3001, "b", 9, QuorumRole.LEADER, 0),
+        QuorumReplica(3002, "c", 9, QuorumRole.OBSERVER, 10),
+        QuorumReplica(0, "d", 9, QuorumRole.OBSERVER, 10),
+    )
+    assert kraft.controller_roles(layout, replicas) == {
+        "vm1": "voter",
+        "vm2": "leader",
+        "vm3": "observer",
+        "vm4": "absent",  # a controller VM (of five) the quorum does not list
+        "vm5": "absent",
+    }
+    three = plan_layout("k", tmp_path, 4, "127.0.9")
+    assert kraft.controller_roles(three, replicas)["vm4"] is None  # runs no controller
