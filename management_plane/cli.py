@@ -109,7 +109,9 @@ def _parser() -> argparse.ArgumentParser:
     vm.add_argument("action", choices=VM_ACTIONS)
     vm.add_argument("name", help="VM name, e.g. vm2")
     vm.add_argument(
-        "--only", choices=("kafka", "zookeeper", "agent"), help="act on one of the VM's processes"
+        "--only",
+        choices=("kafka", "zookeeper", "agent", "controller"),
+        help="act on one of the VM's processes (controller: KRaft clusters)",
     )
 
     demo = with_home(

@@ -278,6 +278,19 @@ class LocalCluster:
             ),
         )
 
+    def _wait_controllers(self, state: ClusterState) -> None:
+        """The brokers start once every controller listens: a broker gives up when it cannot
+        register within Kafka's initial.broker.registration.timeout.ms."""
+        controllers = kraft.controller_vms(state.layout)
+        for vm in controllers:
+            _wait_for(
+                f"the KRaft controller of {vm.name} to listen",
+                lambda vm=vm: probes.port_open(vm.address, vm.ports.kafka_controller),  # type: ignore[misc]
+                BROKERS_READY_TIMEOUT,
+                f"see {vm.logs_dir / 'controller.log'}",
+                self._watch(state, controllers, "controller"),
+            )
+
     @staticmethod
     def _watch(state: ClusterState, vms: tuple[VmLayout, ...], kind: str) -> Callable[[], None]:
         def alive() -> None:
@@ -413,6 +426,8 @@ class LocalCluster:
                     format_storage(self.home, layout, str(java), libs)
                     for vm in layout.vms:
                         self._start_controller(state, vm, java)
+                    write_state(state)
+                    self._wait_controllers(state)
                 for vm in layout.vms:
                     if agents:
                         self._start_agent(state, vm, java)
@@ -664,8 +679,10 @@ class LocalCluster:
     ) -> str:
         # Start in the order ZooKeeper, agent, broker; stop the agent first, so that it never
         # heals a broker being stopped, then the broker while ZooKeeper still serves.
-        starting_order = [k for k in state.kinds if k in kinds]
-        stopping_order = [k for k in ("agent", "kafka", "zookeeper") if k in starting_order]
+        starting_order = [k for k in state.vm_kinds(vm.name) if k in kinds]
+        stopping_order = [
+            k for k in ("agent", "kafka", "controller", "zookeeper") if k in starting_order
+        ]
         if action == "start":
             java = find_java()
             self.image()
@@ -676,6 +693,10 @@ class LocalCluster:
                 self._start_zookeeper(state, vm, java)
                 write_state(state)
                 self._wait_zookeeper(state, (vm,))
+            if "controller" in needed:
+                _check_ports_free((vm,), ("kafka_controller",))
+                self._start_controller(state, vm, java)
+                write_state(state)
             if "agent" in needed:
                 self._start_agent(state, vm, java)
                 write_state(state)

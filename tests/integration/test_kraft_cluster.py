@@ -268,3 +268,29 @@ def _try_add(tool: MetadataQuorumTool) -> bool:
     except Exception:
         return False
     return True
+
+
+def test_a_killed_controller_is_started_again_and_votes(kraft_cluster: ClusterHandle) -> None:
+    """`kaas vm kill --only controller` and `kaas vm start` act on the controller process; the
+    quorum elects or keeps a leader meanwhile, and the restarted controller votes again."""
+    assert "killed controller" in kraft_cluster.vm("kill", "vm2", "--only", "controller")
+    tool = _quorum_tool(kraft_cluster, 0)
+    # Two of three voters keep (or elect) a leader.
+    harness.wait_until(
+        lambda: tool.describe()[0].leader_id in {3000, 3002}, 60, "a leader among 3000, 3002"
+    )
+    assert "started controller" in kraft_cluster.vm("start", "vm2")
+    harness.wait_until(
+        lambda: (
+            [
+                r.caught_up_ago_ms is not None and r.caught_up_ago_ms < 5000
+                for r in tool.describe()[1]
+                if r.node_id == 3001
+            ]
+            == [True]
+        ),
+        90,
+        "controller 3001 caught up again",
+    )
+    voters = sorted(r.node_id for r in tool.describe()[1] if r.role.value != "observer")
+    assert voters == [3000, 3001, 3002]
