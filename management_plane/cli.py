@@ -109,7 +109,9 @@ def _parser() -> argparse.ArgumentParser:
     vm.add_argument("action", choices=VM_ACTIONS)
     vm.add_argument("name", help="VM name, e.g. vm2")
     vm.add_argument(
-        "--only", choices=("kafka", "zookeeper", "agent"), help="act on one of the VM's processes"
+        "--only",
+        choices=("kafka", "zookeeper", "agent", "controller"),
+        help="act on one of the VM's processes (controller: KRaft clusters)",
     )
 
     demo = with_home(
@@ -187,6 +189,9 @@ def _print_status(status: dict[str, Any]) -> None:
             print(
                 f"{vm['name']} agent{role} {state}: {vm['agent_sentence'] or '(no sentence yet)'}"
             )
+    roles = [(vm["name"], vm.get("controller_role")) for vm in status["vms"]]
+    if any(role is not None for _, role in roles):
+        print("KRaft controllers: " + ", ".join(f"{n} {r}" for n, r in roles if r is not None))
     for problem in status["problems"]:
         print(f"problem: {problem}")
 

@@ -136,7 +136,7 @@ class ClusterHandle:
     def log_tails(self, lines: int = 80) -> list[tuple[str, str]]:
         tails = []
         for vm in self.layout.vms:
-            for kind in ("zookeeper", "agent", "kafka"):
+            for kind in ("zookeeper", "agent", "controller", "kafka"):
                 path = vm.logs_dir / f"{kind}.log"
                 if path.exists():
                     text = path.read_text(errors="replace").splitlines()[-lines:]
@@ -196,11 +196,22 @@ def wait_for_healthy_agents(
 
 
 def start_cluster(
-    home: Path, nodes: int, name: str, address_base: str, agents: bool = False
+    home: Path,
+    nodes: int,
+    name: str,
+    address_base: str,
+    agents: bool = False,
+    kafka_version: str | None = None,
 ) -> ClusterHandle:
     cluster = LocalCluster(home)
     try:
-        result = cluster.up(nodes, name=name, address_base=address_base, agents=agents)
+        result = cluster.up(
+            nodes,
+            name=name,
+            address_base=address_base,
+            agents=agents,
+            kafka_version=kafka_version,
+        )
     finally:
         if (home / "cluster.json").exists():
             remember(home)
