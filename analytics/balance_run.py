@@ -30,6 +30,8 @@ from analytics import balance, charts, layout, plan_compare, window_tables
 from analytics.errors import AnalyticsError
 from analytics.metrics import ParsedMetrics, flattened
 from analytics.planner_score import score_windows
+from analytics.writeback import measured_load_of
+from planner.contracts.measured_load import MeasuredLoad
 
 SUMMARY_SCHEMA_VERSION = 1
 
@@ -51,6 +53,9 @@ class BalanceOptions:
     """A Kafka reassignment JSON: the plan's prediction is the layout after it."""
     layout_out: Path | None = None
     """Where the measured LAYOUT.json goes (default: OUT/LAYOUT.json)."""
+    load_span_s: int = 3600
+    """The span the measured load per partition for the planner averages (ending at the
+    latest window's end)."""
     write_normalised: bool = True
     """Write the parsed flat tables (off when they were the input)."""
     charts: bool = True
@@ -60,6 +65,8 @@ class BalanceOptions:
 class BalanceResult:
     summary: dict[str, Any]
     outputs: dict[str, str] = field(default_factory=dict)
+    measured_load: MeasuredLoad | None = None
+    """Per-partition load for /kaas/<cluster>/load (None without partition metrics)."""
 
 
 def _choose_cluster(broker_load: pd.DataFrame, wanted: str | None) -> tuple[str, int, int]:
@@ -275,7 +282,12 @@ def run_balance(
     summary_path = out_dir / "summary.json"
     summary_path.write_text(json.dumps(summary, indent=2, sort_keys=True, default=str) + "\n")
     outputs["summary"] = str(summary_path)
-    return BalanceResult(summary=summary, outputs=outputs)
+    measured = (
+        measured_load_of(partition_load, cluster, options.load_span_s, now_iso())
+        if not partition_load.empty
+        else None
+    )
+    return BalanceResult(summary=summary, outputs=outputs, measured_load=measured)
 
 
 def _in_parallel(work: dict[str, Callable[[], Any]]) -> dict[str, Any]:

@@ -3,6 +3,7 @@ per-window tables: the job moved them to pandas for speed, not to change results
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 from typing import Any
 
@@ -12,6 +13,8 @@ from pyspark.sql import DataFrame, SparkSession
 
 from analytics import balance, window_tables
 from analytics.testing import spark_session_fixture  # noqa: F401
+from analytics.writeback import measured_load_of
+from planner.contracts.measured_load import parse_measured_load
 
 pytestmark = pytest.mark.unit
 
@@ -171,3 +174,30 @@ def test_before_after_split_refuses_a_time_without_zone(
 ) -> None:
     with pytest.raises(ValueError, match="needs a timezone"):
         window_tables.split_before_after(broker_load[1], datetime(2026, 1, 1))
+
+
+def test_measured_load_for_the_planner_averages_the_documented_span() -> None:
+    frame = pd.DataFrame(
+        {
+            "cluster": ["c"] * 3,
+            "window_start": [W0, W1, W1],
+            "window_end": [W1, W2, W2],
+            "topic": ["orders", "orders", "logs"],
+            "partition": [0, 0, 0],
+            "leader_broker_id": [1, 1, 2],
+            "size_bytes": [10, 20, 5],
+            balance.BYTES_IN: [100.0, 300.0, 7.0],
+            balance.BYTES_OUT: [10.0, 30.0, 0.0],
+        }
+    )
+    both = measured_load_of(frame, "c", span_s=600, computed_at="2026-01-01T00:11:00+00:00")
+    assert (both.window_start, both.window_end, both.window_s) == (
+        W0.isoformat(),
+        W2.isoformat(),
+        600,
+    )
+    assert both.by_partition()[("orders", 0)].bytes_in_per_s == 200.0
+    latest = measured_load_of(frame, "c", span_s=300, computed_at="2026-01-01T00:11:00+00:00")
+    assert latest.window_s == 300
+    assert latest.by_partition()[("orders", 0)].bytes_out_per_s == 30.0
+    assert parse_measured_load(json.dumps(latest.to_json())) == latest
