@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from planner.contracts.fields import ContractError
+from planner.contracts.monitoring import MonitoringTargets, parse_monitoring
 
 SPEC_SCHEMA_VERSION = 1
 ZOOKEEPER_ENSEMBLE_SIZES = (1, 3, 5)
@@ -42,6 +43,7 @@ class ClusterSpec:
     draining_broker_ids: frozenset[int] = frozenset()
     budget: ReassignmentBudget = ReassignmentBudget()
     generation: int = 0  # bumped by the writer on every change; agents report what they applied
+    monitoring: MonitoringTargets | None = None  # absent: the agents' own statsd setting
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -55,6 +57,7 @@ class ClusterSpec:
             "broker_config": dict(sorted(self.broker_config.items())),
             "draining_broker_ids": sorted(self.draining_broker_ids),
             "budget": asdict(self.budget),
+            **({"monitoring": self.monitoring.to_json()} if self.monitoring else {}),
         }
 
     def encode(self) -> bytes:
@@ -145,6 +148,10 @@ def parse_spec(raw: bytes | str) -> ClusterSpec:
     generation = value.get("generation", 0)
     if not isinstance(generation, int) or isinstance(generation, bool) or generation < 0:
         raise SpecError(f"spec.generation must be a non-negative integer, got {generation!r}")
+    try:
+        monitoring = parse_monitoring(value["monitoring"]) if "monitoring" in value else None
+    except ContractError as exc:
+        raise SpecError(str(exc)) from None
     return ClusterSpec(
         cluster=cluster,
         kafka_version=kafka_version,
@@ -155,4 +162,5 @@ def parse_spec(raw: bytes | str) -> ClusterSpec:
         draining_broker_ids=frozenset(draining),
         budget=ReassignmentBudget(**{**defaults, **budget_value}),
         generation=generation,
+        monitoring=monitoring,
     )
