@@ -182,6 +182,13 @@ def _print_status(status: dict[str, Any]) -> None:
             print(
                 f"{vm['name']} agent{role} {state}: {vm['agent_sentence'] or '(no sentence yet)'}"
             )
+    monitoring = status.get("monitoring")
+    if monitoring:
+        down = [name for name, p in monitoring["processes"].items() if not p["running"]]
+        state = f"not running: {', '.join(down)}" if down else "running"
+        print(
+            f"monitoring: statsd {monitoring['statsd']}, Graphite {monitoring['graphite_url']} ({state})"
+        )
     for problem in status["problems"]:
         print(f"problem: {problem}")
 
