@@ -73,6 +73,9 @@ def remember(home: Path) -> None:
     if state.agents:
         monitoring = plan_pipeline(home, state.layout.vms[0].address.rsplit(".", 1)[0])
         STARTED_PROCESSES.update(pipeline_records(monitoring).values())
+        host = monitoring.host
+        for port in (host.carbon_line_port, host.carbon_query_port, host.render_port):
+            USED_ENDPOINTS.add((host.address, port))
 
 
 def leftovers() -> list[ProcessRecord]:
