@@ -131,6 +131,9 @@ def _parser() -> argparse.ArgumentParser:
 
     commands.add_parser("plan", help="partition placement (kaas plan --help)", add_help=False)
     commands.add_parser("analytics", help="PySpark jobs (kaas analytics --help)", add_help=False)
+    commands.add_parser(
+        "dashboards", help="Grafana dashboard JSON (kaas dashboards export --help)", add_help=False
+    )
     return parser
 
 
@@ -329,6 +332,10 @@ def _main(argv: list[str]) -> int:
         from planner.cli import main as plan_main
 
         return plan_main(argv[1:])
+    if argv and argv[0] == "dashboards":
+        from management_plane.monitoring.grafana import main as dashboards_main
+
+        return dashboards_main(argv[1:])
     if argv and argv[0] == "analytics":
         from analytics.cli import main as analytics_main
 
