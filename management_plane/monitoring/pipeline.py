@@ -34,7 +34,6 @@ from management_plane.local.processes import (
     start_process,
     stop_process,
 )
-from management_plane.service.private_files import write_private
 from planner.contracts.monitoring import MonitoringTargets
 from planner.contracts.vm_config.monitoring import (
     MonitoringHost,
@@ -44,6 +43,7 @@ from planner.contracts.vm_config.monitoring import (
     render_storage_aggregation,
     render_storage_schemas,
 )
+from planner.private_files import write_private
 
 log = structlog.get_logger("kaas.monitoring")
 
