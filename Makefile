@@ -6,6 +6,7 @@ BIN := $(VENV)/bin
 KAAS_CACHE ?= $(HOME)/.cache/kaas
 ARTIFACTS := $(KAAS_CACHE)/jvm
 IMAGE := build/image
+MONITORING := build/monitoring
 ARTIFACT_SETS := kafka kafka-previous kafka-kraft zookeeper jolokia spark-kafka
 ARTIFACT_SUMS := $(foreach set,$(ARTIFACT_SETS),$(ARTIFACTS)/$(set)/SHA256SUMS)
 PYTEST_ARGS ?=
@@ -14,8 +15,13 @@ UP_ARGS ?=
 
 .PHONY: setup system-packages artifacts image demo test test-unit test-integration test-drill drills lint typecheck up down status clean
 
-## setup: Python virtual environment, JVM artifacts from Maven Central, the local VM image
-setup: system-packages $(VENV)/.installed artifacts $(IMAGE)/opt/kaas/image.json
+## setup: Python virtual environment, JVM artifacts from Maven Central, the local VM image,
+## the monitoring daemons (statsd from npm; Debian's carbon, graphite-web, gunicorn)
+setup: system-packages $(VENV)/.installed artifacts $(IMAGE)/opt/kaas/image.json $(MONITORING)/.installed
+
+$(MONITORING)/.installed: packer/scripts/install-monitoring.sh
+	packer/scripts/install-monitoring.sh $(MONITORING)
+	touch $@
 
 # nftables for the network drills (kaas drill run network-partition); without it, or without
 # root, those drills are refused with the reason and everything else works.

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 VM_ACTIONS = ("stop", "start", "kill", "pause", "resume", "wipe")
 # The management plane's own commands: `serve` logs to its own file, the rest are HTTP calls.
-SERVICE_COMMANDS = ("serve", "cluster", "tenant", "topic", "op")
+SERVICE_COMMANDS = ("serve", "cluster", "tenant", "topic", "op", "alerts")
 # The install extra that brings each package only some planes need.
 EXTRA_OF_PACKAGE = {
     **dict.fromkeys(("pyspark", "matplotlib", "pandas", "pyarrow", "numpy"), "analytics"),
@@ -138,6 +138,9 @@ def _parser() -> argparse.ArgumentParser:
 
     commands.add_parser("plan", help="partition placement (kaas plan --help)", add_help=False)
     commands.add_parser("analytics", help="PySpark jobs (kaas analytics --help)", add_help=False)
+    commands.add_parser(
+        "dashboards", help="Grafana dashboard JSON (kaas dashboards export --help)", add_help=False
+    )
     return parser
 
 
@@ -192,6 +195,13 @@ def _print_status(status: dict[str, Any]) -> None:
     roles = [(vm["name"], vm.get("controller_role")) for vm in status["vms"]]
     if any(role is not None for _, role in roles):
         print("KRaft controllers: " + ", ".join(f"{n} {r}" for n, r in roles if r is not None))
+    monitoring = status.get("monitoring")
+    if monitoring:
+        down = [name for name, p in monitoring["processes"].items() if not p["running"]]
+        state = f"not running: {', '.join(down)}" if down else "running"
+        print(
+            f"monitoring: statsd {monitoring['statsd']}, Graphite {monitoring['graphite_url']} ({state})"
+        )
     for problem in status["problems"]:
         print(f"problem: {problem}")
 
@@ -336,6 +346,10 @@ def _main(argv: list[str]) -> int:
         from planner.cli import main as plan_main
 
         return plan_main(argv[1:])
+    if argv and argv[0] == "dashboards":
+        from management_plane.monitoring.grafana import main as dashboards_main
+
+        return dashboards_main(argv[1:])
     if argv and argv[0] == "analytics":
         from analytics.cli import main as analytics_main
 

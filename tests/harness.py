@@ -26,6 +26,7 @@ from management_plane.local.cluster import LocalCluster
 from management_plane.local.layout import ClusterLayout
 from management_plane.local.processes import ProcessRecord, is_alive, kill_process
 from management_plane.local.state import require_state
+from management_plane.monitoring.pipeline import pipeline_records, plan_pipeline
 from planner.contracts.journal import JournalEntry, parse_journal_entry
 from planner.contracts.member import MemberRecord, MemberState, parse_members
 from planner.contracts.paths import ClusterPaths
@@ -69,6 +70,12 @@ def remember(home: Path) -> None:
             record = state.record(vm.name, kind)
             if record is not None:
                 STARTED_PROCESSES.add(record)
+    if state.agents:
+        monitoring = plan_pipeline(home, state.layout.vms[0].address.rsplit(".", 1)[0])
+        STARTED_PROCESSES.update(pipeline_records(monitoring).values())
+        host = monitoring.host
+        for port in (host.carbon_line_port, host.carbon_query_port, host.render_port):
+            USED_ENDPOINTS.add((host.address, port))
 
 
 def leftovers() -> list[ProcessRecord]:

@@ -61,9 +61,17 @@ from management_plane.local.up_choice import (
     address_base_of,
     decide_up,
 )
+from management_plane.monitoring.pipeline import (
+    PipelineLayout,
+    pipeline_status,
+    plan_pipeline,
+    start_pipeline,
+    stop_pipeline,
+)
 from management_plane.workload import create_topic
 from planner.contracts.kafka_release import KafkaMode, kafka_mode
 from planner.contracts.member import MemberRecord
+from planner.contracts.monitoring import MonitoringTargets
 from planner.contracts.paths import ClusterPaths
 from planner.contracts.plan_status import PlanStatus
 from planner.contracts.vm_config import render_zookeeper_myid
@@ -238,9 +246,11 @@ class LocalCluster:
         )
 
     @staticmethod
-    def _write_spec_if_absent(layout: ClusterLayout, kafka_version: str) -> None:
+    def _write_spec_if_absent(
+        layout: ClusterLayout, kafka_version: str, monitoring: MonitoringTargets | None = None
+    ) -> None:
         """The local provider stands in for the management plane: it writes the first spec."""
-        spec = render.local_spec(layout, kafka_version)
+        spec = render.local_spec(layout, kafka_version, monitoring)
         client = KazooClient(hosts=layout.zookeeper_hosts, timeout=10)
         client.start(timeout=30)
         try:
@@ -379,6 +389,10 @@ class LocalCluster:
         for vm in state.layout.vms:
             stop_process(state.record(vm.name, "zookeeper"), ZOOKEEPER_STOP_TIMEOUT)
             state.set_record(vm.name, "zookeeper", None)
+        stop_pipeline(self._monitoring(state.layout))
+
+    def _monitoring(self, layout: ClusterLayout) -> PipelineLayout:
+        return plan_pipeline(self.home, address_base_of(layout.vms[0].address))
 
     # -- operations -----------------------------------------------------------------------
 
@@ -423,7 +437,9 @@ class LocalCluster:
                 write_state(state)
                 self._wait_zookeeper(state, layout.vms)
                 if agents:
-                    self._write_spec_if_absent(layout, version)
+                    # The pipeline runs before the agents, so their first samples land.
+                    targets = start_pipeline(self._monitoring(layout))
+                    self._write_spec_if_absent(layout, version, targets)
                 if state.kraft:
                     libs = str(image.kafka_libs(version))
                     format_storage(self.home, layout, str(java), libs)
@@ -577,6 +593,7 @@ class LocalCluster:
             "bootstrap_servers": layout.bootstrap_servers,
             "zookeeper_connect": layout.zookeeper_connect,
             "vms": vms,
+            "monitoring": pipeline_status(self._monitoring(layout)) if state.agents else None,
             "problems": problems,
         }
 

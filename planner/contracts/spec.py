@@ -19,6 +19,7 @@ from planner.contracts.kafka_release import (
     kafka_mode,
     kraft_quorum_size_problem,
 )
+from planner.contracts.monitoring import MonitoringTargets, parse_monitoring
 
 SPEC_SCHEMA_VERSION = 1
 ZOOKEEPER_ENSEMBLE_SIZES = (1, 3, 5)
@@ -55,6 +56,7 @@ class ClusterSpec:
     @property
     def kafka_mode(self) -> KafkaMode:
         return kafka_mode(self.kafka_version)
+    monitoring: MonitoringTargets | None = None  # absent: the agents' own statsd setting
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -74,6 +76,7 @@ class ClusterSpec:
                 if self.kafka_mode is KafkaMode.KRAFT
                 else {}
             ),
+            **({"monitoring": self.monitoring.to_json()} if self.monitoring else {}),
         }
 
     def encode(self) -> bytes:
@@ -182,6 +185,10 @@ def parse_spec(raw: bytes | str) -> ClusterSpec:
     generation = value.get("generation", 0)
     if not isinstance(generation, int) or isinstance(generation, bool) or generation < 0:
         raise SpecError(f"spec.generation must be a non-negative integer, got {generation!r}")
+    try:
+        monitoring = parse_monitoring(value["monitoring"]) if "monitoring" in value else None
+    except ContractError as exc:
+        raise SpecError(str(exc)) from None
     return ClusterSpec(
         cluster=cluster,
         kafka_version=kafka_version,
@@ -193,4 +200,5 @@ def parse_spec(raw: bytes | str) -> ClusterSpec:
         budget=ReassignmentBudget(**{**defaults, **budget_value}),
         generation=generation,
         kraft_controllers=controllers,
+        monitoring=monitoring,
     )
