@@ -13,6 +13,10 @@ from __future__ import annotations
 
 from planner.replica_phases import ReplicaPhases
 
+_STAND_IN_SCAN = 4096
+"""Replicas weighed per outgoing replica when looking for a stand-in: bounds the phase's
+cost on large clusters, where most chains are shortened directly."""
+
 
 class ChainPhase:
     def __init__(self, replicas: ReplicaPhases) -> None:
@@ -23,9 +27,9 @@ class ChainPhase:
         """Replicas moved fewer after shortening every chain it can; 0 when none."""
         s = self.s
         saved = 0
-        progress = True
-        while progress:
-            progress = False
+        stand_ins = False
+        while True:
+            progress = 0
             incoming: list[list[int]] = [[] for _ in s.broker_ids]
             outgoing: list[list[int]] = [[] for _ in s.broker_ids]
             for p in sorted(s.changed):
@@ -37,13 +41,20 @@ class ChainPhase:
             for o in self.r.active_brokers:
                 if not incoming[o] or not outgoing[o]:
                     continue
-                done = self._shorten_at(o, incoming[o], outgoing[o])
-                if done:
-                    saved += done
-                    progress = True
-        return saved
+                progress += self._shorten_at(o, incoming[o], outgoing[o], stand_ins)
+            saved += progress
+            # Direct chains first, everywhere: a stand-in taken early could use up a replica
+            # that a direct chain elsewhere needed.
+            if progress:
+                stand_ins = False
+            elif not stand_ins:
+                stand_ins = True
+            else:
+                return saved
 
-    def _shorten_at(self, o: int, incoming: list[int], outgoing: list[int]) -> int:
+    def _shorten_at(
+        self, o: int, incoming: list[int], outgoing: list[int], stand_ins: bool
+    ) -> int:
         """Shorten the chains through o: q arrived at o, p left o."""
         s = self.s
         saved = 0
@@ -55,15 +66,78 @@ class ChainPhase:
             now = [b for b in s.replicas[p] if b not in s.original[p]]
             for n in now:
                 q = self._partner(o, n, p, incoming, used)
-                if q is None:
+                if q is not None:
+                    x_was_n = n in s.original[q]
+                    self.r._moved(p, n, o)
+                    self.r._moved(q, o, n)
+                    used.update((p, q))
+                    saved += 2 if x_was_n else 1
+                    break
+                if not stand_ins:
                     continue
-                x_was_n = n in s.original[q]
-                self.r._moved(p, n, o)
-                self.r._moved(q, o, n)
-                used.update((p, q))
-                saved += 2 if x_was_n else 1
-                break
+                stand_in = self._stand_in(o, n, p, incoming, used)
+                if stand_in is not None:
+                    q, x, r = stand_in
+                    self.r._moved(p, n, o)
+                    self.r._moved(q, o, x)
+                    self.r._moved(r, x, n)
+                    used.update((p, q, r))
+                    saved += 1
+                    break
         return saved
+
+    def _stand_in(
+        self, o: int, n: int, p: int, incoming: list[int], used: set[int]
+    ) -> tuple[int, int, int] | None:
+        """When q cannot go on to n itself (its size would push a disk out of its band):
+        q goes back to x, where it came from, and another replica r of x goes to n. Three
+        moves for two, the sizes chosen for the disks. (q, x, r), or None."""
+        s = self.s
+        if not s.active[o] or not s.active[n] or not s.rack_allows(p, n, o):
+            return None
+        tol = s.settings.disk_tolerance
+        scanned = 0
+        for q in incoming:
+            if q in used or q == p or o not in s.replicas[q]:
+                continue
+            for x in s.original[q]:
+                if x in s.replicas[q] or x == n or not s.active[x]:
+                    continue
+                if not s.rack_allows(q, o, x):
+                    continue
+                # o: +p -q; x: +q -r; n: +r -p.
+                if not self._disk_kept(o, s.size[p] - s.size[q], tol):
+                    continue
+                best, best_gap = None, float("inf")
+                for r in s.hosted[x]:
+                    scanned += 1
+                    if r in used or r in (q, p) or n in s.replicas[r]:
+                        continue
+                    if n in s.original[r] or not s.rack_allows(r, x, n):
+                        continue
+                    if not self._disk_kept(x, s.size[q] - s.size[r], tol):
+                        continue
+                    if not self._disk_kept(n, s.size[r] - s.size[p], tol):
+                        continue
+                    if not self._topics_kept3(p, q, r, o, x, n):
+                        continue
+                    gap = abs(s.size[r] - s.size[p])
+                    if gap < best_gap:
+                        best, best_gap = r, gap
+                if best is not None:
+                    return q, x, best
+                if scanned > _STAND_IN_SCAN:
+                    return None
+        return None
+
+    def _topics_kept3(self, p: int, q: int, r: int, o: int, x: int, n: int) -> bool:
+        """o gives q's topic and takes p's; x gives r's, takes q's; n gives p's, takes r's."""
+        s = self.s
+        for b, gained, lost in ((o, p, q), (x, q, r), (n, r, p)):
+            tg, tl = s.topic_of[gained], s.topic_of[lost]
+            if tg != tl and s.topic_count[b].get(tg, 0) + 1 > self.r._upper(tg, b):
+                return False
+        return True
 
     def _partner(self, o: int, n: int, p: int, incoming: list[int], used: set[int]) -> int | None:
         s = self.s
