@@ -52,9 +52,7 @@ class ChainPhase:
             else:
                 return saved
 
-    def _shorten_at(
-        self, o: int, incoming: list[int], outgoing: list[int], stand_ins: bool
-    ) -> int:
+    def _shorten_at(self, o: int, incoming: list[int], outgoing: list[int], stand_ins: bool) -> int:
         """Shorten the chains through o: q arrived at o, p left o."""
         s = self.s
         saved = 0
