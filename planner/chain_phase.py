@@ -14,14 +14,17 @@ from __future__ import annotations
 from planner.replica_phases import ReplicaPhases
 
 _STAND_IN_SCAN = 4096
-"""Replicas weighed per outgoing replica when looking for a stand-in: bounds the phase's
-cost on large clusters, where most chains are shortened directly."""
+"""Replicas weighed per outgoing replica when looking for a stand-in."""
+_STAND_IN_BUDGET = 200_000
+"""Replicas weighed for stand-ins in one pass over all brokers: bounds the phase's cost on
+large clusters (thousands of chains), where most chains are shortened directly."""
 
 
 class ChainPhase:
     def __init__(self, replicas: ReplicaPhases) -> None:
         self.r = replicas
         self.s = replicas.s
+        self.stand_in_budget = _STAND_IN_BUDGET
 
     def shorten_chains(self) -> int:
         """Replicas moved fewer after shortening every chain it can; 0 when none."""
@@ -29,6 +32,7 @@ class ChainPhase:
         saved = 0
         stand_ins = False
         while True:
+            self.stand_in_budget = _STAND_IN_BUDGET
             progress = 0
             incoming: list[list[int]] = [[] for _ in s.broker_ids]
             outgoing: list[list[int]] = [[] for _ in s.broker_ids]
@@ -95,6 +99,8 @@ class ChainPhase:
             return None
         tol = s.settings.disk_tolerance
         scanned = 0
+        if self.stand_in_budget <= 0:
+            return None
         for q in incoming:
             if q in used or q == p or o not in s.replicas[q]:
                 continue
@@ -123,9 +129,12 @@ class ChainPhase:
                     if gap < best_gap:
                         best, best_gap = r, gap
                 if best is not None:
+                    self.stand_in_budget -= scanned
                     return q, x, best
-                if scanned > _STAND_IN_SCAN:
+                if scanned > min(_STAND_IN_SCAN, self.stand_in_budget):
+                    self.stand_in_budget -= scanned
                     return None
+        self.stand_in_budget -= scanned
         return None
 
     def _topics_kept3(self, p: int, q: int, r: int, o: int, x: int, n: int) -> bool:
