@@ -15,9 +15,11 @@ from planner.replica_phases import ReplicaPhases
 
 _STAND_IN_SCAN = 4096
 """Replicas weighed per outgoing replica when looking for a stand-in."""
-_STAND_IN_BUDGET = 200_000
-"""Replicas weighed for stand-ins in one pass over all brokers: bounds the phase's cost on
-large clusters (thousands of chains), where most chains are shortened directly."""
+_STAND_IN_BUDGET = 50_000
+"""Replicas weighed for stand-ins in all, per plan: bounds the phase's cost on large
+clusters (thousands of chains, where stand-ins save a few moves in ten thousand: 3 of
+4,657 on 150 brokers x 15k partitions, for 0.65 s of CPU) while small clusters, where they
+matter, never reach it."""
 
 
 class ChainPhase:
@@ -32,7 +34,6 @@ class ChainPhase:
         saved = 0
         stand_ins = False
         while True:
-            self.stand_in_budget = _STAND_IN_BUDGET
             progress = 0
             incoming: list[list[int]] = [[] for _ in s.broker_ids]
             outgoing: list[list[int]] = [[] for _ in s.broker_ids]
