@@ -95,6 +95,7 @@ SMALL_INSTANCES: tuple[Instance, ...] = (
     Instance("draining-6", (2, 2, 2), 90, (3,), Situation.DRAINING, 22),
     Instance("imbalance-9", (3, 3, 3), 120, (2, 3), Situation.IMBALANCE, 23),
     Instance("unequal-random-7", (3, 2, 2), 80, (2, 3, 4), Situation.RANDOM, 24),
+    Instance("random-6", (2, 2, 2), 90, (3,), Situation.RANDOM, 25),
 )
 """Small enough for a unit test: each proves optimal in well under a second or two."""
 

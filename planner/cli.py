@@ -21,7 +21,7 @@ from planner.feasibility import InfeasibleError
 from planner.goals import hard_goal_violations
 from planner.layout import LayoutError, load_layout
 from planner.model import BrokerState, Cluster, PlannerSettings
-from planner.plan import make_plan, spread_of
+from planner.plan import cycle_collector_paused, make_plan, spread_of
 from planner.reassignment import ReassignmentError, load_reassignment
 from planner.score import score_state
 from planner.state import PlacementState
@@ -146,6 +146,11 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _generate(args: argparse.Namespace, settings: PlannerSettings) -> int:
+    with cycle_collector_paused():
+        return _generate_unpaused(args, settings)
+
+
+def _generate_unpaused(args: argparse.Namespace, settings: PlannerSettings) -> int:
     cluster = parse_drain(args.drain, load_layout(args.layout))
     budget = parse_budget(args.budget)
     plan = make_plan(cluster, settings, seed=args.seed, budget=budget)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import random
 
+from planner.chain_phase import ChainPhase
 from planner.disk_phases import DiskPhases
 from planner.feasibility import InfeasibleError, check_feasible
 from planner.leader_phases import LeaderPhases
@@ -35,6 +36,7 @@ def optimize_state(state: PlacementState, seed: int = 0) -> None:
     replicas = ReplicaPhases(state, rng)
     disk = DiskPhases(replicas)
     leaders = LeaderPhases(state, replicas.tiebreak)
+    chains = ChainPhase(replicas)
     for _ in range(settings.max_rounds):
         changed = replicas.repair_hard_goals()
         changed += replicas.balance_topics()
@@ -42,6 +44,9 @@ def optimize_state(state: PlacementState, seed: int = 0) -> None:
         changed += disk.balance_disk()
         changed += leaders.balance_counts()
         changed += leaders.balance_load()
+        if not changed:
+            # Only once the goals are met: take back the moves a shorter chain avoids.
+            changed = chains.shorten_chains()
         if not changed:
             break
     _restore_untouched_orders(state)

@@ -517,16 +517,25 @@ class ReplicaPhases:
     def _topic_swap(self, src: int, dst: int, mine: list[int]) -> tuple[int, int] | None:
         s = self.s
         t = s.topic_of[mine[0]]
+        # What dst may give back does not depend on p: found once, in dst's order (the
+        # same choice as weighing every q for every p, at a fraction of the cost).
+        partners: list[int] | None = None
         for p in mine:
             if not self._fits(p, src, dst):
                 continue
+            if partners is None:
+                partners = [
+                    q
+                    for q in s.hosted[dst]
+                    if s.topic_of[q] != t
+                    and s.topic_count[src].get(s.topic_of[q], 0) + 1
+                    <= self._even(s.topic_of[q], src)
+                    and self._fits(q, dst, src)
+                ]
+                if not partners:
+                    return None
             best, best_gap = None, _NO_SCORE
-            for q in s.hosted[dst]:
-                tq = s.topic_of[q]
-                if tq == t or not self._fits(q, dst, src):
-                    continue
-                if s.topic_count[src].get(tq, 0) + 1 > self._even(tq, src):
-                    continue
+            for q in partners:
                 gap = abs(s.size[p] - s.size[q])
                 if gap < best_gap:
                     best, best_gap = q, gap

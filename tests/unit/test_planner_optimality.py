@@ -13,9 +13,9 @@ from planner.model import Broker, BrokerState, Cluster, Partition, PlannerSettin
 pytestmark = pytest.mark.unit
 
 UNIT_INSTANCES = [i for i in SMALL_INSTANCES if i.name != "imbalance-9"]
-"""imbalance-9 is left out: there the planner moves 13 replicas where 10 suffice (the
-count phase picks its sizes without the disk phase's later needs); the benchmark reports
-it."""
+"""imbalance-9 is left out: there the planner moves 11 replicas where 10 suffice (it moves
+a partition's replica from one broker where the optimum moves the same partition's replica
+from another); the benchmark reports it."""
 
 
 @pytest.mark.parametrize("instance", UNIT_INSTANCES, ids=lambda i: i.name)

@@ -117,18 +117,23 @@ PINNED = [
     # most and the leader phase to prefer the change that evens a topic's leaders: replicas
     # moved stayed the same or fell (more_replicas_than_racks/1: 49 -> 46), a few more
     # leadership changes even out each topic's leaders.
-    ("imbalance", 1, 0, 97, 12, "8bc5901bb608901e"),
-    ("imbalance", 2, 7, 91, 10, "5b1f72b63ce8a6c7"),
-    ("added", 1, 0, 310, 7, "87a0dade2c727b76"),
+    # Re-pinned when the chain phase learnt to take back a broker's give-and-take (q: x -> o
+    # with p: o -> n becomes q: x -> n, or q back to x and a stand-in of x's to n):
+    # replicas moved fell or stayed everywhere (imbalance/1: 97 -> 85,
+    # more_replicas_than_racks/2: 73 -> 56, tight_disks/2: 64 -> 50); leadership changes
+    # rose by up to 5, the lowest priority.
+    ("imbalance", 1, 0, 85, 16, "bd365c4f0757ea29"),
+    ("imbalance", 2, 7, 85, 15, "167b24d87d0dd202"),
+    ("added", 1, 0, 304, 7, "1bd5dfb90e762bf9"),
     ("added", 2, 7, 302, 4, "8ee8115718b6cbf1"),
-    ("draining", 1, 0, 366, 5, "aca0ebf0a549545e"),
-    ("draining", 2, 7, 364, 0, "11b8e240f32818cb"),
-    ("large_added", 1, 0, 1446, 22, "3ec771e22922434b"),
-    ("large_added", 2, 7, 1422, 0, "03b92d4925e7447f"),
+    ("draining", 1, 0, 355, 6, "43e76e42ef4bd398"),
+    ("draining", 2, 7, 360, 3, "6619d37aefb94862"),
+    ("large_added", 1, 0, 1436, 22, "4affb3c41786bcbd"),
+    ("large_added", 2, 7, 1415, 0, "b11f438f62e0d66a"),
     ("more_replicas_than_racks", 1, 0, 46, 13, "3cd429e486fb7fce"),
-    ("more_replicas_than_racks", 2, 7, 73, 14, "fff4f5735f2b3a2d"),
-    ("tight_disks", 1, 0, 36, 3, "bc7107dd5daee8e5"),
-    ("tight_disks", 2, 7, 64, 2, "5986907f18a68e2d"),
+    ("more_replicas_than_racks", 2, 7, 56, 18, "c0296a0e30ad379f"),
+    ("tight_disks", 1, 0, 32, 5, "8b57298a8ed4954a"),
+    ("tight_disks", 2, 7, 50, 5, "69f398a53b09b7e5"),
 ]
 
 
