@@ -147,6 +147,29 @@ def throttle_value(entries: frozenset[tuple[int, int]]) -> str:
     return ",".join(f"{p}:{b}" for p, b in sorted(entries))
 
 
+def health_of(
+    isr: Mapping[PartitionKey, tuple[tuple[int, ...], tuple[int, ...]]],
+    min_isr: Mapping[str, int],
+    queues: Mapping[int, int],
+    busy_over: int,
+    reassigning: Mapping[PartitionKey, Reassigning] | None = None,
+    default_min_isr: int = 1,
+) -> Health:
+    """`isr`: (replicas, ISR) by partition. A partition counts once its ISR is short of its
+    replicas (not counting replicas a reassignment is still adding) and at or below its min
+    ISR: RF 1 at ISR 1 is no strain, nor is a new replica still copying."""
+    moving = reassigning or {}
+    at_min = set()
+    for key, (replicas, in_sync) in isr.items():
+        adding = moving[key].adding if key in moving else ()
+        settled = [b for b in replicas if b not in adding]
+        short = len([b for b in in_sync if b in settled]) < len(settled)
+        if short and len(in_sync) <= min_isr.get(key[0], default_min_isr):
+            at_min.add(key)
+    busy = frozenset(b for b, size in queues.items() if size > busy_over)
+    return Health(frozenset(at_min), busy)
+
+
 def adjust_concurrency(current: int, caps: Caps, health: Health) -> int:
     """Halve while a partition is at its min ISR or a broker's request queue is long, else
     one more, within [caps.minimum, caps.cluster]."""
@@ -168,6 +191,8 @@ class PipelineView:
     health: Health = Health()
     sizes: Mapping[PartitionKey, int] = field(default_factory=dict)
     """Bytes of one replica of each partition of the cluster; unknown counts as 0."""
+    may_start: bool = True
+    """False: moves running continue, nothing new starts (a rolling restart runs)."""
     disk_limits: Mapping[int, float] | None = None
     """Bytes each broker may hold (None: not checked). What it holds is counted from `live`,
     which during a reassignment lists the arriving replicas too."""
@@ -192,6 +217,8 @@ class PipelineDecision:
     bytes_done: int
     moving: tuple[PartitionKey, ...]
     waiting_reason: str = ""
+    batches_done: int = 0
+    """Leading batches of the plan whose every step is done."""
 
 
 def _added(before: tuple[int, ...], after: tuple[int, ...]) -> tuple[int, ...]:
@@ -211,6 +238,7 @@ def decide_pipeline(view: PipelineView) -> PipelineDecision:
     finished: list[PartitionKey] = []
     steps_total = steps_done = bytes_total = bytes_done = 0
     foreign: tuple[PartitionKey, tuple[int, ...]] | None = None
+    open_batch = 1 + max((s.batch for p in view.partitions for s in p.steps), default=-1)
     for partition in view.partitions:
         key = (partition.topic, partition.partition)
         size = view.sizes.get(key, 0)
@@ -230,6 +258,8 @@ def decide_pipeline(view: PipelineView) -> PipelineDecision:
             continue
         done_steps = where.index if where.kind is PositionKind.AT_STEP else where.index - 1
         steps_done += done_steps
+        if done_steps < len(partition.steps):
+            open_batch = min(open_batch, partition.steps[done_steps].batch)
         bytes_done += sum(copies[:done_steps])
         if where.kind is PositionKind.MOVING:
             before, target = lists[where.index - 1], lists[where.index]
@@ -261,6 +291,9 @@ def decide_pipeline(view: PipelineView) -> PipelineDecision:
     slots = concurrency - sum(1 for m in in_flight if _added(m[2], m[3]))
     for _, topic, number, before, target in sorted(ready):
         added, removed = _added(before, target), _added(target, before)
+        if not view.may_start:
+            waiting = waiting or "not starting moves now"
+            continue
         if not added:
             # A new order only: Kafka applies it at once, no copy, no cap.
             start.append((topic, number, target))
@@ -305,6 +338,7 @@ def decide_pipeline(view: PipelineView) -> PipelineDecision:
         bytes_done,
         moving,
         waiting,
+        open_batch,
     )
 
 
