@@ -99,6 +99,11 @@ def position(
     for index in range(len(lists) - 1, -1, -1):
         if lists[index] == live:
             return Position(PositionKind.AT_STEP, index)
+    # Both lists of a step at once: a move Kafka has just started or finished, seen through
+    # a broker's metadata that lags the controller's answer. The next look settles it.
+    for index in range(len(lists) - 1, 0, -1):
+        if set(live) == set(lists[index - 1]) | set(lists[index]):
+            return Position(PositionKind.MOVING, index)
     return Position(PositionKind.FOREIGN)
 
 

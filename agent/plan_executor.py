@@ -265,7 +265,10 @@ class PlanExecutor:
         assert plan is not None and progress is not None
         admin = self.reassignments()
         facts = self._plan_facts(plan)
+        # Kafka's running moves first, then the lists: a move ending in between is then seen
+        # as moving to a list it already has, never as a list the plan does not know.
         reassigning = admin.reassigning()
+        live, _ = self.cluster_admin().assignment()
         health = health_of(
             admin.isr(),
             facts.min_isr,
@@ -281,7 +284,7 @@ class PlanExecutor:
         decision = decide_pipeline(
             PipelineView(
                 plan.partitions,
-                snap.live,
+                live,
                 reassigning,
                 caps,
                 memory.concurrency or caps.cluster,
