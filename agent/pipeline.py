@@ -147,6 +147,15 @@ def throttles_for(
     )
 
 
+def throttles_may_go(
+    throttles: ThrottleSet, reassigning: Mapping[PartitionKey, Reassigning]
+) -> bool:
+    """Whether no move the throttles were set for still runs (any partition of a throttled
+    topic being reassigned counts as one)."""
+    topics = set(throttles.leader) | set(throttles.follower)
+    return not any(topic in topics for topic, _ in reassigning)
+
+
 def throttle_value(entries: frozenset[tuple[int, int]]) -> str:
     """Kafka's `partition:broker,...` list for *.replication.throttled.replicas."""
     return ",".join(f"{p}:{b}" for p, b in sorted(entries))

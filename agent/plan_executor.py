@@ -29,6 +29,7 @@ from agent.pipeline import (
     decide_pipeline,
     health_of,
     throttle_changes,
+    throttles_may_go,
 )
 from agent.plan_decide import PlanAction, PlanSnapshot, decide_plan
 from agent.plan_housekeeping import (
@@ -144,6 +145,8 @@ class PlanExecutor:
         snap, spec, self.memory = self.snapshot()
         action = decide_plan(snap)
         self.executing = action.kind == "execute"
+        if not self.executing and spec is not None:
+            self._clear_leftover_throttles(spec)
         sentence = self._act(action, snap, spec)
         if sentence != self.sentence:
             log.info(sentence, action=action.kind)
@@ -352,6 +355,20 @@ class PlanExecutor:
             moved_on=look.memory.last_progress_at == snap.now,
         )
         return f"planner: {sentence}"
+
+    def _clear_leftover_throttles(self, spec: ClusterSpec) -> None:
+        """Moves of a superseded plan keep their throttles while they run; with no plan
+        running they are cleared once Kafka runs none of them."""
+        if self.memory.throttles is None or self.memory.throttles.empty:
+            return
+        admin = self.reassignments()
+        if not throttles_may_go(self.memory.throttles, admin.reassigning()):
+            return
+        empty = ThrottleSet()
+        admin.write_configs(
+            throttle_changes(self.memory.throttles, empty, spec.budget.throttle_bytes_per_s)
+        )
+        self.memory = replace(self.memory, throttles=empty)
 
     def _throttle(
         self, plan: StoredPlan, snap: PlanSnapshot, spec: ClusterSpec, desired: ThrottleSet

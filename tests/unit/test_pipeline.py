@@ -28,6 +28,7 @@ from agent.pipeline import (
     position,
     throttle_changes,
     throttles_for,
+    throttles_may_go,
 )
 from planner.contracts.plan_records import PlannedPartition, PlannedStep
 
@@ -195,6 +196,13 @@ def test_throttle_changes_write_what_differs_and_delete_what_ended() -> None:
     )
     assert {c.name for c in start[1:]} == {"1", "2", "3"}
     assert all(c.values == ((LEADER_RATE, "100"), (FOLLOWER_RATE, "100")) for c in start[1:])
+
+
+def test_throttles_go_once_none_of_their_moves_runs() -> None:
+    throttles = throttles_for([("t", 0, (1, 2), (3, 2))])
+    assert not throttles_may_go(throttles, {("t", 0): Reassigning((3, 2, 1), (3,), (1,))})
+    assert throttles_may_go(throttles, {("u", 0): Reassigning((3, 2, 1), (3,), (1,))})
+    assert throttles_may_go(throttles, {})
 
 
 def test_unknown_applied_throttles_clear_every_named_topic_and_broker() -> None:

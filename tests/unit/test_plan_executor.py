@@ -134,6 +134,22 @@ def test_a_partition_moved_by_someone_else_supersedes_the_plan(tmp_path: Path) -
     assert tick(rig).startswith("planner: stored plan 2 (")
 
 
+def test_throttles_of_a_superseded_plans_moves_go_once_they_end(tmp_path: Path) -> None:
+    rig = planner(tmp_path)
+    tick(rig)
+    tick(rig)  # five moves start, throttled
+    assert _throttled(rig)
+    plan = rig.store.plan
+    assert plan is not None
+    sixth = (plan.batch(0) + plan.batch(1))[5]
+    rig.cluster.live[(sixth[0], sixth[1])] = (3, 2, 1)  # someone else moved it
+    assert "planning again" in tick(rig)
+    assert _throttled(rig), "the superseded plan's moves still run"
+    rig.reassignments.finish_all()
+    tick(rig)
+    assert _throttled(rig) == {}
+
+
 def test_a_refused_plan_is_journaled_once_not_every_tick(tmp_path: Path) -> None:
     rig = planner(tmp_path)
     rig.store.corrupt = "meta: not JSON"
