@@ -11,6 +11,7 @@ records every acknowledged message in a ledger for the zero-loss check.
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections import Counter
 from dataclasses import dataclass, replace
@@ -19,11 +20,12 @@ from pathlib import Path
 from kazoo.client import KazooClient
 
 from agent.reassign_admin import KafkaReassignmentAdmin
-from benchmarks.replace_bench import StallProbe, fill
+from benchmarks.replace_bench import StallProbe
 from management_plane.workload import (
     BackgroundProducer,
     consume_group,
     create_topic,
+    durable_producer,
     verify_per_key_order,
 )
 from planner.contracts.member import MemberRole
@@ -68,6 +70,22 @@ class DrainFigures:
             f"{len(self.leftover_throttles)}; acknowledged {self.acknowledged}, missing "
             f"{self.missing}, produce errors {self.produce_errors}",
         ]
+
+
+def fill_random(bootstrap: str, topic: str, mib: int) -> None:
+    """`mib` MiB of random values: the producer compresses, so only random bytes land on
+    the disks as written."""
+    producer = durable_producer(bootstrap, **{"linger.ms": 50, "batch.size": 1_000_000})
+    for index in range(mib * MIB // 10_000):
+        value = os.urandom(10_000)
+        while True:
+            try:
+                producer.produce(topic, key=str(index % 64).encode(), value=value)
+                break
+            except BufferError:
+                producer.poll(0.05)
+        producer.poll(0)
+    assert producer.flush(900) == 0, "the fill did not finish"
 
 
 def _bytes_on(bootstrap: str, broker: int) -> int:
@@ -119,7 +137,7 @@ def drain_under_load(
         create_topic(bootstrap, probe_topic, partitions=3)
         create_topic(bootstrap, keyed, partitions=6)
         # RF 3 on four brokers: each holds three quarters of the data.
-        fill(bootstrap, data, data_mib * 4 // 3)
+        fill_random(bootstrap, data, data_mib * 4 // 3)
         wait_until(lambda: _planner_settled(zk, name), 300, "the planner to settle the topics")
         # vm4 shares zone-a with vm1: draining it keeps every zone's share possible.
         drained = next(b for b, m in harness.member_records(zk, name).items() if m.vm_id == "vm4")
