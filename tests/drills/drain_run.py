@@ -36,6 +36,7 @@ from tests import harness
 from tests.harness import ClusterHandle, wait_for_healthy_agents, wait_until
 
 MIB = 1024 * 1024
+BASELINE_S = 20.0
 
 
 @dataclass(frozen=True)
@@ -48,6 +49,8 @@ class DrainFigures:
     plan_done_s: float
     """From the spec change to the planner settled (no plan running, throttles cleared)."""
     longest_stall_s: float
+    baseline_stall_s: float
+    """The same probe's longest stall over BASELINE_S with nothing moving, just before."""
     stall_errors: int
     replicas_left: int
     leftover_throttles: dict[str, str]
@@ -65,7 +68,8 @@ class DrainFigures:
             f"MiB/s: {self.seconds:.1f} s (planner settled at {self.plan_done_s:.1f} s) against the "
             f"bound {self.bound_s:.1f} s = 1.3 x N/T + 30 s (N/T alone {self.bound_s / 1.3 - 30 / 1.3:.1f} s)",
             f"longest acks=all produce stall: {self.longest_stall_s:.2f} s "
-            f"({self.stall_errors} errors)",
+            f"({self.stall_errors} errors); with nothing moving, just before: "
+            f"{self.baseline_stall_s:.2f} s",
             f"replicas left on the broker: {self.replicas_left}; leftover throttles: "
             f"{len(self.leftover_throttles)}; acknowledged {self.acknowledged}, missing "
             f"{self.missing}, produce errors {self.produce_errors}",
@@ -143,6 +147,12 @@ def drain_under_load(
         drained = next(b for b, m in harness.member_records(zk, name).items() if m.vm_id == "vm4")
         data_bytes = _bytes_on(bootstrap, drained)
 
+        # The machine's own stall first: the same probe for a quiet stretch before the drain.
+        quiet = StallProbe(bootstrap, probe_topic)
+        quiet.thread.start()
+        time.sleep(BASELINE_S)
+        quiet.stopping.set()
+        quiet.thread.join(60)
         probe = StallProbe(bootstrap, probe_topic)
         probe.thread.start()
         with BackgroundProducer(bootstrap, keyed, 200, 20, pause_s=0.2) as load:
@@ -201,6 +211,7 @@ def drain_under_load(
             seconds=seconds,
             plan_done_s=plan_done_s,
             longest_stall_s=probe.max_latency,
+            baseline_stall_s=quiet.max_latency,
             stall_errors=len(probe.errors),
             replicas_left=replicas_left,
             leftover_throttles=leftovers,
