@@ -25,7 +25,7 @@ from management_plane.local.processes import (
     start_process,
     stop_process,
 )
-from management_plane.service.private_files import private_dir
+from planner.private_files import private_dir
 
 SERVICE_DIR = "service"
 PID_FILE = "serve.json"

@@ -51,6 +51,7 @@ from management_plane.local.state import (
     require_state,
     write_state,
 )
+from management_plane.local.tls import ensure_admin_identity, ensure_vm_identity
 from management_plane.local.up_choice import (
     RecordedCluster,
     UpChoice,
@@ -58,12 +59,12 @@ from management_plane.local.up_choice import (
     address_base_of,
     decide_up,
 )
-from management_plane.service.private_files import private_dir, write_private
 from management_plane.workload import create_topic
 from planner.contracts.member import MemberRecord
 from planner.contracts.paths import ClusterPaths
 from planner.contracts.plan_status import PlanStatus
 from planner.contracts.vm_config import render_zookeeper_myid
+from planner.private_files import private_dir, write_private
 
 log = structlog.get_logger("kaas.local")
 
@@ -134,6 +135,8 @@ def _write_vm_files(
 ) -> None:
     for folder in (vm.config_dir, vm.kafka_data_dir, vm.zookeeper_data_dir, vm.logs_dir):
         folder.mkdir(parents=True, exist_ok=True)
+    ensure_vm_identity(layout, vm)
+    ensure_admin_identity(layout)
     (vm.zookeeper_data_dir / "myid").write_text(render_zookeeper_myid(vm.index))
     keep = {
         # After a reconfig ZooKeeper rewrites zoo.cfg to name its new dynamic file, and owns that.

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from management_plane.service.db import Database
-from management_plane.service.private_files import private_dir, write_private
+from planner.private_files import private_dir, write_private
 
 ADMIN_KEY_FILE = "admin-key"
 

@@ -22,12 +22,12 @@ from management_plane.service.aws_config import AwsServiceConfig, ServiceAwsProv
 from management_plane.service.broker_loss import DEFAULT_THRESHOLD_S, BrokerLossWatcher
 from management_plane.service.cluster_io import zookeeper_hosts
 from management_plane.service.db import Database
-from management_plane.service.private_files import create_private_file, private_dir
 from management_plane.service.service import Service
 from management_plane.service.steps import StepTimeouts
 from management_plane.service.tenant_service import TENANT_KINDS, TenantService
 from management_plane.tenants.kafka import KafkaTenants
 from management_plane.tenants.quotas import UserQuotaTool
+from planner.private_files import create_private_file, private_dir
 
 log = structlog.get_logger("kaas.serve")
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from management_plane.service.private_files import create_private_file, private_dir, write_private
+from planner.private_files import create_private_file, private_dir, write_private
 
 pytestmark = pytest.mark.unit
 

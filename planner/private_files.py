@@ -1,6 +1,6 @@
-"""The service's private files: its home is 0700, and the database and every secret file
-are 0600 from the moment they exist (created with that mode, never widened then narrowed, so
-no other user can open one in between)."""
+"""Private files: folders 0700, and secret files 0600 from the moment they exist (created
+with that mode, never widened then narrowed, so no other user can open one in between).
+Shared by the service, the local provider and the agent (its keys)."""
 
 from __future__ import annotations
 

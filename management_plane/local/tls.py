@@ -1,0 +1,54 @@
+"""The local provider's certificates: one CA per cluster kept in the cluster's private
+`secrets/ca` folder, a node identity issued into each VM's `tls/` folder when the VM is made
+(its address and name as alternative names), and the operator's admin identity in `client/`."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+
+from management_plane.local.layout import ClusterLayout, VmLayout
+from planner.pki.authority import Authority, Role, create_authority, issue
+from planner.pki.files import (
+    IdentityFiles,
+    has_authority,
+    load_authority,
+    write_authority,
+    write_identity,
+)
+
+
+def authority_dir(layout: ClusterLayout) -> Path:
+    return layout.home / "secrets" / "ca"
+
+
+def cluster_authority(layout: ClusterLayout) -> Authority:
+    """The cluster's CA, made on first use and kept: it outlives every VM."""
+    directory = authority_dir(layout)
+    if not has_authority(directory):
+        write_authority(directory, create_authority(layout.name, dt.datetime.now(dt.UTC)))
+    return load_authority(directory)
+
+
+def vm_identity(vm: VmLayout) -> IdentityFiles:
+    return IdentityFiles(vm.directory / "tls", Role.NODE)
+
+
+def admin_identity(layout: ClusterLayout) -> IdentityFiles:
+    return IdentityFiles(layout.home / "client", Role.ADMIN)
+
+
+def _ensure(files: IdentityFiles, layout: ClusterLayout, hosts: tuple[str, ...]) -> IdentityFiles:
+    if not files.exists():  # a restarted VM keeps the certificate it has
+        authority = cluster_authority(layout)
+        issued = issue(authority, files.role, hosts, dt.datetime.now(dt.UTC))
+        write_identity(files, issued, authority.certificate_pem)
+    return files
+
+
+def ensure_vm_identity(layout: ClusterLayout, vm: VmLayout) -> IdentityFiles:
+    return _ensure(vm_identity(vm), layout, (vm.address, vm.name))
+
+
+def ensure_admin_identity(layout: ClusterLayout) -> IdentityFiles:
+    return _ensure(admin_identity(layout), layout, ())
