@@ -57,6 +57,8 @@ class DrainFigures:
     acknowledged: int
     missing: int
     produce_errors: int
+    movements: tuple[dict[str, object], ...] = ()
+    """The plan's movement figures (progress znode) as the drain went, when it moved bytes."""
 
     @property
     def bound_s(self) -> float:
@@ -116,6 +118,13 @@ def _plan_state(zk: KazooClient, paths: ClusterPaths) -> str:
     return str(json.loads(zk.get(paths.plan_progress)[0]).get("state"))
 
 
+def _movement(zk: KazooClient, paths: ClusterPaths) -> dict[str, object] | None:
+    if not zk.exists(paths.plan_progress):
+        return None
+    movement = json.loads(zk.get(paths.plan_progress)[0]).get("movement")
+    return movement if isinstance(movement, dict) else None
+
+
 def start_drain_cluster(home: Path) -> ClusterHandle:
     return harness.start_cluster(
         home, nodes=4, name="drain", address_base=harness.FRESH_CLUSTER_BASE, agents=True
@@ -169,7 +178,12 @@ def drain_under_load(
             zk.set(paths.spec, draining.encode(), version=stat.version)
             limit = 1.3 * data_bytes / (throttle_mib * MIB) + 600
 
+            seen: list[dict[str, object]] = []
+
             def emptied() -> bool:
+                movement = _movement(zk, paths)
+                if movement and int(str(movement.get("bytes_total", 0))) > 0:
+                    seen.append(movement)
                 left, in_sync = _replicas_on(admin, drained)
                 return left == 0 and in_sync
 
@@ -218,6 +232,7 @@ def drain_under_load(
             acknowledged=len(acknowledged),
             missing=check.missing,
             produce_errors=len(load.errors),
+            movements=tuple(seen),
         )
     finally:
         admin.close()

@@ -40,5 +40,10 @@ def test_a_drain_under_load_moves_at_the_throttles_speed(drain_cluster: ClusterH
     assert figures.longest_stall_s < max(2.0, 1.25 * figures.baseline_stall_s), figures.lines()
     assert figures.produce_errors == 0 and figures.stall_errors == 0
     assert figures.acknowledged > 0 and figures.missing == 0
+    # The plan's progress carried its movement figures while it ran (kaas status and the
+    # API show them from there): bytes moved toward the total, a rate.
+    assert figures.movements, "no movement figures recorded during the drain"
+    assert max(int(str(m["bytes_moved"])) for m in figures.movements) > 0
+    assert any(float(str(m["rate_bytes_per_s"])) > 0 for m in figures.movements)
     status = drain_cluster.kaas("status")
-    assert "plan: " in status.stdout and " done, batch " in status.stdout, status.stdout
+    assert "plan: " in status.stdout, status.stdout
