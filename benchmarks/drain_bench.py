@@ -8,7 +8,7 @@ probe's longest stall over a quiet stretch just before (the machine's own).
     .venv/bin/python -m benchmarks.drain_bench [--sizes-mib 512,2048] [--throttle-mib 50]
                                                (from the repository root)
 
-Each size needs about 5 x N of free disk (RF 3 on four brokers, plus the copy).
+Each size needs about 7 x N of free disk (2 x N written at RF 3, plus the copy).
 """
 
 from __future__ import annotations
