@@ -410,8 +410,20 @@ class Agent:
         def on_sample(problem: str | None) -> None:
             self.metrics_problem = problem
 
+        def statsd_target() -> tuple[str, int] | None:
+            good = self.memory.last_good_spec
+            if good is None or good.monitoring is None:
+                return None
+            return good.monitoring.statsd_host, good.monitoring.statsd_port
+
         return start_metrics_loop(
-            self.settings, self.broker_id, replication, AGENT_VERSION, stop, on_sample
+            self.settings,
+            self.broker_id,
+            replication,
+            AGENT_VERSION,
+            stop,
+            on_sample,
+            statsd_target,
         )
 
     def close(self) -> None:

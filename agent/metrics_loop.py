@@ -18,8 +18,11 @@ def start_metrics_loop(
     agent_version: str,
     stop: threading.Event,
     on_sample: Callable[[str | None], None],
+    statsd_target: Callable[[], tuple[str, int] | None] = lambda: None,
 ) -> threading.Thread:
-    """`on_sample(problem)` after every interval; `problem` is None when all went out."""
+    """`on_sample(problem)` after every interval; `problem` is None when all went out.
+    `statsd_target()`, asked every interval: the spec's statsd address, which wins over the
+    settings' (None: the settings' own)."""
     s = settings
     collector = MetricsCollector(
         s.cluster,
@@ -46,6 +49,9 @@ def start_metrics_loop(
         try:
             while not stop.wait(s.metrics_interval_s):
                 try:
+                    target = statsd_target()
+                    if target is not None:
+                        publisher.set_statsd_target(*target)
                     sample = collector.collect()
                     result = publisher.publish(sample)
                     on_sample(sample.sentence() or result.sentence())

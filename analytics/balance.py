@@ -24,7 +24,7 @@ RESOURCES: tuple[str, ...] = (BYTES_IN, BYTES_OUT, LEADER_BYTES_IN, DISK, PARTIT
 
 # A zone's load is the sum of its brokers' loads, except CPU, a percentage per host,
 # which is averaged.
-_ZONE_MEAN_RESOURCES = frozenset({CPU})
+ZONE_MEAN_RESOURCES = frozenset({CPU})
 
 WINDOW_COLUMNS = ("cluster", "window_start", "window_end")
 DEFAULT_WINDOW = "5 minutes"
@@ -135,7 +135,7 @@ def zone_window_load(broker_load: DataFrame) -> DataFrame:
     """
     zone = F.coalesce(F.col("rack"), F.lit("unknown")).alias("zone")
     aggregates = [
-        (F.avg(resource) if resource in _ZONE_MEAN_RESOURCES else F.sum(resource)).alias(resource)
+        (F.avg(resource) if resource in ZONE_MEAN_RESOURCES else F.sum(resource)).alias(resource)
         for resource in RESOURCES
     ]
     return (

@@ -21,14 +21,17 @@ from typing import Any, cast
 
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
+from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
 
-from analytics import balance, charts, layout, plan_compare
+from analytics import balance, charts, layout, plan_compare, window_tables
 from analytics.errors import AnalyticsError
 from analytics.metrics import ParsedMetrics, flattened
 from analytics.planner_score import score_windows
+from analytics.writeback import measured_load_of
+from planner.contracts.measured_load import MeasuredLoad
 
 SUMMARY_SCHEMA_VERSION = 1
 
@@ -50,6 +53,9 @@ class BalanceOptions:
     """A Kafka reassignment JSON: the plan's prediction is the layout after it."""
     layout_out: Path | None = None
     """Where the measured LAYOUT.json goes (default: OUT/LAYOUT.json)."""
+    load_span_s: int = 3600
+    """The span the measured load per partition for the planner averages (ending at the
+    latest window's end)."""
     write_normalised: bool = True
     """Write the parsed flat tables (off when they were the input)."""
     charts: bool = True
@@ -59,6 +65,8 @@ class BalanceOptions:
 class BalanceResult:
     summary: dict[str, Any]
     outputs: dict[str, str] = field(default_factory=dict)
+    measured_load: MeasuredLoad | None = None
+    """Per-partition load for /kaas/<cluster>/load (None without partition metrics)."""
 
 
 def _choose_cluster(broker_load: pd.DataFrame, wanted: str | None) -> tuple[str, int, int]:
@@ -150,88 +158,68 @@ def run_balance(
             }
         )
         parsed = ParsedMetrics(**flat, quarantine=quarantine)
-    # Each large table is scanned once, into a small per-window table; all the rest
-    # works from those. The three scans are independent Spark jobs, run side by side so
-    # that one job's planning, last task and commit overlap another's work.
+    # Each large table is scanned once, into a small per-window table that comes to the
+    # driver as Arrow; everything else is derived from those there (analytics.window_tables),
+    # where a Spark job's fixed costs would be most of the time. The three scans are
+    # independent Spark jobs, run side by side so that one job's planning and last task
+    # overlap another's work.
     window = options.window
-    staged = _in_parallel(
+    scanned = _in_parallel(
         {
             "broker_load": partial(
-                stage, balance.broker_window_load(parsed.broker_metrics, window), "broker_load"
+                _arrow_of, balance.broker_window_load(parsed.broker_metrics, window)
             ),
             "replica_window": partial(
-                stage,
-                balance.replica_window_state(parsed.partition_metrics, window),
-                "replica_window",
+                _arrow_of, balance.replica_window_state(parsed.partition_metrics, window)
             ),
             "topic_window": partial(
-                stage, balance.topic_window_rates(parsed.topic_metrics, window), "topic_window"
+                _arrow_of, balance.topic_window_rates(parsed.topic_metrics, window)
             ),
         }
     )
-    # The per-window broker load is small (windows x brokers): read straight from its
-    # Parquet files, with no Spark job.
-    all_broker_load_pd = _read_parquet(outputs["broker_load"])
+    for name, table in scanned.items():
+        outputs[name] = str(write_arrow_table(table, out_dir / name))
+    all_broker_load_pd = _arrow_to_pandas(scanned["broker_load"])
     cluster, scored_records, valid_records = _choose_cluster(all_broker_load_pd, options.cluster)
 
-    def of_cluster(frame: DataFrame) -> DataFrame:
-        return frame.where(F.col("cluster") == cluster)
+    def of_cluster(name: str) -> pd.DataFrame:
+        table = scanned[name]
+        return _arrow_to_pandas(table.filter(pc.equal(table["cluster"], cluster)))
 
-    broker_load = of_cluster(staged["broker_load"])
-    broker_load_pd = all_broker_load_pd[all_broker_load_pd["cluster"] == cluster].reset_index(
-        drop=True
-    )
+    broker_load_pd = of_cluster("broker_load")
 
-    # The small tables, again side by side: each is one short Spark job.
-    small: dict[str, Callable[[], Any]] = {
-        # zone_balance from the zone load's plan, not its written copy: the two jobs
-        # run side by side instead of one after the other (the input is small).
-        "zone_load": partial(
-            _write,
-            balance.zone_window_load(broker_load),
-            out_dir / "zone_load",
-            outputs,
-            "zone_load",
-        ),
-        "zone_balance": partial(
-            _write,
-            balance.resource_balance(
-                balance.zone_window_load(broker_load), "zone", options.hot_threshold
-            ),
-            out_dir / "zone_balance",
-            outputs,
-            "zone_balance",
-        ),
-        "broker_balance": partial(
-            _write,
-            balance.resource_balance(broker_load, "broker_id", options.hot_threshold),
-            out_dir / "broker_balance",
-            outputs,
-            "broker_balance",
-        ),
-        "partition_load": partial(
-            stage,
-            balance.partition_load_from(
-                of_cluster(staged["replica_window"]), of_cluster(staged["topic_window"])
-            ),
-            "partition_load",
-        ),
-    }
-    if options.charts:
-        small["before_after"] = partial(
-            _to_pandas, balance.split_before_after(broker_load, options.plan_applied_at)
+    def written(frame: pd.DataFrame, schema: pa.Schema, name: str) -> pd.DataFrame:
+        outputs[name] = str(
+            write_arrow_table(window_tables.to_arrow(frame, schema), out_dir / name)
         )
-    # The scores are plain Python on the driver, computed meanwhile (last, so the Spark
-    # jobs are submitted first; their threads then only wait on the JVM).
-    small["scores"] = partial(_scores_per_window, broker_load_pd)
-    done = _in_parallel(small)
-    partition_load = done["partition_load"]
-    # The small tables are read straight from their Parquet files: no Spark job needed.
-    broker_balance_pd = _read_parquet(outputs["broker_balance"], cluster)
-    zone_balance_pd = _read_parquet(outputs["zone_balance"], cluster)
+        return frame
 
-    scores, score_detail = done["scores"]
+    zone_load_pd = written(
+        window_tables.zone_window_load(broker_load_pd), window_tables.ZONE_LOAD_SCHEMA, "zone_load"
+    )
+    zone_balance_pd = written(
+        window_tables.resource_balance(zone_load_pd, "zone", options.hot_threshold),
+        window_tables.BALANCE_SCHEMA,
+        "zone_balance",
+    )
+    broker_balance_pd = written(
+        window_tables.resource_balance(broker_load_pd, "broker_id", options.hot_threshold),
+        window_tables.BALANCE_SCHEMA,
+        "broker_balance",
+    )
+    partition_load = written(
+        window_tables.partition_load(of_cluster("replica_window"), of_cluster("topic_window")),
+        window_tables.PARTITION_LOAD_SCHEMA,
+        "partition_load",
+    )
+    scores, score_detail = _scores_per_window(broker_load_pd)
     outputs["scores"] = str(_write_scores(scores, out_dir / "scores"))
+    records = {
+        "valid": valid_records,
+        "scored": scored_records,
+        "quarantined": quarantined,
+        "quarantine_reasons": reasons,
+    }
 
     latest_start = broker_load_pd["window_start"].max()
     latest = broker_load_pd[broker_load_pd["window_start"] == latest_start]
@@ -242,12 +230,7 @@ def run_balance(
         "cluster": cluster,
         "window": options.window,
         "hot_threshold": options.hot_threshold,
-        "records": {
-            "valid": valid_records,
-            "scored": scored_records,
-            "quarantined": quarantined,
-            "quarantine_reasons": reasons,
-        },
+        "records": records,
         "windows": int(broker_load_pd["window_start"].nunique()),
         "first_window_start": _iso(broker_load_pd["window_start"].min()),
         "latest_window": {
@@ -273,17 +256,20 @@ def run_balance(
         planned = options.layout_document
         if options.reassignment_document is not None:
             planned = layout.apply_reassignment(planned, options.reassignment_document)
+        latest_load = spark.createDataFrame(
+            pa.Table.from_pandas(latest.reset_index(drop=True), preserve_index=False)
+        )
         summary["plan_comparison"] = _compare_with_plan(
-            spark, broker_load, planned, out_dir, outputs
+            spark, latest_load, planned, out_dir, outputs
         )
         summary["layout"] = _write_measured_layout(
-            balance.partition_measured_load(partition_load),
+            window_tables.partition_measured_load(partition_load),
             options.layout_document,
             options.layout_out or out_dir / "LAYOUT.json",
         )
         outputs["layout"] = summary["layout"]["path"]
     if options.charts:
-        before_after = done["before_after"]
+        before_after = window_tables.split_before_after(broker_load_pd, options.plan_applied_at)
         outputs["broker_load_chart"] = str(
             charts.broker_load_chart(before_after, cluster, out_dir / "charts" / "broker_load.png")
         )
@@ -296,7 +282,12 @@ def run_balance(
     summary_path = out_dir / "summary.json"
     summary_path.write_text(json.dumps(summary, indent=2, sort_keys=True, default=str) + "\n")
     outputs["summary"] = str(summary_path)
-    return BalanceResult(summary=summary, outputs=outputs)
+    measured = (
+        measured_load_of(partition_load, cluster, options.load_span_s, now_iso())
+        if not partition_load.empty
+        else None
+    )
+    return BalanceResult(summary=summary, outputs=outputs, measured_load=measured)
 
 
 def _in_parallel(work: dict[str, Callable[[], Any]]) -> dict[str, Any]:
@@ -328,25 +319,36 @@ _SCORES_SCHEMA = pa.schema(
 def _write_scores(scores: pd.DataFrame, path: Path) -> Path:
     """The per-window scores (computed on the driver) as a Parquet folder like Spark's,
     written by pyarrow: a Spark job only to write a few hundred rows would cost more."""
-    if path.exists():
-        shutil.rmtree(path)
-    path.mkdir(parents=True)
     frame = scores.copy()
     for column in ("window_start", "window_end"):
         frame[column] = pd.to_datetime(frame[column], utc=True)
-    table = pa.Table.from_pandas(frame, schema=_SCORES_SCHEMA, preserve_index=False)
-    pq.write_table(table, path / "part-00000.parquet")
-    return path
+    return write_arrow_table(
+        pa.Table.from_pandas(frame, schema=_SCORES_SCHEMA, preserve_index=False), path
+    )
 
 
 def _to_pandas(frame: DataFrame) -> pd.DataFrame:
     return cast(pd.DataFrame, frame.toPandas())
 
 
-def _read_parquet(path: str, cluster: str | None = None) -> pd.DataFrame:
-    filters = [("cluster", "=", cluster)] if cluster is not None else None
-    table = pq.read_table(path, filters=filters)
+def _arrow_of(frame: DataFrame) -> pa.Table:
+    return frame.toArrow()
+
+
+def _arrow_to_pandas(table: pa.Table) -> pd.DataFrame:
     return cast(pd.DataFrame, table.to_pandas())
+
+
+def write_arrow_table(table: pa.Table, path: Path) -> Path:
+    """A small table as a Parquet folder like Spark's (one file and `_SUCCESS`), written by
+    pyarrow: for a few hundred thousand rows already on the driver, a Spark write job
+    (planning, tasks, the commit protocol) costs more than the writing."""
+    if path.exists():
+        shutil.rmtree(path)
+    path.mkdir(parents=True)
+    pq.write_table(table, path / "part-00000.parquet")
+    (path / "_SUCCESS").touch()
+    return path
 
 
 def _iso(value: Any) -> str | None:
@@ -360,7 +362,7 @@ def _iso(value: Any) -> str | None:
 
 def _compare_with_plan(
     spark: SparkSession,
-    broker_load: DataFrame,
+    latest_broker_load: DataFrame,
     layout_document: Any,
     out_dir: Path,
     outputs: dict[str, str],
@@ -370,9 +372,16 @@ def _compare_with_plan(
         "broker_id int, rack string, "
         + ", ".join(f"{resource} double" for resource in layout.PREDICTED_RESOURCES),
     )
-    comparison = plan_compare.compare_with_plan(balance.latest_window(broker_load), predicted)
-    _write(comparison, out_dir / "plan_comparison", outputs, "plan_comparison")
-    distances = plan_compare.plan_distance(spark.read.parquet(outputs["plan_comparison"])).collect()
+    comparison = plan_compare.compare_with_plan(latest_broker_load, predicted).persist(
+        StorageLevel.MEMORY_AND_DISK
+    )
+    try:
+        outputs["plan_comparison"] = str(
+            write_arrow_table(comparison.toArrow(), out_dir / "plan_comparison")
+        )
+        distances = plan_compare.plan_distance(comparison).collect()
+    finally:
+        comparison.unpersist()
     return {
         row["resource"]: {
             "total_variation_distance": round(float(row["total_variation_distance"]), 6),
@@ -384,17 +393,17 @@ def _compare_with_plan(
 
 
 def _write_measured_layout(
-    partition_measured: DataFrame, layout_document: Any, path: Path
+    partition_measured: pd.DataFrame, layout_document: Any, path: Path
 ) -> dict[str, Any]:
     measured = [
         layout.MeasuredPartitionLoad(
-            topic=row["topic"],
-            partition=row["partition"],
-            size_bytes=row["size_bytes"],
+            topic=str(row["topic"]),
+            partition=int(row["partition"]),
+            size_bytes=None if pd.isna(row["size_bytes"]) else int(row["size_bytes"]),
             bytes_in_per_s=float(row[balance.BYTES_IN] or 0.0),
             bytes_out_per_s=float(row[balance.BYTES_OUT] or 0.0),
         )
-        for row in partition_measured.collect()
+        for row in partition_measured.to_dict("records")
     ]
     updated, measured_count, unmeasured_count = layout.with_measured_load(layout_document, measured)
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -47,6 +47,11 @@ BROKER_FIELDS: tuple[tuple[str, str], ...] = (
     ("partition_count", INTEGER),
     ("log_size_bytes", INTEGER),
     ("log_cleaner_time_since_last_run_ms", INTEGER),
+    # Added within v1 (absent, so null, in older agents' records).
+    ("under_min_isr_partition_count", INTEGER),
+    ("offline_log_directory_count", INTEGER),
+    ("produce_total_time_ms_p99", NUMBER),
+    ("fetch_consumer_total_time_ms_p99", NUMBER),
 )
 HOST_FIELDS: tuple[tuple[str, str], ...] = (
     ("cpu_percent", NUMBER),
@@ -54,6 +59,7 @@ HOST_FIELDS: tuple[tuple[str, str], ...] = (
     ("memory_total_bytes", INTEGER),
     ("log_dir_used_bytes", INTEGER),
     ("log_dir_free_bytes", INTEGER),
+    ("log_dir_free_percent", NUMBER),  # added within v1
     ("network_bytes_sent", INTEGER),
     ("network_bytes_recv", INTEGER),
 )

@@ -10,6 +10,13 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from analytics.errors import AnalyticsError
+from planner.contracts.measured_load import (
+    MAX_ENCODED_BYTES,
+    MeasuredLoad,
+    PartitionLoad,
+    parse_measured_load,
+)
 from planner.contracts.paths import ClusterPaths
 from planner.contracts.plan_records import PlanScore, parse_plan_score
 
@@ -102,3 +109,75 @@ def parse_statsd_address(address: str) -> tuple[str, int]:
     if not separator or not host or not port.isdigit():
         raise ValueError(f"statsd address {address!r} is not HOST:PORT")
     return host, int(port)
+
+
+class LoadTooLargeError(AnalyticsError, ValueError):
+    """The measured load does not fit one znode."""
+
+
+def measured_load_of(
+    partition_load: Any, cluster: str, span_s: int, computed_at: str
+) -> MeasuredLoad:
+    """The contract's MeasuredLoad from the per-window partition load (pandas, one row per
+    window and partition): the mean rates over the windows that end within `span_s` of the
+    latest window's end. The span is what the value documents (window_start..window_end)."""
+    import pandas as pd
+
+    frame = partition_load.copy()
+    frame["window_start"] = pd.to_datetime(frame["window_start"], utc=True)
+    frame["window_end"] = pd.to_datetime(frame["window_end"], utc=True)
+    end = frame["window_end"].max()
+    recent = frame[frame["window_start"] >= end - pd.Timedelta(seconds=span_s)]
+    start = recent["window_start"].min()
+    means = recent.groupby(["topic", "partition"])[["bytes_in_per_s", "bytes_out_per_s"]].mean()
+    return MeasuredLoad(
+        cluster=cluster,
+        window_start=start.isoformat(),
+        window_end=end.isoformat(),
+        window_s=int((end - start).total_seconds()),
+        computed_at=computed_at,
+        partitions=tuple(
+            PartitionLoad(
+                str(topic), int(partition), float(row.bytes_in_per_s), float(row.bytes_out_per_s)
+            )
+            for (topic, partition), row in means.iterrows()
+        ),
+    )
+
+
+class ZooKeeperLoadWriter:
+    """Sets `/kaas/<cluster>/load` in one transaction that checks the version it read, so
+    two jobs writing at once cannot interleave: the second one's transaction fails."""
+
+    def __init__(self, hosts: str) -> None:
+        self.hosts = hosts
+
+    def write(self, load: MeasuredLoad) -> str:
+        from kazoo.client import KazooClient
+
+        path = ClusterPaths(load.cluster).measured_load
+        data = json.dumps(load.to_json(), sort_keys=True, separators=(",", ":")).encode()
+        if len(data) > MAX_ENCODED_BYTES:
+            raise LoadTooLargeError(
+                f"measured load of {len(load.partitions)} partitions is {len(data)} bytes, "
+                f"above the {MAX_ENCODED_BYTES} a znode takes"
+            )
+        parse_measured_load(data)  # a value no reader could parse is never written
+        client = KazooClient(hosts=self.hosts, timeout=ZK_TIMEOUT_S)
+        client.start(timeout=ZK_TIMEOUT_S)
+        try:
+            client.ensure_path(ClusterPaths(load.cluster).root)
+            stat = client.exists(path)
+            transaction = client.transaction()
+            if stat is None:
+                transaction.create(path, data)
+            else:
+                transaction.set_data(path, data, version=stat.version)
+            results = transaction.commit()
+            failed = [result for result in results if isinstance(result, Exception)]
+            if failed:
+                raise failed[0]
+        finally:
+            client.stop()
+            client.close()
+        return path

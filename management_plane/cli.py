@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 VM_ACTIONS = ("stop", "start", "kill", "pause", "resume", "wipe")
 # The management plane's own commands: `serve` logs to its own file, the rest are HTTP calls.
-SERVICE_COMMANDS = ("serve", "cluster", "tenant", "topic", "op")
+SERVICE_COMMANDS = ("serve", "cluster", "tenant", "topic", "op", "alerts")
 # The install extra that brings each package only some planes need.
 EXTRA_OF_PACKAGE = {
     **dict.fromkeys(("pyspark", "matplotlib", "pandas", "pyarrow", "numpy"), "analytics"),
@@ -109,7 +109,9 @@ def _parser() -> argparse.ArgumentParser:
     vm.add_argument("action", choices=VM_ACTIONS)
     vm.add_argument("name", help="VM name, e.g. vm2")
     vm.add_argument(
-        "--only", choices=("kafka", "zookeeper", "agent"), help="act on one of the VM's processes"
+        "--only",
+        choices=("kafka", "zookeeper", "agent", "controller"),
+        help="act on one of the VM's processes (controller: KRaft clusters)",
     )
 
     demo = with_home(
@@ -125,12 +127,20 @@ def _parser() -> argparse.ArgumentParser:
         help="leave out the management-plane part (a tenant over SCRAM, one VM replaced)",
     )
 
+    drill = with_home(commands.add_parser("drill", help="chaos drills (kaas drill --help)"))
+    from management_plane.drills.command import add_arguments as add_drill_arguments
+
+    add_drill_arguments(drill)
+
     from management_plane.service.client import add_commands
 
     add_commands(commands)
 
     commands.add_parser("plan", help="partition placement (kaas plan --help)", add_help=False)
     commands.add_parser("analytics", help="PySpark jobs (kaas analytics --help)", add_help=False)
+    commands.add_parser(
+        "dashboards", help="Grafana dashboard JSON (kaas dashboards export --help)", add_help=False
+    )
     return parser
 
 
@@ -193,6 +203,16 @@ def _print_status(status: dict[str, Any]) -> None:
             print(
                 f"{vm['name']} agent{role} {state}: {vm['agent_sentence'] or '(no sentence yet)'}"
             )
+    roles = [(vm["name"], vm.get("controller_role")) for vm in status["vms"]]
+    if any(role is not None for _, role in roles):
+        print("KRaft controllers: " + ", ".join(f"{n} {r}" for n, r in roles if r is not None))
+    monitoring = status.get("monitoring")
+    if monitoring:
+        down = [name for name, p in monitoring["processes"].items() if not p["running"]]
+        state = f"not running: {', '.join(down)}" if down else "running"
+        print(
+            f"monitoring: statsd {monitoring['statsd']}, Graphite {monitoring['graphite_url']} ({state})"
+        )
     for problem in status["problems"]:
         print(f"problem: {problem}")
 
@@ -260,6 +280,10 @@ def _run(args: argparse.Namespace) -> int:
     if args.command == "vm":
         print(cluster.vm_action(args.action, args.name, only=args.only))
         return 0
+    if args.command == "drill":
+        from management_plane.drills.command import run_command
+
+        return run_command(args, home)
     if args.command == "demo":
         from management_plane.demo import run_demo
 
@@ -333,6 +357,10 @@ def _main(argv: list[str]) -> int:
         from planner.cli import main as plan_main
 
         return plan_main(argv[1:])
+    if argv and argv[0] == "dashboards":
+        from management_plane.monitoring.grafana import main as dashboards_main
+
+        return dashboards_main(argv[1:])
     if argv and argv[0] == "analytics":
         from analytics.cli import main as analytics_main
 

@@ -26,6 +26,7 @@ from management_plane.local.cluster import LocalCluster
 from management_plane.local.layout import ClusterLayout
 from management_plane.local.processes import ProcessRecord, is_alive, kill_process
 from management_plane.local.state import require_state
+from management_plane.monitoring.pipeline import pipeline_records, plan_pipeline
 from planner.contracts.journal import JournalEntry, parse_journal_entry
 from planner.contracts.member import MemberRecord, MemberState, parse_members
 from planner.contracts.paths import ClusterPaths
@@ -69,6 +70,12 @@ def remember(home: Path) -> None:
             record = state.record(vm.name, kind)
             if record is not None:
                 STARTED_PROCESSES.add(record)
+    if state.agents:
+        monitoring = plan_pipeline(home, state.layout.vms[0].address.rsplit(".", 1)[0])
+        STARTED_PROCESSES.update(pipeline_records(monitoring).values())
+        host = monitoring.host
+        for port in (host.carbon_line_port, host.carbon_query_port, host.render_port):
+            USED_ENDPOINTS.add((host.address, port))
 
 
 def leftovers() -> list[ProcessRecord]:
@@ -136,7 +143,7 @@ class ClusterHandle:
     def log_tails(self, lines: int = 80) -> list[tuple[str, str]]:
         tails = []
         for vm in self.layout.vms:
-            for kind in ("zookeeper", "agent", "kafka"):
+            for kind in ("zookeeper", "agent", "controller", "kafka"):
                 path = vm.logs_dir / f"{kind}.log"
                 if path.exists():
                     text = path.read_text(errors="replace").splitlines()[-lines:]
@@ -196,11 +203,22 @@ def wait_for_healthy_agents(
 
 
 def start_cluster(
-    home: Path, nodes: int, name: str, address_base: str, agents: bool = False
+    home: Path,
+    nodes: int,
+    name: str,
+    address_base: str,
+    agents: bool = False,
+    kafka_version: str | None = None,
 ) -> ClusterHandle:
     cluster = LocalCluster(home)
     try:
-        result = cluster.up(nodes, name=name, address_base=address_base, agents=agents)
+        result = cluster.up(
+            nodes,
+            name=name,
+            address_base=address_base,
+            agents=agents,
+            kafka_version=kafka_version,
+        )
     finally:
         if (home / "cluster.json").exists():
             remember(home)

@@ -22,6 +22,8 @@ METER = ("Count", "OneMinuteRate")
 """Yammer meters: the counter (rates are computed from its deltas) and the meter's own
 one-minute rate (the fallback when there is no previous counter to compare with)."""
 GAUGE = ("Value",)
+PERCENTILE_99 = ("99thPercentile",)
+"""Yammer histograms (request times): the 99th percentile over the histogram's window."""
 
 
 @dataclass(frozen=True)
@@ -127,6 +129,30 @@ JMX_READS: tuple[JmxRead, ...] = (
         "broker.network_processor_avg_idle_percent",
     ),
     JmxRead("leader_count", f"{_REPLICA_MANAGER},name=LeaderCount", GAUGE, "broker.leader_count"),
+    JmxRead(
+        "under_min_isr_partition_count",
+        f"{_REPLICA_MANAGER},name=UnderMinIsrPartitionCount",
+        GAUGE,
+        "broker.under_min_isr_partition_count",
+    ),
+    JmxRead(
+        "offline_log_directory_count",
+        "kafka.log:type=LogManager,name=OfflineLogDirectoryCount",
+        GAUGE,
+        "broker.offline_log_directory_count",
+    ),
+    JmxRead(
+        "produce_time_p99",
+        "kafka.network:type=RequestMetrics,name=TotalTimeMs,request=Produce",
+        PERCENTILE_99,
+        "broker.produce_total_time_ms_p99",
+    ),
+    JmxRead(
+        "fetch_consumer_time_p99",
+        "kafka.network:type=RequestMetrics,name=TotalTimeMs,request=FetchConsumer",
+        PERCENTILE_99,
+        "broker.fetch_consumer_total_time_ms_p99",
+    ),
     JmxRead(
         "partition_count",
         f"{_REPLICA_MANAGER},name=PartitionCount",

@@ -106,6 +106,16 @@ class MetricsPublisher:
         )
         return PublishResult(gauges_sent, len(value), delivered, tuple(problems))
 
+    def set_statsd_target(self, host: str | None, port: int) -> None:
+        """Send the next gauges to `host:port` (None: no statsd); the socket is remade lazily."""
+        address = (host, port) if host else None
+        if address == self.statsd_address:
+            return
+        self.statsd_address = address
+        if self._statsd is not None:
+            self._statsd.close()
+            self._statsd = None
+
     def close(self, timeout_s: float = 5.0) -> int:
         """Flush what is still queued (at most `timeout_s`) and release the sockets.
         Returns how many records were still undelivered."""

@@ -229,6 +229,17 @@ class _Builder:
             self.bad_value(key, f"{_READS_BY_KEY[key].mbean} Value", attributes.get("Value"))
         return value
 
+    def percentile_99(self, key: str) -> float | None:
+        attributes = self.single(key)
+        if attributes is None:
+            return None
+        value = as_rate(attributes.get("99thPercentile"))
+        if value is None:
+            self.bad_value(
+                key, f"{_READS_BY_KEY[key].mbean} 99thPercentile", attributes.get("99thPercentile")
+            )
+        return value
+
     def fraction(self, key: str) -> float | None:
         attributes = self.single(key)
         if attributes is None:
@@ -311,6 +322,14 @@ def _int_or_none(text: str | None) -> int | None:
         return None
 
 
+def free_percent(free: int | None, used: int | None) -> float | None:
+    """Free space as a percentage of free + used (what the disk-free alert reads)."""
+    free_n, used_n = as_count(free), as_count(used)
+    if free_n is None or used_n is None or free_n + used_n == 0:
+        return None
+    return 100.0 * free_n / (free_n + used_n)
+
+
 def build_record(
     identity: BrokerIdentity,
     jmx: JmxResult,
@@ -346,6 +365,10 @@ def build_record(
         "partition_count": build.count("partition_count"),
         "log_size_bytes": None,
         "log_cleaner_time_since_last_run_ms": build.count("log_cleaner_time_since_last_run"),
+        "under_min_isr_partition_count": build.count("under_min_isr_partition_count"),
+        "offline_log_directory_count": build.count("offline_log_directory_count"),
+        "produce_total_time_ms_p99": build.percentile_99("produce_time_p99"),
+        "fetch_consumer_total_time_ms_p99": build.percentile_99("fetch_consumer_time_p99"),
     }
     # Its Count is idle nanoseconds per handler thread; its one-minute rate is already a
     # fraction (the meter's rate unit is nanoseconds).
@@ -399,6 +422,7 @@ def build_record(
         "memory_total_bytes": as_count(host.memory_total_bytes),
         "log_dir_used_bytes": as_count(host.log_dir_used_bytes),
         "log_dir_free_bytes": as_count(host.log_dir_free_bytes),
+        "log_dir_free_percent": free_percent(host.log_dir_free_bytes, host.log_dir_used_bytes),
         "network_bytes_sent": as_count(host.network_bytes_sent),
         "network_bytes_recv": as_count(host.network_bytes_recv),
     }

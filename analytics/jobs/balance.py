@@ -21,6 +21,13 @@ from pyspark.sql import SparkSession
 
 from analytics import balance, layout
 from analytics.balance_run import BalanceOptions, BalanceResult, now_iso, run_balance
+from analytics.incremental import (
+    DEFAULT_LATENESS,
+    IncrementalOptions,
+    RunCounts,
+    latest_window_summary,
+    run_incremental,
+)
 from analytics.jobs.common import (
     EXIT_BAD_INPUT,
     EXIT_OK,
@@ -36,9 +43,11 @@ from analytics.sources import (
     read_json_lines,
     read_kafka_topics,
     read_normalised_parquet,
+    require_topics,
 )
 from analytics.writeback import (
     StatsdScoreSender,
+    ZooKeeperLoadWriter,
     ZooKeeperScoreWriter,
     parse_statsd_address,
     score_document,
@@ -89,6 +98,28 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--statsd", help="send the latest score to this statsd HOST:PORT")
     parser.add_argument("--no-charts", action="store_true", help="skip the PNG charts")
+    parser.add_argument(
+        "--state",
+        type=Path,
+        help="incremental mode: keep a checkpoint and per-window results per cluster here and "
+        "read only the records that arrived since the last run (needs --bootstrap-servers "
+        "and --cluster)",
+    )
+    parser.add_argument(
+        "--follow",
+        action="store_true",
+        help="with --state: keep running, a micro-batch every --every, writing the score each time",
+    )
+    parser.add_argument(
+        "--every",
+        default="1 minute",
+        help="--follow's processing-time trigger (default %(default)s)",
+    )
+    parser.add_argument(
+        "--lateness",
+        default=DEFAULT_LATENESS,
+        help="with --state: how late a sample may arrive and still count (default %(default)s)",
+    )
     return parser
 
 
@@ -140,6 +171,13 @@ def _write_back(args: argparse.Namespace, result: BalanceResult) -> None:
     if args.zookeeper:
         path = ZooKeeperScoreWriter(args.zookeeper).write(summary["cluster"], document)
         print(f"score written to ZooKeeper {path}")
+        if result.measured_load is not None:
+            load = result.measured_load
+            path = ZooKeeperLoadWriter(args.zookeeper).write(load)
+            print(
+                f"measured load of {len(load.partitions)} partitions "
+                f"({load.window_start} .. {load.window_end}) written to ZooKeeper {path}"
+            )
     if args.statsd:
         host, port = parse_statsd_address(args.statsd)
         sent = StatsdScoreSender(host, port).send(summary["cluster"], document)
@@ -179,9 +217,78 @@ def report_lines(summary: dict[str, object]) -> list[str]:
     return lines
 
 
+def _check_incremental(args: argparse.Namespace) -> None:
+    if args.follow and args.state is None:
+        raise ValueError("--follow needs --state (the folder of the incremental checkpoint)")
+    if args.state is None:
+        return
+    if args.bootstrap_servers is None or args.cluster is None:
+        raise ValueError("--state reads the metrics topic: give --bootstrap-servers and --cluster")
+    balance.window_seconds(args.lateness)
+    balance.window_seconds(args.every)
+
+
+def _incremental(spark: SparkSession, args: argparse.Namespace) -> int:
+    """The incremental mode: once over what arrived (Trigger.AvailableNow), or --follow."""
+    options = IncrementalOptions(
+        state_dir=args.state, cluster=args.cluster, window=args.window, lateness=args.lateness
+    )
+    ensure_kafka_connector(SparkSettings.from_env().jars_dir, launched_by_spark_submit())
+    require_topics(args.bootstrap_servers, [args.topic])
+    stream = (
+        spark.readStream.format("kafka")
+        .option("kafka.bootstrap.servers", args.bootstrap_servers)
+        .option("subscribe", args.topic)
+        .option("startingOffsets", "earliest")
+        .load()
+    )
+
+    def report(counts: RunCounts) -> None:
+        summary = latest_window_summary(spark, options, args.hot_threshold)
+        print(
+            f"cluster {args.cluster}: {counts.records_read or 'new'} records read, "
+            f"{counts.valid} valid, {counts.quarantined} quarantined ({counts.late} late), "
+            f"{len(counts.windows_updated)} windows updated"
+        )
+        if summary is None:
+            return
+        score = summary["score"]
+        print(
+            f"latest window {summary['window_start']} .. {summary['window_end']}: score "
+            + (
+                f"{score:.1f}/100"
+                if score is not None
+                else f"unavailable ({summary['unavailable_reason']})"
+            )
+        )
+        if args.zookeeper:
+            document = score_document(
+                cluster=args.cluster,
+                score=score,
+                window_start=summary["window_start"],
+                window_end=summary["window_end"],
+                brokers=summary["brokers"],
+                resources=summary["resources"],
+                computed_at=now_iso(),
+            )
+            path = ZooKeeperScoreWriter(args.zookeeper).write(args.cluster, document)
+            print(f"score written to ZooKeeper {path}")
+
+    counts = run_incremental(
+        spark,
+        stream,
+        options,
+        processing_time=args.every if args.follow else None,
+        on_batch=report if args.follow else None,
+    )
+    report(counts)
+    return EXIT_OK
+
+
 def main(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
     try:
+        _check_incremental(args)
         # Checked before Spark starts: a wrong path should not cost a JVM start.
         options = _options(args)
     except INPUT_ERRORS as error:
@@ -189,6 +296,8 @@ def main(argv: list[str]) -> int:
         return EXIT_BAD_INPUT
 
     def body(spark: SparkSession) -> int:
+        if args.state is not None:
+            return _incremental(spark, args)
         result = run_balance(spark, _parsed(spark, args), options, args.out)
         for line in report_lines(result.summary):
             print(line)

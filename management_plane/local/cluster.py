@@ -23,9 +23,11 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NodeExistsError
 
 from management_plane.errors import KaasError
-from management_plane.local import probes, render
+from management_plane.local import kraft, probes, render
 from management_plane.local.background_service import stop_background_service
 from management_plane.local.image import LocalImage, find_java, load_image
+from management_plane.local.kraft_probe import quorum_replicas
+from management_plane.local.kraft_storage import format_storage
 from management_plane.local.layout import (
     DEFAULT_ADDRESS_BASE,
     ZONES,
@@ -59,8 +61,17 @@ from management_plane.local.up_choice import (
     address_base_of,
     decide_up,
 )
+from management_plane.monitoring.pipeline import (
+    PipelineLayout,
+    pipeline_status,
+    plan_pipeline,
+    start_pipeline,
+    stop_pipeline,
+)
 from management_plane.workload import create_topic
+from planner.contracts.kafka_release import KafkaMode, kafka_mode
 from planner.contracts.member import MemberRecord
+from planner.contracts.monitoring import MonitoringTargets
 from planner.contracts.paths import ClusterPaths
 from planner.contracts.plan_status import PlanStatus
 from planner.contracts.vm_config import render_zookeeper_myid
@@ -145,14 +156,19 @@ def _write_vm_files(
         # Once rendered, the agent owns server.properties.
         *((render.SERVER_PROPERTIES,) if agents else ()),
     }
-    for name, text in render.config_files(layout, vm, kafka_version).items():
+    files = render.config_files(layout, vm, kafka_version)
+    if kafka_mode(kafka_version) is KafkaMode.KRAFT:
+        kafka_files = (render.SERVER_PROPERTIES, render.KAFKA_LOG4J)
+        files = {n: t for n, t in files.items() if n not in kafka_files}
+        files.update(kraft.config_files(layout, vm, kafka_version))
+    for name, text in files.items():
         path = vm.config_dir / name
         if not (name in keep and path.exists()):
             path.write_text(text)
 
 
 ZOOKEEPER_PORT_ROLES = ("zookeeper_client", "zookeeper_peer", "zookeeper_election")
-KAFKA_PORT_ROLES = ("kafka", "kafka_sasl", "jolokia")
+KAFKA_PORT_ROLES = ("kafka", "kafka_sasl", "jolokia", "kafka_controller")
 
 
 def _check_ports_free(
@@ -230,9 +246,11 @@ class LocalCluster:
         )
 
     @staticmethod
-    def _write_spec_if_absent(layout: ClusterLayout, kafka_version: str) -> None:
+    def _write_spec_if_absent(
+        layout: ClusterLayout, kafka_version: str, monitoring: MonitoringTargets | None = None
+    ) -> None:
         """The local provider stands in for the management plane: it writes the first spec."""
-        spec = render.local_spec(layout, kafka_version)
+        spec = render.local_spec(layout, kafka_version, monitoring)
         client = KazooClient(hosts=layout.zookeeper_hosts, timeout=10)
         client.start(timeout=30)
         try:
@@ -247,22 +265,50 @@ class LocalCluster:
         if is_alive(state.record(vm.name, "kafka")):
             return
         image = self.image()
-        command = render.kafka_command(
-            str(java),
-            state.layout,
-            vm,
-            str(image.kafka_libs(state.kafka_version)),
-            str(image.jolokia_agent),
+        libs = str(image.kafka_libs(state.kafka_version))
+        command = (
+            kraft.broker_command(str(java), vm, libs, str(image.jolokia_agent))
+            if state.kraft
+            else render.kafka_command(str(java), state.layout, vm, libs, str(image.jolokia_agent))
         )
         state.set_record(
             vm.name, "kafka", start_process(command, vm.logs_dir / "kafka.log", vm.directory)
         )
 
+    def _start_controller(self, state: ClusterState, vm: VmLayout, java: Path) -> None:
+        if "controller" not in state.vm_kinds(vm.name) or is_alive(
+            state.record(vm.name, "controller")
+        ):
+            return
+        libs = str(self.image().kafka_libs(state.kafka_version))
+        state.set_record(
+            vm.name,
+            "controller",
+            start_process(
+                kraft.controller_command(str(java), vm, libs),
+                vm.logs_dir / "controller.log",
+                vm.directory,
+            ),
+        )
+
+    def _wait_controllers(self, state: ClusterState) -> None:
+        """The brokers start once every controller listens: a broker gives up when it cannot
+        register within Kafka's initial.broker.registration.timeout.ms."""
+        controllers = kraft.controller_vms(state.layout)
+        for vm in controllers:
+            _wait_for(
+                f"the KRaft controller of {vm.name} to listen",
+                lambda vm=vm: probes.port_open(vm.address, vm.ports.kafka_controller),  # type: ignore[misc]
+                BROKERS_READY_TIMEOUT,
+                f"see {vm.logs_dir / 'controller.log'}",
+                self._watch(state, controllers, "controller"),
+            )
+
     @staticmethod
     def _watch(state: ClusterState, vms: tuple[VmLayout, ...], kind: str) -> Callable[[], None]:
         def alive() -> None:
             for vm in vms:
-                if not is_alive(state.record(vm.name, kind)):
+                if kind in state.vm_kinds(vm.name) and not is_alive(state.record(vm.name, kind)):
                     log_file = vm.logs_dir / f"{kind}.log"
                     raise KaasError(
                         f"the {kind} process of {vm.name} exited during start-up: see {log_file} "
@@ -298,13 +344,19 @@ class LocalCluster:
                 return wanted <= ids
 
         logs = "see " + ", ".join(str(vm.logs_dir / "kafka.log") for vm in vms)
-        _wait_for(
-            f"{wanted_text} to register in ZooKeeper",
-            lambda: enough(set(probes.broker_registrations(layout))),
-            BROKERS_READY_TIMEOUT,
-            logs,
-            self._watch(state, vms, "agent" if state.agents else "kafka"),
-        )
+        if state.kraft:
+            # No ZooKeeper registration: a KRaft broker registers with the controllers, and
+            # the metadata request below lists it once it has.
+            for watched in ("controller", "kafka"):
+                self._watch(state, vms, watched)()
+        else:
+            _wait_for(
+                f"{wanted_text} to register in ZooKeeper",
+                lambda: enough(set(probes.broker_registrations(layout))),
+                BROKERS_READY_TIMEOUT,
+                logs,
+                self._watch(state, vms, "agent" if state.agents else "kafka"),
+            )
         _wait_for(
             f"a metadata request to list {wanted_text}",
             lambda: enough(probes.metadata_broker_ids(layout.bootstrap_servers)),
@@ -327,9 +379,20 @@ class LocalCluster:
         for vm in state.layout.vms:
             stop_process(state.record(vm.name, "kafka"), KAFKA_STOP_TIMEOUT)
             state.set_record(vm.name, "kafka", None)
+        # KRaft controllers after the brokers, whose controlled shutdown they answer.
+        for vm in state.layout.vms:
+            send_signal(state.record(vm.name, "controller"), signal.SIGCONT)
+            send_signal(state.record(vm.name, "controller"), signal.SIGTERM)
+        for vm in state.layout.vms:
+            stop_process(state.record(vm.name, "controller"), KAFKA_STOP_TIMEOUT)
+            state.set_record(vm.name, "controller", None)
         for vm in state.layout.vms:
             stop_process(state.record(vm.name, "zookeeper"), ZOOKEEPER_STOP_TIMEOUT)
             state.set_record(vm.name, "zookeeper", None)
+        stop_pipeline(self._monitoring(state.layout))
+
+    def _monitoring(self, layout: ClusterLayout) -> PipelineLayout:
+        return plan_pipeline(self.home, address_base_of(layout.vms[0].address))
 
     # -- operations -----------------------------------------------------------------------
 
@@ -348,6 +411,11 @@ class LocalCluster:
         image = self.image()
         version = kafka_version or image.default_kafka_version
         image.kafka_libs(version)  # an unknown version fails here, before anything starts
+        if kafka_mode(version) is KafkaMode.KRAFT and agents:
+            raise KaasError(
+                f"Kafka {version} runs in KRaft mode, which local clusters run without agents "
+                "for now: add --no-agents"
+            )
         with locked(self.home):
             existing = read_state(self.home)
             decision = decide_up(self._recorded(existing), nodes, address_base, self.home)
@@ -369,7 +437,16 @@ class LocalCluster:
                 write_state(state)
                 self._wait_zookeeper(state, layout.vms)
                 if agents:
-                    self._write_spec_if_absent(layout, version)
+                    # The pipeline runs before the agents, so their first samples land.
+                    targets = start_pipeline(self._monitoring(layout))
+                    self._write_spec_if_absent(layout, version, targets)
+                if state.kraft:
+                    libs = str(image.kafka_libs(version))
+                    format_storage(self.home, layout, str(java), libs)
+                    for vm in layout.vms:
+                        self._start_controller(state, vm, java)
+                    write_state(state)
+                    self._wait_controllers(state)
                 for vm in layout.vms:
                     if agents:
                         self._start_agent(state, vm, java)
@@ -396,14 +473,18 @@ class LocalCluster:
         if state is None:
             return None
         vms = state.layout.vms
-        alive = sum(is_alive(state.record(vm.name, kind)) for vm in vms for kind in state.kinds)
-        expected = len(vms) * len(state.kinds)
+        alive = sum(
+            is_alive(state.record(vm.name, kind)) for vm in vms for kind in state.vm_kinds(vm.name)
+        )
+        expected = sum(len(state.vm_kinds(vm.name)) for vm in vms)
         return RecordedCluster(
             vm_count=len(vms),
             address_base=address_base_of(vms[0].address),
             processes_alive=alive,
             processes_expected=expected,
-            serving_problem=probes.serving_problem(state.layout) if alive == expected else None,
+            serving_problem=probes.serving_problem(state.layout, state.kraft)
+            if alive == expected
+            else None,
         )
 
     def _discard(self, state: ClusterState) -> None:
@@ -436,14 +517,15 @@ class LocalCluster:
     def status(self) -> dict[str, Any]:
         state = require_state(self.home)
         layout = state.layout
-        registrations: dict[int, probes.BrokerRegistration] = {}
+        registered: set[int] = set()
         under_replicated: dict[int, int] = {}
         members: dict[str, MemberRecord] = {}
         lock_holder = None
         plan: PlanStatus | None = None
         problems = []
         try:
-            registrations = probes.broker_registrations(layout, timeout=3.0)
+            if not state.kraft:  # a KRaft broker registers with the controllers instead
+                registered = set(probes.broker_registrations(layout, timeout=3.0))
             if state.agents:
                 members, lock_holder, plan = probes.agent_members(layout, timeout=3.0)
         except Exception as exc:
@@ -452,12 +534,23 @@ class LocalCluster:
             under_replicated = probes.under_replicated_by_leader(
                 layout.bootstrap_servers, timeout=5.0
             )
+            if state.kraft:
+                registered = probes.metadata_broker_ids(layout.bootstrap_servers, timeout=5.0)
         except Exception as exc:
             problems.append(f"Kafka metadata unavailable: {exc}")
+        controller_roles: dict[str, str | None] = {}
+        try:
+            if state.kraft:
+                replicas = quorum_replicas(
+                    layout, str(find_java()), str(self.image().kafka_libs(state.kafka_version))
+                )
+                controller_roles = kraft.controller_roles(layout, replicas)
+        except Exception as exc:
+            problems.append(f"KRaft controller quorum unavailable: {exc}")
         vms = []
         for vm in layout.vms:
             processes = {}
-            for kind in state.kinds:
+            for kind in state.vm_kinds(vm.name):
                 record = state.record(vm.name, kind)
                 alive = is_alive(record)
                 processes[kind] = {
@@ -479,13 +572,15 @@ class LocalCluster:
                     "zookeeper_mode": probes.zookeeper_mode(vm)
                     if zookeeper_state == "running"
                     else zookeeper_state,
-                    "broker_registered": broker_id in registrations,
+                    "broker_registered": broker_id in registered,
                     "under_replicated_partitions": under_replicated.get(broker_id)
                     if broker_id is not None
                     else None,
                     "agent_sentence": member.sentence if member else None,
                     "agent_state": member.state.value if member else None,
                     "agent_role": member.role.value if member else None,
+                    # KRaft only: leader, voter, observer or absent; None without a controller.
+                    "controller_role": controller_roles.get(vm.name),
                 }
             )
         return {
@@ -498,6 +593,7 @@ class LocalCluster:
             "bootstrap_servers": layout.bootstrap_servers,
             "zookeeper_connect": layout.zookeeper_connect,
             "vms": vms,
+            "monitoring": pipeline_status(self._monitoring(layout)) if state.agents else None,
             "problems": problems,
         }
 
@@ -603,8 +699,10 @@ class LocalCluster:
     ) -> str:
         # Start in the order ZooKeeper, agent, broker; stop the agent first, so that it never
         # heals a broker being stopped, then the broker while ZooKeeper still serves.
-        starting_order = [k for k in state.kinds if k in kinds]
-        stopping_order = [k for k in ("agent", "kafka", "zookeeper") if k in starting_order]
+        starting_order = [k for k in state.vm_kinds(vm.name) if k in kinds]
+        stopping_order = [
+            k for k in ("agent", "kafka", "controller", "zookeeper") if k in starting_order
+        ]
         if action == "start":
             java = find_java()
             self.image()
@@ -615,6 +713,10 @@ class LocalCluster:
                 self._start_zookeeper(state, vm, java)
                 write_state(state)
                 self._wait_zookeeper(state, (vm,))
+            if "controller" in needed:
+                _check_ports_free((vm,), ("kafka_controller",))
+                self._start_controller(state, vm, java)
+                write_state(state)
             if "agent" in needed:
                 self._start_agent(state, vm, java)
                 write_state(state)

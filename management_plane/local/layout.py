@@ -28,6 +28,7 @@ class Ports:
     kafka: int = 9092  # PLAINTEXT: inter-broker, agents, management plane
     kafka_sasl: int = 9094  # SASL_PLAINTEXT with SCRAM-SHA-512: tenants (docs/tenants.md)
     jolokia: int = 8778
+    kafka_controller: int = 9093  # KRaft clusters' controller listener (first VMs only)
 
     def all(self) -> dict[str, int]:
         return {
@@ -37,6 +38,7 @@ class Ports:
             "kafka": self.kafka,
             "kafka_sasl": self.kafka_sasl,
             "jolokia": self.jolokia,
+            "kafka_controller": self.kafka_controller,
         }
 
 
@@ -57,6 +59,11 @@ class VmLayout:
     @property
     def kafka_data_dir(self) -> Path:
         return self.directory / "data" / "kafka"
+
+    @property
+    def controller_data_dir(self) -> Path:
+        """A KRaft controller's metadata log, apart from the broker's log dir."""
+        return self.directory / "data" / "kraft-controller"
 
     @property
     def zookeeper_data_dir(self) -> Path:

@@ -166,17 +166,21 @@ def agent_members(
         client.close()
 
 
-def serving_problem(cluster: ClusterLayout) -> str | None:
+def serving_problem(cluster: ClusterLayout, kraft: bool = False) -> str | None:
     """Why a cluster whose processes all run does not serve (a ZooKeeper server outside
-    the quorum, a broker not registered), or None."""
+    the quorum, a broker not registered: with the controllers in KRaft mode), or None."""
     for vm in cluster.vms:
         mode = zookeeper_mode(vm)
         if mode not in SERVING_MODES:
             return f"the ZooKeeper server of {vm.name} is {mode}"
     try:
-        registered = len(broker_registrations(cluster))
+        registered = len(
+            metadata_broker_ids(cluster.bootstrap_servers)
+            if kraft
+            else broker_registrations(cluster)
+        )
     except Exception as exc:
-        return f"ZooKeeper did not answer ({exc})"
+        return f"{'Kafka' if kraft else 'ZooKeeper'} did not answer ({exc})"
     if registered < len(cluster.vms):
         return f"{registered} of {len(cluster.vms)} brokers registered"
     return None

@@ -11,6 +11,7 @@ import base64
 import hashlib
 
 from management_plane.local.layout import ClusterLayout, VmLayout, zookeeper_participants
+from planner.contracts.monitoring import MonitoringTargets
 from planner.contracts.spec import ClusterSpec
 from planner.contracts.vm_config import (
     BrokerFacts,
@@ -32,7 +33,9 @@ KAFKA_HEAP = ("-Xms512m", "-Xmx512m")
 ZOOKEEPER_HEAP = ("-Xms128m", "-Xmx256m")
 
 
-def local_spec(layout: ClusterLayout, kafka_version: str) -> ClusterSpec:
+def local_spec(
+    layout: ClusterLayout, kafka_version: str, monitoring: MonitoringTargets | None = None
+) -> ClusterSpec:
     """The spec of a local cluster as `kaas up` starts it: the first spec it writes to
     ZooKeeper for the agents, and the spec it renders for the brokers it starts itself."""
     nodes = len(layout.vms)
@@ -42,6 +45,7 @@ def local_spec(layout: ClusterLayout, kafka_version: str) -> ClusterSpec:
         broker_count=nodes,
         zones=tuple(dict.fromkeys(vm.zone for vm in layout.vms)),
         zookeeper_participants=zookeeper_participants(nodes),
+        monitoring=monitoring,
     )
 
 

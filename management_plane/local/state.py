@@ -16,13 +16,15 @@ from pathlib import Path
 from typing import Any
 
 from management_plane.errors import KaasError
+from management_plane.local.kraft import controller_vms
 from management_plane.local.layout import ClusterLayout, Ports, VmLayout
 from management_plane.local.processes import ProcessRecord
+from planner.contracts.kafka_release import KAFKA_RELEASES, KafkaMode
 
 STATE_FILE = "cluster.json"
 LOCK_FILE = ".lock"
 SCHEMA_VERSION = 1
-PROCESS_KINDS = ("zookeeper", "agent", "kafka")
+PROCESS_KINDS = ("zookeeper", "agent", "controller", "kafka")
 AGENT_PID_FILE = (
     "kafka.pid"  # where a VM's agent records the broker it started (agent/supervisor.py)
 )
@@ -37,9 +39,22 @@ class ClusterState:
     agents: bool = False  # each VM runs kaas-agent, which starts and heals its broker
 
     @property
+    def kraft(self) -> bool:
+        """Kafka 4.x: the brokers' metadata lives in a controller quorum, not in ZooKeeper."""
+        return KAFKA_RELEASES.get(self.kafka_version) is KafkaMode.KRAFT
+
+    @property
     def kinds(self) -> tuple[str, ...]:
-        """A VM's processes in start order."""
-        return ("zookeeper", "agent", "kafka") if self.agents else ("zookeeper", "kafka")
+        """The cluster's kinds of processes in start order."""
+        if self.agents:
+            return ("zookeeper", "agent", "kafka")
+        return ("zookeeper", "controller", "kafka") if self.kraft else ("zookeeper", "kafka")
+
+    def vm_kinds(self, vm: str) -> tuple[str, ...]:
+        """The processes one VM runs, in start order: a KRaft controller on the first VMs only."""
+        if "controller" in self.kinds and self.layout.vm(vm) not in controller_vms(self.layout):
+            return tuple(kind for kind in self.kinds if kind != "controller")
+        return self.kinds
 
     def record(self, vm: str, kind: str) -> ProcessRecord | None:
         if kind == "kafka" and self.agents:
@@ -79,7 +94,7 @@ class ClusterState:
                     "jolokia_url": vm.jolokia_url,
                     "processes": {
                         kind: record.to_json()
-                        for kind in self.kinds
+                        for kind in self.vm_kinds(vm.name)
                         if (record := self.record(vm.name, kind)) is not None
                     },
                 }
@@ -115,6 +130,9 @@ class ClusterState:
                             # Absent from files written before the tenant listener existed.
                             kafka_sasl=int(ports.get("kafka_sasl", Ports().kafka_sasl)),
                             jolokia=int(ports["jolokia"]),
+                            kafka_controller=int(
+                                ports.get("kafka_controller", Ports().kafka_controller)
+                            ),
                         ),
                     )
                 )

@@ -23,6 +23,7 @@ from management_plane.local.layout import ZONES, VmLayout, address_base_of
 from management_plane.local.processes import is_alive
 from management_plane.local.state import read_state
 from management_plane.providers.base import ProviderError, VmInfo, VmRequest
+from planner.contracts.kafka_release import KAFKA_RELEASES, KafkaMode
 from planner.contracts.kafka_state import volume_broker_id
 
 log = structlog.get_logger("kaas.provider.local")
@@ -55,7 +56,15 @@ class LocalProvider:
         return self._image
 
     def kafka_versions(self) -> tuple[str, ...]:
-        return tuple(sorted(self.image().kafka_libs_by_version))
+        # The operations engine runs ZooKeeper-mode clusters only so far; KRaft clusters come
+        # from `kaas up --no-agents`.
+        return tuple(
+            sorted(
+                version
+                for version in self.image().kafka_libs_by_version
+                if KAFKA_RELEASES.get(version) is KafkaMode.ZOOKEEPER
+            )
+        )
 
     def cluster_home(self, cluster: str) -> Path:
         return self.adopted.get(cluster, self.home / cluster)

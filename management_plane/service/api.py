@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from management_plane.errors import ApiError, KaasError, http_answer
+from management_plane.monitoring.routes import add_alert_routes
 from management_plane.service.auth import Caller, authenticate
 from management_plane.service.db import OperationRow
 from management_plane.service.http_input import BoundedJsonRoute, add_docs_routes, is_out_of_range
@@ -290,6 +291,7 @@ def create_app(service: Service) -> FastAPI:
 
     if service.tenants is not None:
         add_tenant_routes(app, service.tenants, caller, admin, ERRORS)
+    add_alert_routes(app, service.alerts, admin, ERRORS)
     add_docs_routes(app, caller)
 
     return app

@@ -143,6 +143,27 @@ def add_commands(commands: Any) -> None:
         "(default 300; 0 turns broker-loss replacement off)",
     )
     serve.add_argument(
+        "--alert-rules",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="alert rules TOML (default: the rules KaaS ships, docs/monitoring.md)",
+    )
+    serve.add_argument(
+        "--alert-webhook",
+        default=os.environ.get("KAAS_ALERT_WEBHOOK_URL"),
+        metavar="URL",
+        help="send alerts to this PagerDuty Events API v2-shaped URL "
+        "(default: $KAAS_ALERT_WEBHOOK_URL; none: alerts are recorded only)",
+    )
+    serve.add_argument(
+        "--alert-routing-key-file",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="file holding the webhook's routing key (default: kaas)",
+    )
+    serve.add_argument(
         "--no-engine",
         action="store_true",
         help="store operations without running them (API tests, maintenance)",
@@ -184,6 +205,18 @@ def add_commands(commands: Any) -> None:
     delete = with_api(actions.add_parser("delete", help="delete a cluster and its VMs"))
     delete.add_argument("name")
     delete.add_argument("--wait", action="store_true")
+
+    alerts = commands.add_parser("alerts", help="alerts of the management plane's clusters")
+    alert_actions = alerts.add_subparsers(dest="action", required=True)
+    alerts_list = with_api(
+        alert_actions.add_parser("list", help="alerts pending, held or firing now")
+    )
+    alerts_list.add_argument("--cluster", default=None)
+    alerts_history = with_api(
+        alert_actions.add_parser("history", help="every alert state change, oldest first")
+    )
+    alerts_history.add_argument("--cluster", default=None)
+    alerts_history.add_argument("--limit", type=int, default=50)
 
     tenant = commands.add_parser("tenant", help="tenants of a cluster (admin key)")
     tenant_actions = tenant.add_subparsers(dest="action", required=True)
@@ -289,6 +322,33 @@ def _print_cluster(cluster: dict[str, Any]) -> None:
         )
 
 
+def _alerts_command(client: Any, args: argparse.Namespace) -> int:
+    query = f"?cluster={args.cluster}" if args.cluster else ""
+    if args.action == "list":
+        alerts = client.call("GET", f"/v1/alerts{query}")
+        if not alerts:
+            print("no alerts")
+        for a in alerts:
+            held = (
+                f" (held until {time.strftime('%H:%M:%S', time.localtime(a['held_until']))})"
+                if a["held_until"]
+                else ""
+            )
+            print(
+                f"{a['state']:<8} {a['severity']:<9} {a['cluster']:<16}{a['rule']:<30}"
+                f"{a['subject']:<9} value {a['value']:g}{held}"
+            )
+        return 0
+    separator = "&" if query else "?"
+    for entry in client.call("GET", f"/v1/alerts/history{query}{separator}limit={args.limit}"):
+        at = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(entry["at"]))
+        print(
+            f"{at} {entry['state']:<8} {entry['severity']:<9} {entry['cluster']:<16}"
+            f"{entry['rule']:<30}{entry['subject']:<9} value {entry['value']:g}"
+        )
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     if args.command == "serve":
         from management_plane.service.aws_config import load_aws_config, parse_subnet_options
@@ -326,9 +386,14 @@ def run(args: argparse.Namespace) -> int:
                     if args.broker_loss_after is None
                     else args.broker_loss_after
                 ),
+                alert_rules_file=args.alert_rules,
+                alert_webhook_url=args.alert_webhook,
+                alert_routing_key_file=args.alert_routing_key_file,
             )
         )
     client = _client(args)
+    if args.command == "alerts":
+        return _alerts_command(client, args)
     if args.command == "tenant":
         return _tenant_command(client, args)
     if args.command == "topic":

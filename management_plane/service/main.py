@@ -14,6 +14,7 @@ import uvicorn
 
 from management_plane.errors import KaasError
 from management_plane.local.image import find_java, load_image
+from management_plane.monitoring.wiring import build_alert_loop
 from management_plane.providers.local import LocalProvider
 from management_plane.service.adopt import adopt_local_cluster
 from management_plane.service.api import create_app
@@ -56,6 +57,12 @@ class ServeSettings:
     """Folders of `kaas up` clusters the service manages beside its own (kaas up sets it)."""
     broker_loss_after_s: float = DEFAULT_THRESHOLD_S
     """A VM whose agent and broker are both gone this long is replaced; 0: never."""
+    alert_rules_file: Path | None = None
+    """The alert rules (default: management_plane/monitoring/default_rules.toml)."""
+    alert_webhook_url: str | None = None
+    """Where alerts go (a PagerDuty Events API v2-shaped webhook); None: recorded only."""
+    alert_routing_key_file: Path | None = None
+    """File holding the webhook's routing (integration) key; default: "kaas"."""
 
 
 def kafka_tenants(internal_bootstrap: str, tenant_bootstrap: str) -> KafkaTenants:
@@ -112,6 +119,7 @@ def build_service(settings: ServeSettings) -> tuple[Service, str | None]:
                 db, provider, settings.broker_loss_after_s, on_queued=service.engine.wake
             )
         )
+    service.alerts = build_alert_loop(db, settings)
     return service, ensure_admin_key(db, home)
 
 
@@ -140,6 +148,8 @@ def serve(settings: ServeSettings) -> int:
     unfinished = service.db.unfinished_operations()
     if unfinished:
         log.info("resuming_operations", ids=[op.op_id for op in unfinished])
+    if service.alerts is not None:
+        service.alerts.start()
     if settings.run_engine:
         service.engine.start()
     else:
@@ -154,6 +164,8 @@ def serve(settings: ServeSettings) -> int:
             access_log=False,
         )
     finally:
+        if service.alerts is not None:
+            service.alerts.stop()
         service.engine.stop()
         service.db.close()
     return 0

@@ -35,6 +35,7 @@ from management_plane.service.validation import (
 from planner.contracts.spec import ClusterSpec, parse_spec
 
 if TYPE_CHECKING:
+    from management_plane.monitoring.alert_loop import AlertLoop
     from management_plane.service.tenant_service import TenantService
 
 
@@ -47,6 +48,7 @@ class Service:
         self.provider = provider
         self.engine = engine or Engine(db, Controller(db, provider))
         self.tenants: TenantService | None = None  # set by build_service
+        self.alerts: AlertLoop | None = None  # set by build_service
 
     # -- helpers --------------------------------------------------------------------------
 

@@ -42,7 +42,7 @@ if (( system )); then
 fi
 
 # Step 2: verify the artifact cache before anything is laid out from it.
-for set in kafka kafka-previous zookeeper jolokia spark-kafka; do
+for set in kafka kafka-previous kafka-kraft zookeeper jolokia spark-kafka; do
   [[ -f "$artifacts/$set/SHA256SUMS" ]] || { echo "provision: artifact set $set missing in $artifacts (run packer/scripts/fetch-artifacts.sh)" >&2; exit 1; }
   (cd "$artifacts/$set" && sha256sum --quiet --strict -c SHA256SUMS >/dev/null) \
     || { echo "provision: artifact set $set in $artifacts is corrupt (run packer/scripts/fetch-artifacts.sh)" >&2; exit 1; }
@@ -56,6 +56,7 @@ version_of() { # version_of DIR JAR_PREFIX -> the version in DIR/JAR_PREFIX-<ver
 }
 kafka_version=$(version_of "$artifacts/kafka" kafka_2.13)
 kafka_previous_version=$(version_of "$artifacts/kafka-previous" kafka_2.13)
+kafka_kraft_version=$(version_of "$artifacts/kafka-kraft" kafka_2.13)
 zookeeper_version=$(version_of "$artifacts/zookeeper" zookeeper)
 jolokia_version=$(version_of "$artifacts/jolokia" jolokia-agent-jvm)
 jolokia_version=${jolokia_version%-javaagent}
@@ -73,6 +74,7 @@ opt="${root%/}/opt/kaas"
 mkdir -p "$opt"
 place "$artifacts/kafka" "$opt/kafka/$kafka_version/libs"
 place "$artifacts/kafka-previous" "$opt/kafka/$kafka_previous_version/libs"
+place "$artifacts/kafka-kraft" "$opt/kafka/$kafka_kraft_version/libs"
 place "$artifacts/zookeeper" "$opt/zookeeper/lib"
 place "$artifacts/spark-kafka" "$opt/spark/jars"
 mkdir -p "$opt/jolokia"
@@ -107,7 +109,8 @@ cat > "$opt/image.json" <<JSON
   "schema_version": 1,
   "kafka_versions": {
     "$kafka_version": "opt/kaas/kafka/$kafka_version/libs",
-    "$kafka_previous_version": "opt/kaas/kafka/$kafka_previous_version/libs"
+    "$kafka_previous_version": "opt/kaas/kafka/$kafka_previous_version/libs",
+    "$kafka_kraft_version": "opt/kaas/kafka/$kafka_kraft_version/libs"
   },
   "default_kafka_version": "$kafka_version",
   "zookeeper_version": "$zookeeper_version",
@@ -119,4 +122,4 @@ cat > "$opt/image.json" <<JSON
 }
 JSON
 (cd "$root" && find opt/kaas -name '*.jar' -print0 | sort -z | xargs -0 sha256sum > opt/kaas/SHA256SUMS)
-echo "provision: image ready at $root (kafka $kafka_version and $kafka_previous_version, zookeeper $zookeeper_version, jolokia $jolokia_version)"
+echo "provision: image ready at $root (kafka $kafka_version, $kafka_previous_version and $kafka_kraft_version, zookeeper $zookeeper_version, jolokia $jolokia_version)"

@@ -72,6 +72,11 @@ class ClusterPaths:
         return f"{self.plan}/score"
 
     @property
+    def measured_load(self) -> str:
+        """Measured load per partition (analytics), read by the planner's traffic goals."""
+        return f"{self.root}/load"
+
+    @property
     def restart_lock(self) -> str:
         return f"{self.root}/locks/restart"
 

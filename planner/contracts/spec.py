@@ -12,6 +12,14 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from planner.contracts.fields import ContractError
+from planner.contracts.kafka_release import (
+    DEFAULT_KRAFT_QUORUM_SIZE,
+    KafkaMode,
+    UnknownKafkaVersion,
+    kafka_mode,
+    kraft_quorum_size_problem,
+)
+from planner.contracts.monitoring import MonitoringTargets, parse_monitoring
 
 SPEC_SCHEMA_VERSION = 1
 ZOOKEEPER_ENSEMBLE_SIZES = (1, 3, 5)
@@ -42,6 +50,13 @@ class ClusterSpec:
     draining_broker_ids: frozenset[int] = frozenset()
     budget: ReassignmentBudget = ReassignmentBudget()
     generation: int = 0  # bumped by the writer on every change; agents report what they applied
+    # KRaft (Kafka 4.x) only: how many of the first VMs run a voting controller.
+    kraft_controllers: int = DEFAULT_KRAFT_QUORUM_SIZE
+
+    @property
+    def kafka_mode(self) -> KafkaMode:
+        return kafka_mode(self.kafka_version)
+    monitoring: MonitoringTargets | None = None  # absent: the agents' own statsd setting
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -55,6 +70,13 @@ class ClusterSpec:
             "broker_config": dict(sorted(self.broker_config.items())),
             "draining_broker_ids": sorted(self.draining_broker_ids),
             "budget": asdict(self.budget),
+            # Written for KRaft clusters only, so a ZooKeeper-mode spec keeps its bytes.
+            **(
+                {"kraft": {"controllers": self.kraft_controllers}}
+                if self.kafka_mode is KafkaMode.KRAFT
+                else {}
+            ),
+            **({"monitoring": self.monitoring.to_json()} if self.monitoring else {}),
         }
 
     def encode(self) -> bytes:
@@ -101,6 +123,10 @@ def parse_spec(raw: bytes | str) -> ClusterSpec:
         )
     cluster = _require(value, "cluster", str)
     kafka_version = _require(value, "kafka_version", str)
+    try:
+        mode = kafka_mode(kafka_version)
+    except UnknownKafkaVersion as exc:
+        raise SpecError(f"spec.kafka_version: {exc}") from None
     broker_count = _require(value, "broker_count", int)
     if broker_count < 1:
         raise SpecError(f"spec.broker_count must be at least 1, got {broker_count}")
@@ -142,9 +168,27 @@ def parse_spec(raw: bytes | str) -> ClusterSpec:
     for key, item in budget_value.items():
         if not isinstance(item, int) or isinstance(item, bool) or item < 1:
             raise SpecError(f"spec.budget.{key} must be a positive integer, got {item!r}")
+    kraft = value.get("kraft", {})
+    if not isinstance(kraft, dict):
+        raise SpecError("spec.kraft must be an object")
+    if kraft and mode is not KafkaMode.KRAFT:
+        raise SpecError(
+            f"spec.kraft is set, but Kafka {kafka_version} runs in ZooKeeper mode, not KRaft"
+        )
+    unknown = set(kraft) - {"controllers"}
+    if unknown:
+        raise SpecError(f"spec.kraft has unknown keys: {', '.join(sorted(unknown))}")
+    controllers = kraft.get("controllers", DEFAULT_KRAFT_QUORUM_SIZE)
+    problem = kraft_quorum_size_problem(controllers, "spec.kraft.controllers")
+    if problem:
+        raise SpecError(problem)
     generation = value.get("generation", 0)
     if not isinstance(generation, int) or isinstance(generation, bool) or generation < 0:
         raise SpecError(f"spec.generation must be a non-negative integer, got {generation!r}")
+    try:
+        monitoring = parse_monitoring(value["monitoring"]) if "monitoring" in value else None
+    except ContractError as exc:
+        raise SpecError(str(exc)) from None
     return ClusterSpec(
         cluster=cluster,
         kafka_version=kafka_version,
@@ -155,4 +199,6 @@ def parse_spec(raw: bytes | str) -> ClusterSpec:
         draining_broker_ids=frozenset(draining),
         budget=ReassignmentBudget(**{**defaults, **budget_value}),
         generation=generation,
+        kraft_controllers=controllers,
+        monitoring=monitoring,
     )

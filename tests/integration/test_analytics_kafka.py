@@ -3,6 +3,7 @@ malformed records in it, the score goes to ZooKeeper, and the audit checks compl
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 import uuid
@@ -23,8 +24,15 @@ from analytics.metrics import parse_metric_records
 from analytics.session import default_jars_dir
 from analytics.sources import SourceError, ensure_kafka_connector, read_kafka_topics
 from analytics.testing import metric_record, spark_session_fixture  # noqa: F401
-from analytics.writeback import ZooKeeperScoreWriter, score_document, score_znode_path
+from analytics.writeback import (
+    ZooKeeperLoadWriter,
+    ZooKeeperScoreWriter,
+    score_document,
+    score_znode_path,
+)
 from management_plane.workload import LEDGER_DIR_ENV, durable_producer, produce_keyed
+from planner.contracts.measured_load import MeasuredLoad, PartitionLoad, parse_measured_load
+from planner.contracts.paths import ClusterPaths
 
 pytestmark = pytest.mark.integration
 
@@ -152,6 +160,33 @@ def test_score_is_written_next_to_the_plan_in_zookeeper(zk_hosts: str) -> None:
     stored = json.loads(data)
     assert stored["schema_version"] == 1
     assert stored["score"] == 92.0
+
+
+def test_measured_load_is_written_in_one_versioned_transaction(zk_hosts: str) -> None:
+    cluster = f"analytics-{uuid.uuid4().hex[:8]}"
+    load = MeasuredLoad(
+        cluster=cluster,
+        window_start="2026-01-01T00:00:00+00:00",
+        window_end="2026-01-01T01:00:00+00:00",
+        window_s=3600,
+        computed_at="2026-01-01T01:00:05+00:00",
+        partitions=(PartitionLoad("orders", 0, 1000.0, 2000.0),),
+    )
+    writer = ZooKeeperLoadWriter(zk_hosts)
+    assert writer.write(load) == f"/kaas/{cluster}/load"
+    hotter = dataclasses.replace(load, partitions=(PartitionLoad("orders", 0, 5000.0, 2000.0),))
+    writer.write(hotter)  # the second write checks the version the first left
+
+    client = KazooClient(hosts=zk_hosts)
+    client.start(timeout=15)
+    try:
+        data, stat = client.get(ClusterPaths(cluster).measured_load)
+        client.delete(f"/kaas/{cluster}", recursive=True)
+    finally:
+        client.stop()
+        client.close()
+    assert stat.version == 1
+    assert parse_measured_load(data) == hotter
 
 
 def test_audit_finds_every_acknowledged_message_and_the_group_lag(

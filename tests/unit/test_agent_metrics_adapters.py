@@ -237,8 +237,8 @@ def test_gauges_arrive_at_a_statsd_socket_in_few_datagrams() -> None:
     assert not result.delivered  # no Kafka configured
     assert result.record_bytes == len(sample.to_json_bytes())
     lines = "\n".join(datagrams).split()
-    assert result.gauges_sent == len(lines) == 16 + 7 + 2 * 3 + 1
-    assert len(datagrams) <= 5  # a pipeline packs gauges up to 512 bytes per datagram
+    assert result.gauges_sent == len(lines) == 20 + 8 + 2 * 3 + 1
+    assert len(datagrams) <= 6  # a pipeline packs gauges up to 512 bytes per datagram
     assert "kaas.prod.brokers.2.bytes_in_per_s:100.0|g" in lines
     assert "kaas.prod.brokers.2.topics.audit_log.messages_in_per_s:0.4|g" in lines
     assert "kaas.prod.brokers.2.read_errors:0.0|g" in lines

@@ -88,6 +88,10 @@ def healthy_values(**changes: Any) -> dict[str, Any]:
         "network_processor_idle": {"Value": 0.97},
         "leader_count": {"Value": 1},
         "partition_count": {"Value": 2},
+        "under_min_isr_partition_count": {"Value": 0},
+        "offline_log_directory_count": {"Value": 0},
+        "produce_time_p99": {"99thPercentile": 12.5},
+        "fetch_consumer_time_p99": {"99thPercentile": 501.0},
         "log_size": {
             "kafka.log:type=Log,name=Size,topic=orders,partition=0": {"Value": 700},
             "kafka.log:type=Log,name=Size,topic=orders,partition=1": {"Value": 300},
@@ -275,6 +279,10 @@ def test_a_healthy_first_collect_fills_every_field_from_one_minute_rates() -> No
         "partition_count": 2,
         "log_size_bytes": 1000,
         "log_cleaner_time_since_last_run_ms": 12_000,
+        "under_min_isr_partition_count": 0,
+        "offline_log_directory_count": 0,
+        "produce_total_time_ms_p99": 12.5,
+        "fetch_consumer_total_time_ms_p99": 501.0,
     }
     assert record["topics"] == [
         # a topic nobody fetched from has no BytesOutPerSec MBean yet: nothing went out
@@ -313,6 +321,7 @@ def test_a_healthy_first_collect_fills_every_field_from_one_minute_rates() -> No
         "memory_total_bytes": 8_000,
         "log_dir_used_bytes": 500,
         "log_dir_free_bytes": 1500,
+        "log_dir_free_percent": 75.0,
         "network_bytes_sent": 77,
         "network_bytes_recv": 88,
     }

@@ -204,6 +204,27 @@ def test_balance_job_refuses_an_unknown_cluster(
             ["audit", "--bootstrap-servers", "x:9092", "--ledger", "absent.jsonl", "--out", "o"],
             "does not exist",
         ),
+        (["balance", "--json", "m.jsonl", "--out", "o", "--follow"], "--follow needs --state"),
+        (
+            ["balance", "--json", "m.jsonl", "--out", "o", "--state", "s"],
+            "--state reads the metrics topic: give --bootstrap-servers and --cluster",
+        ),
+        (
+            [
+                "balance",
+                "--bootstrap-servers",
+                "x:9092",
+                "--cluster",
+                "c",
+                "--out",
+                "o",
+                "--state",
+                "s",
+                "--lateness",
+                "soon",
+            ],
+            "window 'soon' is not a length",
+        ),
     ],
 )
 def test_cli_refuses_bad_input_before_starting_spark(

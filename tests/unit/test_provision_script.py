@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -18,6 +19,7 @@ REPO = Path(__file__).resolve().parents[2]
 JARS = {
     "kafka": "kafka_2.13-3.9.2.jar",
     "kafka-previous": "kafka_2.13-3.8.1.jar",
+    "kafka-kraft": "kafka_2.13-4.3.1.jar",
     "zookeeper": "zookeeper-3.8.4.jar",
     "jolokia": "jolokia-agent-jvm-2.6.0-javaagent.jar",
     "spark-kafka": "spark-sql-kafka-0-10_2.13-4.0.0.jar",
@@ -53,7 +55,9 @@ def test_the_image_build_writes_the_renderers_files(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     for path, text in image_config_files().items():
         assert (root / path.relative_to("/")).read_text() == text
-    assert (root / "opt/kaas/image.json").exists()
+    manifest = json.loads((root / "opt/kaas/image.json").read_text())
+    assert sorted(manifest["kafka_versions"]) == ["3.8.1", "3.9.2", "4.3.1"]
+    assert (root / manifest["kafka_versions"]["4.3.1"] / "kafka_2.13-4.3.1.jar").is_file()
 
 
 def test_without_a_python_the_image_build_writes_no_configuration(tmp_path: Path) -> None:

@@ -1,0 +1,138 @@
+"""The controller quorum through Kafka's own kafka-metadata-quorum tool (describe,
+add-controller, remove-controller) and kafka-cluster (unregister), run from the image's jars.
+
+Kafka's Java Admin client has these calls (describeMetadataQuorum, addRaftVoter,
+removeRaftVoter, unregisterBroker); the Python client this project uses (confluent-kafka,
+librdkafka) has none of them, so the agent runs the tools Kafka ships. The parsers of their
+output are pure; the adapter holds no decision (agent/kraft_quorum.py decides).
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from agent.errors import AgentError
+from planner.contracts.kraft_quorum_state import (
+    QuorumOutputError,
+    QuorumReplica,
+    QuorumStatus,
+    parse_replication,
+    parse_status,
+)
+
+METADATA_QUORUM_TOOL = "org.apache.kafka.tools.MetadataQuorumCommand"
+CLUSTER_TOOL = "org.apache.kafka.tools.ClusterTool"
+TOOL_TIMEOUT_S = 120.0
+
+
+class QuorumToolError(AgentError):
+    """A quorum tool that failed, or answered what the contract's parser refuses."""
+
+
+Runner = Callable[[Sequence[str]], str]
+
+
+def run_tool(command: Sequence[str]) -> str:
+    """Run a Kafka tool; its stdout, or QuorumToolError with the last line it printed."""
+    try:
+        done = subprocess.run(
+            list(command), capture_output=True, text=True, timeout=TOOL_TIMEOUT_S, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise QuorumToolError(f"{command[-1]}: {exc}") from None
+    if done.returncode != 0:
+        lines = [line for line in (done.stderr + done.stdout).splitlines() if line.strip()]
+        raise QuorumToolError(f"kafka tool failed: {(lines or ['no output'])[-1][:300]}")
+    return done.stdout
+
+
+class ControllerQuorum(Protocol):
+    """The controller quorum as the agent reads and changes it."""
+
+    def describe(self) -> tuple[QuorumStatus, tuple[QuorumReplica, ...]]: ...
+
+    def add_controller(self) -> None: ...
+
+    def remove_controller(self, node_id: int, directory_id: str) -> None: ...
+
+    def unregister_broker(self, broker_id: int) -> None: ...
+
+
+@dataclass(frozen=True)
+class MetadataQuorumTool:
+    """The real ControllerQuorum: Kafka's tools run with this VM's java and jars.
+
+    `controller_config` is this VM's controller.properties: add-controller reads the
+    controller's node id, endpoint and metadata directory from it, so it is run on the VM
+    whose controller joins."""
+
+    java: str
+    libs: str
+    log_config: str  # a Log4j 2 file that keeps the tools quiet on stdout
+    bootstrap_controllers: str
+    bootstrap_servers: str
+    controller_config: str | None
+    clock_ms: Callable[[], int]
+    runner: Runner = run_tool
+
+    def _command(self, tool: str, *arguments: str) -> list[str]:
+        return [
+            self.java,
+            "-Xmx128m",
+            "-XX:+UseSerialGC",
+            f"-Dlog4j2.configurationFile=file:{self.log_config}",
+            "-cp",
+            f"{self.libs}/*",
+            tool,
+            *arguments,
+        ]
+
+    def _quorum(self, *arguments: str) -> str:
+        return self.runner(
+            self._command(
+                METADATA_QUORUM_TOOL,
+                "--bootstrap-controller",
+                self.bootstrap_controllers,
+                *arguments,
+            )
+        )
+
+    def describe(self) -> tuple[QuorumStatus, tuple[QuorumReplica, ...]]:
+        # The status first: the replicas read after it are at least at its high watermark.
+        status_text = self._quorum("describe", "--status")
+        replication_text = self._quorum("describe", "--replication")
+        try:
+            status = parse_status(status_text)
+            replicas = parse_replication(replication_text, self.clock_ms())
+        except QuorumOutputError as exc:
+            raise QuorumToolError(str(exc)) from None
+        return status, replicas
+
+    def add_controller(self) -> None:
+        if self.controller_config is None:
+            raise QuorumToolError("this VM runs no controller: it has none to add")
+        self._quorum("--command-config", self.controller_config, "add-controller")
+
+    def remove_controller(self, node_id: int, directory_id: str) -> None:
+        self._quorum(
+            "remove-controller",
+            "--controller-id",
+            str(node_id),
+            "--controller-directory-id",
+            directory_id,
+        )
+
+    def unregister_broker(self, broker_id: int) -> None:
+        self.runner(
+            self._command(
+                CLUSTER_TOOL,
+                "unregister",
+                "--bootstrap-server",
+                self.bootstrap_servers,
+                "--id",
+                str(broker_id),
+            )
+        )

@@ -1,0 +1,238 @@
+"""The balance job's small tables, derived on the driver from the per-window tables.
+
+Spark scans each large metric table once into a small per-window table (one row per
+window and broker, replica or broker and topic: `analytics.balance`). Everything after
+that works on at most a few hundred thousand rows, where a Spark job's fixed cost
+(planning, code generation, a shuffle per grouping, tasks, a commit) is most of the
+time: these pandas functions compute the same tables as the Spark transforms of the same
+names did, in a fraction of it. Pure: frames in, frames out, no I/O.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import cast
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from analytics.balance import (
+    BYTES_IN,
+    BYTES_OUT,
+    DEFAULT_HOT_THRESHOLD,
+    RESOURCES,
+    WINDOW_COLUMNS,
+    ZONE_MEAN_RESOURCES,
+)
+
+_WINDOW_KEYS = list(WINDOW_COLUMNS)
+_TIMESTAMP = pa.timestamp("us", tz="UTC")
+
+
+def zone_window_load(broker_load: pd.DataFrame) -> pd.DataFrame:
+    """Per window and zone (rack): summed broker loads (CPU averaged), brokers counted.
+
+    Brokers without a rack form the zone "unknown". A zone whose brokers all lack a
+    value has no value (as Spark's sum and avg of nulls), not 0.
+    """
+    frame = broker_load.assign(zone=broker_load["rack"].fillna("unknown"))
+    grouped = frame.groupby([*_WINDOW_KEYS, "zone"], sort=False, dropna=False)
+    aggregates = {"brokers": grouped.size()}
+    for resource in RESOURCES:
+        column = grouped[resource]
+        if resource in ZONE_MEAN_RESOURCES:
+            aggregates[resource] = column.mean()
+        else:
+            aggregates[resource] = column.sum(min_count=1)
+    result = pd.DataFrame(aggregates).reset_index()
+    return result[[*_WINDOW_KEYS, "zone", "brokers", *RESOURCES]]
+
+
+def resource_balance(
+    load: pd.DataFrame, entity: str, hot_threshold: float = DEFAULT_HOT_THRESHOLD
+) -> pd.DataFrame:
+    """Per window and resource: mean, coefficient of variation, max/mean, hot entities.
+
+    The same definitions as `analytics.balance.resource_balance` documents: population
+    standard deviation over the mean; hot above `hot_threshold` times the mean; a mean of
+    0 is perfectly even; missing values are left out, a resource with none gets no row.
+    Hot entities are sorted as ids (2 before 10) and given as text.
+    """
+    if hot_threshold <= 1.0:
+        raise ValueError(
+            f"hot_threshold must be above 1.0 (a multiple of the mean); got {hot_threshold}"
+        )
+    long = load.melt(
+        id_vars=[*_WINDOW_KEYS, entity],
+        value_vars=list(RESOURCES),
+        var_name="resource",
+        value_name="value",
+    ).dropna(subset=["value"])
+    long["value"] = long["value"].astype("float64")
+    keys = [*_WINDOW_KEYS, "resource"]
+    grouped = long.groupby(keys, sort=False)["value"]
+    stats = grouped.agg(["count", "sum", "mean", "min", "max"])
+    stats["stddev"] = grouped.std(ddof=0)
+    mean = grouped.transform("mean")
+    hot_rows = long[long["value"] > hot_threshold * mean]
+    hot = (
+        hot_rows.sort_values(entity)
+        .groupby(keys, sort=False)[entity]
+        .agg(lambda ids: [str(each) for each in ids])
+    )
+    stats = stats.join(hot.rename("hot"))
+    positive = stats["mean"] > 0
+    stats["cv"] = np.where(positive, stats["stddev"] / stats["mean"].where(positive, 1.0), 0.0)
+    stats["max_over_mean"] = np.where(
+        positive, stats["max"] / stats["mean"].where(positive, 1.0), 1.0
+    )
+    stats["hot"] = [
+        list(listed) if is_positive and isinstance(listed, list) else []
+        for listed, is_positive in zip(stats["hot"], positive, strict=True)
+    ]
+    stats["hot_count"] = stats["hot"].map(len).astype("int32")
+    result = stats.reset_index().rename(columns={"count": "entities", "sum": "total"})
+    return result[
+        [
+            *_WINDOW_KEYS,
+            "resource",
+            "entities",
+            "total",
+            "mean",
+            "stddev",
+            "min",
+            "max",
+            "cv",
+            "max_over_mean",
+            "hot",
+            "hot_count",
+        ]
+    ]
+
+
+def partition_load(replicas: pd.DataFrame, topic_rates: pd.DataFrame) -> pd.DataFrame:
+    """Per window and partition: size, and the leaders' topic rates split by log growth.
+
+    `analytics.balance.partition_window_load` documents the method: a broker's topic
+    rate goes to the partitions of that topic it leads, in proportion to how much each
+    log grew in the window (equal shares when none grew); sizes come from every replica;
+    two leaders in one window (a leadership change) both count.
+    """
+    rate_keys = [*_WINDOW_KEYS, "broker_id", "topic"]
+    partition_keys = [*_WINDOW_KEYS, "topic", "partition"]
+    leaders = replicas[replicas["leader"].fillna(False).astype(bool)].merge(
+        topic_rates, on=rate_keys, how="left"
+    )
+    growth = leaders["growth_bytes"].fillna(0).clip(lower=0).astype("float64")
+    by_led_topic = growth.groupby([leaders[key] for key in rate_keys], sort=False)
+    total_growth = by_led_topic.transform("sum")
+    led_count = by_led_topic.transform("size")
+    share = np.where(
+        total_growth > 0, growth / total_growth.where(total_growth > 0, 1.0), 1.0 / led_count
+    )
+    leaders = leaders.assign(
+        **{
+            BYTES_IN: leaders["topic_bytes_in_per_s"].fillna(0.0) * share,
+            BYTES_OUT: leaders["topic_bytes_out_per_s"].fillna(0.0) * share,
+        }
+    )
+    sizes = replicas.groupby(partition_keys, sort=False)["size_bytes"].max()
+    grouped = leaders.groupby(partition_keys, sort=False)
+    top = leaders.loc[grouped[BYTES_IN].idxmax(), [*partition_keys, "broker_id"]]
+    led = (
+        grouped[[BYTES_IN, BYTES_OUT]]
+        .sum()
+        .join(top.set_index(partition_keys)["broker_id"].rename("leader_broker_id"))
+    )
+    result = sizes.to_frame().join(led, how="left").reset_index()
+    result[BYTES_IN] = result[BYTES_IN].fillna(0.0)
+    result[BYTES_OUT] = result[BYTES_OUT].fillna(0.0)
+    result["leader_broker_id"] = result["leader_broker_id"].astype("Int32")
+    return result[[*partition_keys, "leader_broker_id", "size_bytes", BYTES_IN, BYTES_OUT]]
+
+
+def partition_measured_load(partition_load: pd.DataFrame) -> pd.DataFrame:
+    """One row per partition over the whole run: mean rates, latest size."""
+    keys = ["cluster", "topic", "partition"]
+    ordered = partition_load.sort_values("window_start", kind="stable")
+    grouped = ordered.groupby(keys, sort=False)
+    # The latest window's size, even when unknown there (as Spark's max_by).
+    latest_size = ordered.groupby(keys, sort=False).tail(1).set_index(keys)["size_bytes"]
+    result = pd.DataFrame(
+        {
+            "size_bytes": latest_size,
+            BYTES_IN: grouped[BYTES_IN].mean(),
+            BYTES_OUT: grouped[BYTES_OUT].mean(),
+            "windows": grouped.size(),
+        }
+    )
+    return result.reset_index()
+
+
+def split_before_after(broker_load: pd.DataFrame, plan_applied_at: datetime | None) -> pd.DataFrame:
+    """Per broker: mean load before and after a plan (`before_<resource>`, `after_<resource>`).
+
+    With `plan_applied_at` (timezone-aware), "before" is every window that ended by then
+    and "after" every window that started after it. Without it, "before" is the first
+    window and "after" the latest.
+    """
+    starts = pd.to_datetime(broker_load["window_start"], utc=True)
+    ends = pd.to_datetime(broker_load["window_end"], utc=True)
+    if plan_applied_at is None:
+        first = starts.groupby(broker_load["cluster"]).transform("min")
+        last = starts.groupby(broker_load["cluster"]).transform("max")
+        phase = np.select([starts == last, starts == first], ["after", "before"], default="")
+    else:
+        if plan_applied_at.tzinfo is None:
+            raise ValueError("plan_applied_at needs a timezone (e.g. 2026-01-01T12:00:00+00:00)")
+        applied = pd.Timestamp(plan_applied_at)
+        phase = np.select([ends <= applied, starts >= applied], ["before", "after"], default="")
+    phased = broker_load[phase != ""].assign(phase=phase[phase != ""])
+    means = phased.groupby(["cluster", "broker_id", "phase"])[list(RESOURCES)].mean()
+    wide = means.unstack("phase")
+    columns = {}
+    for phase_name in ("before", "after"):
+        for resource in RESOURCES:
+            key = (resource, phase_name)
+            columns[f"{phase_name}_{resource}"] = (
+                wide[key] if key in wide.columns else pd.Series(np.nan, index=wide.index)
+            )
+    return pd.DataFrame(columns, index=wide.index).reset_index()
+
+
+# Arrow schemas of the written tables: the types Spark gave these tables, so Spark and
+# pyarrow readers see the same columns whichever engine computed them.
+_WINDOW_FIELDS = [
+    ("cluster", pa.string()),
+    ("window_start", _TIMESTAMP),
+    ("window_end", _TIMESTAMP),
+]
+ZONE_LOAD_SCHEMA = pa.schema(
+    [*_WINDOW_FIELDS, ("zone", pa.string()), ("brokers", pa.int64())]
+    + [(resource, pa.float64()) for resource in RESOURCES]
+)
+BALANCE_SCHEMA = pa.schema(
+    [*_WINDOW_FIELDS, ("resource", pa.string()), ("entities", pa.int64())]
+    + [(name, pa.float64()) for name in ("total", "mean", "stddev", "min", "max")]
+    + [("cv", pa.float64()), ("max_over_mean", pa.float64())]
+    + [("hot", pa.list_(pa.string())), ("hot_count", pa.int32())]
+)
+PARTITION_LOAD_SCHEMA = pa.schema(
+    [
+        *_WINDOW_FIELDS,
+        ("topic", pa.string()),
+        ("partition", pa.int32()),
+        ("leader_broker_id", pa.int32()),
+        ("size_bytes", pa.int64()),
+        (BYTES_IN, pa.float64()),
+        (BYTES_OUT, pa.float64()),
+    ]
+)
+
+
+def to_arrow(frame: pd.DataFrame, schema: pa.Schema) -> pa.Table:
+    """`frame` as an Arrow table of `schema` (timestamps in microseconds, UTC)."""
+    return cast(
+        pa.Table, pa.Table.from_pandas(frame, schema=schema, preserve_index=False, safe=False)
+    )

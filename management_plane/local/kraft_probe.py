@@ -1,0 +1,42 @@
+"""A running KRaft cluster's controller quorum, read with Kafka's own kafka-metadata-quorum
+tool from the image's jars (the Python client has no quorum call), for `kaas status`."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+
+from management_plane.errors import KaasError
+from management_plane.local import kraft
+from management_plane.local.layout import ClusterLayout
+from planner.contracts.kraft_quorum_state import (
+    QuorumOutputError,
+    QuorumReplica,
+    parse_replication,
+)
+
+DESCRIBE_TIMEOUT_S = 60.0
+
+
+def quorum_replicas(layout: ClusterLayout, java: str, libs: str) -> tuple[QuorumReplica, ...]:
+    command = kraft.metadata_quorum_command(
+        java,
+        layout.vms[0],
+        libs,
+        ",".join(kraft.bootstrap_endpoints(layout)),
+        "describe",
+        "--replication",
+    )
+    try:
+        done = subprocess.run(
+            command, capture_output=True, text=True, timeout=DESCRIBE_TIMEOUT_S, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise KaasError(f"kafka-metadata-quorum describe failed: {exc}") from None
+    if done.returncode != 0:
+        lines = [line for line in done.stderr.splitlines() if line.strip()] or ["no output"]
+        raise KaasError(f"kafka-metadata-quorum describe failed: {lines[-1][:200]}")
+    try:
+        return parse_replication(done.stdout, int(time.time() * 1000))
+    except QuorumOutputError as exc:
+        raise KaasError(f"kafka-metadata-quorum describe: {exc}") from None

@@ -1,0 +1,1 @@
+"""Monitoring: the statsd -> Graphite pipeline, alert rules and their evaluation."""

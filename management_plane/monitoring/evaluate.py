@@ -1,0 +1,191 @@
+"""Alert evaluation: rules, the latest values and what KaaS is doing -> alert states and the
+notifications to send. Pure: no clock, no Graphite, no network.
+
+An alert is one rule on one subject (the cluster, or one broker). Its states:
+
+- pending: breached for less than the rule's `for_s`;
+- held: breached while KaaS itself restarts or drains the subject (any broker, for a
+  cluster-scoped rule), for at most the operation's expected time; when the operation ends
+  the rule's `for_s` starts again, so data that lags the operation does not page;
+- firing: breached for `for_s` (or past the operation's expected time): one trigger;
+- a firing alert whose value is back within bounds resolves: one resolve.
+
+No data for a subject changes nothing: silence is not recovery.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
+from enum import Enum
+
+from management_plane.monitoring.rules import Rule, RuleSet, Scope, Severity
+
+CLUSTER_SUBJECT = "cluster"
+
+
+class AlertState(Enum):
+    PENDING = "pending"
+    HELD = "held"
+    FIRING = "firing"
+    RESOLVED = "resolved"
+
+
+class OperationKind(Enum):
+    RESTART = "restart"
+    DRAIN = "drain"
+
+
+class NotificationKind(Enum):
+    TRIGGER = "trigger"
+    RESOLVE = "resolve"
+
+
+@dataclass(frozen=True, order=True)
+class AlertKey:
+    cluster: str
+    rule: str
+    subject: str  # CLUSTER_SUBJECT or a broker id
+
+    @property
+    def dedup_key(self) -> str:
+        return f"kaas/{self.cluster}/{self.rule}/{self.subject}"
+
+
+@dataclass(frozen=True)
+class Alert:
+    key: AlertKey
+    state: AlertState
+    since: float  # when the current breach (or, after a hold, its new count) began
+    value: float
+    severity: Severity
+    summary: str
+    held_until: float | None = None
+
+
+@dataclass(frozen=True)
+class Operation:
+    """KaaS working on a broker, since the moment it was first seen."""
+
+    broker_id: int
+    kind: OperationKind
+    since: float
+
+
+@dataclass(frozen=True)
+class Notification:
+    kind: NotificationKind
+    alert: Alert
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    alerts: dict[AlertKey, Alert]  # every alert not resolved
+    notifications: tuple[Notification, ...]
+    changed: tuple[Alert, ...]  # every alert whose state changed this round (for the history)
+
+
+def _hold_until(
+    rule: Rule, subject: str, operations: Iterable[Operation], rules: RuleSet
+) -> float | None:
+    """Until when KaaS's own operations excuse a breach of `rule` on `subject` (None: no
+    operation covers it)."""
+    expected = {
+        OperationKind.RESTART: rules.maintenance.restart_s,
+        OperationKind.DRAIN: rules.maintenance.drain_s,
+    }
+    ends = [
+        op.since + expected[op.kind]
+        for op in operations
+        if rule.scope is Scope.CLUSTER or str(op.broker_id) == subject
+    ]
+    return max(ends) if ends else None
+
+
+def _step(
+    rule: Rule,
+    key: AlertKey,
+    value: float | None,
+    previous: Alert | None,
+    hold_until: float | None,
+    now: float,
+) -> Alert | None:
+    """The alert after this round (None: no alert)."""
+    if value is None:
+        return previous
+    if not rule.breached(value):
+        if previous is not None and previous.state is AlertState.FIRING:
+            return replace(previous, state=AlertState.RESOLVED, value=value, held_until=None)
+        return None
+    if previous is not None and previous.state is AlertState.FIRING:
+        return replace(previous, value=value)
+    base = Alert(key, AlertState.PENDING, now, value, rule.severity, rule.summary)
+    if hold_until is not None and now < hold_until:
+        since = previous.since if previous is not None else now
+        return replace(base, state=AlertState.HELD, since=since, held_until=hold_until)
+    if previous is not None and previous.state is AlertState.HELD and hold_until is None:
+        # The operation ended: its lagging data gets the rule's own duration to clear.
+        return base
+    since = previous.since if previous is not None else now
+    if now - since >= rule.for_s:
+        return replace(base, state=AlertState.FIRING, since=since)
+    return replace(base, since=since)
+
+
+def evaluate(
+    rules: RuleSet,
+    cluster: str,
+    values: Mapping[str, Mapping[str, float | None]],
+    previous: Mapping[AlertKey, Alert],
+    operations: Iterable[Operation],
+    now: float,
+) -> Evaluation:
+    """`values[rule name][subject]`: the latest value of each series of the rule's target
+    (a rule missing from `values` had no answer: its alerts stay as they were)."""
+    operations = tuple(operations)
+    alerts: dict[AlertKey, Alert] = {}
+    notifications: list[Notification] = []
+    changed: list[Alert] = []
+    for rule in rules.rules:
+        series = values.get(rule.name)
+        known = {k.subject: a for k, a in previous.items() if k.rule == rule.name}
+        if series is None:
+            alerts.update({a.key: a for a in known.values()})
+            continue
+        for subject in sorted(set(series) | set(known)):
+            key = AlertKey(cluster, rule.name, subject)
+            before = known.get(subject)
+            hold = _hold_until(rule, subject, operations, rules)
+            after = _step(rule, key, series.get(subject), before, hold, now)
+            if after is None:
+                continue
+            if before is None or after.state is not before.state:
+                changed.append(after)
+                if after.state is AlertState.FIRING:
+                    notifications.append(Notification(NotificationKind.TRIGGER, after))
+                elif after.state is AlertState.RESOLVED:
+                    notifications.append(Notification(NotificationKind.RESOLVE, after))
+            if after.state is not AlertState.RESOLVED:
+                alerts[key] = after
+    # Alerts of rules no longer in the file are dropped without a notification.
+    return Evaluation(alerts, tuple(notifications), tuple(changed))
+
+
+def track_operations(
+    first_seen: Mapping[tuple[int, OperationKind], float],
+    current: Iterable[tuple[int, OperationKind]],
+    now: float,
+) -> dict[tuple[int, OperationKind], float]:
+    """When each operation now in progress was first seen (an operation that ended and
+    starts again starts a new count)."""
+    return {op: first_seen.get(op, now) for op in set(current)}
+
+
+def operations_of(first_seen: Mapping[tuple[int, OperationKind], float]) -> list[Operation]:
+    return [Operation(b, k, since) for (b, k), since in sorted(first_seen.items(), key=str)]
+
+
+def subject_of(rule: Rule, series_name: str) -> str:
+    """A series' subject: the cluster for cluster-scoped rules, else the series' name (the
+    broker id its target's aliasByNode leaves)."""
+    return CLUSTER_SUBJECT if rule.scope is Scope.CLUSTER else series_name

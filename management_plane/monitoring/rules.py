@@ -1,0 +1,229 @@
+"""Alert rules: one versioned TOML file, one parser. Pure.
+
+A refused file names the line and the reason (`alert rules line 12: rule 'disk_free':
+severity must be one of critical, error, warning, info`); the caller keeps the rules it runs.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import tomllib
+from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+from management_plane.errors import KaasError
+
+RULES_SCHEMA_VERSION = 1
+DEFAULT_RULES_FILE = Path(__file__).with_name("default_rules.toml")
+_NAME = re.compile(r"[a-z][a-z0-9_]{0,63}")
+
+
+class RulesError(KaasError):
+    """A rules file that must not replace the running rules; the message names line and reason."""
+
+
+class Severity(Enum):
+    # PagerDuty Events API v2's severities.
+    CRITICAL = "critical"
+    ERROR = "error"
+    WARNING = "warning"
+    INFO = "info"
+
+
+class Scope(Enum):
+    CLUSTER = "cluster"  # one series for the whole cluster; held by any operation in it
+    BROKER = "broker"  # one series per broker, named by its id; held by that broker's operation
+
+
+class Comparison(Enum):
+    ABOVE = ">"
+    BELOW = "<"
+    NOT_EQUAL = "!="
+    OUTSIDE = "outside"  # a band: below `low` or above `high`
+
+
+@dataclass(frozen=True)
+class Rule:
+    name: str
+    summary: str
+    target: str  # a Graphite target; `{cluster}` becomes the cluster's metric segment
+    scope: Scope
+    comparison: Comparison
+    threshold: float  # for >, <, !=
+    low: float  # for outside
+    high: float  # for outside
+    for_s: float
+    severity: Severity
+    line: int  # where the rule starts in its file, for messages
+
+    def breached(self, value: float) -> bool:
+        match self.comparison:
+            case Comparison.ABOVE:
+                return value > self.threshold
+            case Comparison.BELOW:
+                return value < self.threshold
+            case Comparison.NOT_EQUAL:
+                return value != self.threshold
+            case Comparison.OUTSIDE:
+                return value < self.low or value > self.high
+
+    def condition(self) -> str:
+        if self.comparison is Comparison.OUTSIDE:
+            return f"outside {self.low:g}..{self.high:g}"
+        return f"{self.comparison.value} {self.threshold:g}"
+
+    def target_for(self, cluster_segment: str) -> str:
+        return self.target.replace("{cluster}", cluster_segment)
+
+
+@dataclass(frozen=True)
+class Maintenance:
+    """How long KaaS's own operations may keep a rule breached before it fires anyway."""
+
+    restart_s: float = 600.0
+    drain_s: float = 3600.0
+
+
+@dataclass(frozen=True)
+class RuleSet:
+    version: int
+    interval_s: float
+    maintenance: Maintenance
+    rules: tuple[Rule, ...]
+
+
+def _rule_lines(text: str) -> list[int]:
+    """The line of each `[[rules]]` header, in order (tomllib keeps no positions)."""
+    return [
+        number
+        for number, line in enumerate(text.splitlines(), start=1)
+        if line.strip().startswith("[[rules]]")
+    ]
+
+
+def _number(table: dict[str, Any], key: str, where: str, default: float | None = None) -> float:
+    if key not in table:
+        if default is None:
+            raise RulesError(f"{where}: {key} is missing")
+        return default
+    value = table[key]
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise RulesError(f"{where}: {key} must be a number, got {value!r}")
+    return float(value)
+
+
+def _enum(kind: type[Any], table: dict[str, Any], key: str, where: str, default: Any = None) -> Any:
+    value = table.get(key)
+    if value is None and default is not None:
+        return default
+    try:
+        return kind(value)
+    except ValueError:
+        allowed = ", ".join(str(m.value) for m in kind)
+        raise RulesError(f"{where}: {key} must be one of {allowed}, got {value!r}") from None
+
+
+RULE_KEYS = {
+    "name",
+    "summary",
+    "target",
+    "scope",
+    "op",
+    "threshold",
+    "low",
+    "high",
+    "for_s",
+    "severity",
+}
+
+
+def _parse_rule(table: Any, line: int, index: int) -> Rule:
+    where = f"alert rules line {line}"
+    if not isinstance(table, dict):
+        raise RulesError(f"{where}: rule {index + 1} must be a table")
+    name = table.get("name")
+    if not isinstance(name, str) or not _NAME.fullmatch(name):
+        raise RulesError(f"{where}: name must be 1-64 of a-z, 0-9, '_' starting with a letter")
+    where = f"{where}: rule {name!r}"
+    unknown = set(table) - RULE_KEYS
+    if unknown:
+        raise RulesError(f"{where}: unknown keys {', '.join(sorted(unknown))}")
+    target = table.get("target")
+    if not isinstance(target, str) or "{cluster}" not in target:
+        raise RulesError(f"{where}: target must be a Graphite target containing {{cluster}}")
+    summary = table.get("summary", name)
+    if not isinstance(summary, str):
+        raise RulesError(f"{where}: summary must be a string")
+    comparison = _enum(Comparison, table, "op", where)
+    if comparison is Comparison.OUTSIDE:
+        low, high = _number(table, "low", where), _number(table, "high", where)
+        if low > high:
+            raise RulesError(f"{where}: low {low:g} is above high {high:g}")
+        threshold = 0.0
+    else:
+        threshold, low, high = _number(table, "threshold", where), 0.0, 0.0
+    for_s = _number(table, "for_s", where, 0.0)
+    if for_s < 0:
+        raise RulesError(f"{where}: for_s must not be negative, got {for_s:g}")
+    return Rule(
+        name=name,
+        summary=summary,
+        target=target,
+        scope=_enum(Scope, table, "scope", where, Scope.CLUSTER),
+        comparison=comparison,
+        threshold=threshold,
+        low=low,
+        high=high,
+        for_s=for_s,
+        severity=_enum(Severity, table, "severity", where),
+        line=line,
+    )
+
+
+def parse_rules(text: str) -> RuleSet:
+    try:
+        value = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        # tomllib's message ends with "(at line L, column C)".
+        raise RulesError(f"alert rules: not valid TOML: {exc}") from None
+    version = value.get("schema_version")
+    if version != RULES_SCHEMA_VERSION:
+        raise RulesError(
+            f"alert rules line 1: schema_version is {version!r}; this reader knows {RULES_SCHEMA_VERSION}"
+        )
+    interval_s = _number(value, "interval_s", "alert rules", 10.0)
+    if interval_s <= 0:
+        raise RulesError(f"alert rules: interval_s must be positive, got {interval_s:g}")
+    maintenance_table = value.get("maintenance", {})
+    if not isinstance(maintenance_table, dict):
+        raise RulesError("alert rules: [maintenance] must be a table")
+    maintenance = Maintenance(
+        restart_s=_number(maintenance_table, "restart_s", "alert rules [maintenance]", 600.0),
+        drain_s=_number(maintenance_table, "drain_s", "alert rules [maintenance]", 3600.0),
+    )
+    tables = value.get("rules", [])
+    if not isinstance(tables, list) or not tables:
+        raise RulesError("alert rules: no [[rules]] tables")
+    lines = _rule_lines(text)
+    rules: list[Rule] = []
+    for index, table in enumerate(tables):
+        line = lines[index] if index < len(lines) else 0
+        rule = _parse_rule(table, line, index)
+        if any(r.name == rule.name for r in rules):
+            raise RulesError(f"alert rules line {line}: rule {rule.name!r} is defined twice")
+        rules.append(rule)
+    return RuleSet(int(version), interval_s, maintenance, tuple(rules))
+
+
+def load_rules(path: Path = DEFAULT_RULES_FILE) -> RuleSet:
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise RulesError(f"alert rules {path}: cannot be read ({exc.strerror})") from None
+    try:
+        return parse_rules(text)
+    except RulesError as exc:
+        raise RulesError(f"{path}: {exc}") from None

@@ -1,0 +1,62 @@
+"""Plugging the alert loop into `kaas serve`: the service database's running clusters, their
+ZooKeeper through ClusterIO, the history table, the webhook."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from management_plane.errors import KaasError
+from management_plane.monitoring.alert_loop import RESTARTING_STATES, AlertLoop
+from management_plane.monitoring.history import AlertHistory
+from management_plane.monitoring.notify import WebhookNotifier
+from management_plane.monitoring.rules import DEFAULT_RULES_FILE
+from management_plane.service.cluster_io import ClusterIO
+from management_plane.service.db import Database
+from planner.contracts.spec import ClusterSpec
+
+if TYPE_CHECKING:
+    from management_plane.service.main import ServeSettings
+
+DEFAULT_ROUTING_KEY = "kaas"
+
+
+class ClusterIOReader:
+    """The alert loop's view of one cluster: its spec and which agents restart their broker."""
+
+    def __init__(self, io: ClusterIO) -> None:
+        self.io = io
+
+    def read_spec(self) -> ClusterSpec | None:
+        return self.io.read_spec()
+
+    def restarting_brokers(self) -> set[int]:
+        records = self.io.members().records
+        return {b for b, record in records.items() if record.state in RESTARTING_STATES}
+
+
+def build_alert_loop(db: Database, settings: ServeSettings) -> AlertLoop:
+    rules_file = settings.alert_rules_file or DEFAULT_RULES_FILE
+    notifier = None
+    if settings.alert_webhook_url is not None:
+        if not settings.alert_webhook_url.startswith(("http://", "https://")):
+            raise KaasError(
+                f"--alert-webhook must be an http(s) URL, got {settings.alert_webhook_url!r}"
+            )
+        routing_key = DEFAULT_ROUTING_KEY
+        if settings.alert_routing_key_file is not None:
+            try:
+                routing_key = settings.alert_routing_key_file.read_text().strip()
+            except OSError as exc:
+                raise KaasError(
+                    f"--alert-routing-key-file {settings.alert_routing_key_file}: {exc.strerror}"
+                ) from None
+        notifier = WebhookNotifier(settings.alert_webhook_url, routing_key)
+
+    def running_clusters() -> list[str]:
+        return [c["name"] for c in db.list_clusters() if c["status"] == "running"]
+
+    def reader_of(cluster: str) -> ClusterIOReader:
+        addresses = [vm["address"] for vm in db.cluster_vms(cluster) if vm["state"] == "running"]
+        return ClusterIOReader(ClusterIO(cluster, addresses))
+
+    return AlertLoop(running_clusters, reader_of, AlertHistory(db.engine), notifier, rules_file)

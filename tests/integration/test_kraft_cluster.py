@@ -1,0 +1,296 @@
+"""A real 3-VM KRaft cluster (Kafka 4.3.1, `kaas up --no-agents --kafka-version 4.3.1`):
+controllers in processes of their own on the first three VMs, every VM a broker. One
+cluster is shared by the tests of this file; none changes it beyond its own topics."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+from kazoo.client import KazooClient
+
+from agent.kraft_quorum import ControllerIdentity, QuorumChangeKind, QuorumView, decide_quorum
+from agent.kraft_quorum_tool import MetadataQuorumTool
+from management_plane.errors import KaasError
+from management_plane.local import kraft
+from management_plane.local.cluster import LocalCluster
+from management_plane.local.image import find_java, load_image
+from management_plane.local.processes import is_alive
+from management_plane.local.state import require_state
+from management_plane.local.up_choice import UpChoice
+from tests import harness
+from tests.harness import ClusterHandle
+
+pytestmark = pytest.mark.integration
+
+KRAFT_VERSION = "4.3.1"
+
+
+@pytest.fixture(scope="module")
+def kraft_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterHandle]:
+    home = tmp_path_factory.mktemp("kraft-cluster")
+    handle = harness.start_cluster(
+        home,
+        nodes=3,
+        name="kraft",
+        address_base=harness.FRESH_CLUSTER_BASE,
+        kafka_version=KRAFT_VERSION,
+    )
+    try:
+        yield handle
+    finally:
+        harness.stop_cluster(handle)
+
+
+def _quorum_status(handle: ClusterHandle) -> dict[str, str]:
+    """`kafka-metadata-quorum describe --status`, Kafka's own tool from the image's jars."""
+    vm = handle.layout.vms[0]
+    command = kraft.metadata_quorum_command(
+        str(find_java()),
+        vm,
+        str(load_image(verify=False).kafka_libs(KRAFT_VERSION)),
+        ",".join(kraft.bootstrap_endpoints(handle.layout)),
+        "describe",
+        "--status",
+    )
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    status = {}
+    for line in done.stdout.splitlines():
+        key, _, value = line.partition(":")
+        status[key.strip()] = value.strip()
+    return status
+
+
+def test_the_quorum_has_three_voters_and_every_broker_observes(
+    kraft_cluster: ClusterHandle,
+) -> None:
+    status = _quorum_status(kraft_cluster)
+    voters = json.loads(status["CurrentVoters"])
+    assert sorted(v["id"] for v in voters) == [3000, 3001, 3002]
+    assert sorted(e for v in voters for e in v["endpoints"]) == [
+        f"CONTROLLER://{vm.address}:9093" for vm in kraft_cluster.layout.vms
+    ]
+    assert int(status["LeaderId"]) in {3000, 3001, 3002}
+    observers = json.loads(status["CurrentObservers"])
+    assert sorted(o["id"] for o in observers) == [0, 1, 2]
+
+
+def test_controllers_and_brokers_are_separate_processes(kraft_cluster: ClusterHandle) -> None:
+    state = require_state(kraft_cluster.home)
+    assert state.kraft
+    controllers = [state.record(vm.name, "controller") for vm in state.layout.vms]
+    brokers = [state.record(vm.name, "kafka") for vm in state.layout.vms]
+    assert all(is_alive(record) for record in controllers + brokers)
+    pids = {record.pid for record in controllers + brokers if record is not None}
+    assert len(pids) == 6
+    # No Kafka metadata in ZooKeeper: the ensemble is KaaS's own store only.
+    client = KazooClient(hosts=kraft_cluster.zookeeper_hosts)
+    client.start(timeout=30)
+    try:
+        assert client.exists(f"{kraft_cluster.kafka_chroot}/brokers/ids") is None
+    finally:
+        client.stop()
+        client.close()
+
+
+def test_brokers_register_with_their_racks(kraft_cluster: ClusterHandle) -> None:
+    admin = AdminClient({"bootstrap.servers": kraft_cluster.bootstrap_servers})
+    nodes = admin.describe_cluster(request_timeout=30).result(timeout=60).nodes
+    assert {node.id: node.rack for node in nodes} == {
+        vm.broker_id: vm.zone for vm in kraft_cluster.layout.vms
+    }
+
+
+def test_a_topic_takes_the_durable_defaults_and_a_client_produces_and_consumes(
+    kraft_cluster: ClusterHandle,
+) -> None:
+    topic = kraft_cluster.unique_topic("kraft-produce")
+    admin = AdminClient({"bootstrap.servers": kraft_cluster.bootstrap_servers})
+    # No replication factor given: the controllers' durable default (3) applies.
+    admin.create_topics([NewTopic(topic, num_partitions=3)])[topic].result(timeout=60)
+    partitions = admin.list_topics(topic, timeout=30).topics[topic].partitions
+    assert sorted(len(p.replicas) for p in partitions.values()) == [3, 3, 3]
+
+    producer = Producer(
+        {
+            "bootstrap.servers": kraft_cluster.bootstrap_servers,
+            "acks": "all",
+            "enable.idempotence": True,
+        }
+    )
+    errors: list[KafkaError] = []
+    sent = [f"m-{i}" for i in range(200)]
+
+    def delivered(error: KafkaError | None, _message: object) -> None:
+        if error is not None:
+            errors.append(error)
+
+    for value in sent:
+        producer.produce(topic, value.encode(), on_delivery=delivered)
+    assert producer.flush(60) == 0
+    assert errors == []
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": kraft_cluster.bootstrap_servers,
+            "group.id": f"kraft-{uuid.uuid4().hex[:8]}",
+            "auto.offset.reset": "earliest",
+        }
+    )
+    consumer.subscribe([topic])
+    received: list[str] = []
+    try:
+        harness.wait_until(
+            lambda: _poll_into(consumer, received) >= len(sent), 90, "every message consumed"
+        )
+        consumer.commit(asynchronous=False)
+    finally:
+        consumer.close()
+    assert sorted(received) == sorted(sent)
+
+
+def _poll_into(consumer: Consumer, received: list[str]) -> int:
+    for message in consumer.consume(num_messages=500, timeout=1.0):
+        if message.error() is None:
+            received.append(bytes(message.value() or b"").decode())
+    return len(received)
+
+
+def test_kaas_up_again_reuses_the_running_kraft_cluster(kraft_cluster: ClusterHandle) -> None:
+    result = kraft_cluster.local.up(
+        3, name="kraft", address_base=harness.FRESH_CLUSTER_BASE, kafka_version=KRAFT_VERSION
+    )
+    assert result.decision.choice is UpChoice.REUSE
+
+
+def test_kraft_status_lists_each_vms_processes(kraft_cluster: ClusterHandle) -> None:
+    status = kraft_cluster.local.status()
+    assert status["kafka_version"] == KRAFT_VERSION
+    assert status["problems"] == []
+    for vm in status["vms"]:
+        assert vm["broker_registered"], vm
+        assert vm["processes"]["controller"]["state"] == "running"
+        assert vm["processes"]["kafka"]["state"] == "running"
+    roles = sorted(vm["controller_role"] for vm in status["vms"])
+    assert roles == ["leader", "voter", "voter"]
+    shown = kraft_cluster.kaas("status")
+    assert shown.returncode == 0, shown.stderr
+    assert "KRaft controllers: vm1 " in shown.stdout
+    assert shown.stdout.count(" voter") == 2
+
+
+def test_agents_are_refused_on_kraft_for_now(tmp_path: Path) -> None:
+    with pytest.raises(KaasError, match=r"KRaft mode.*--no-agents"):
+        LocalCluster(tmp_path).up(
+            3, address_base=harness.SCRATCH_BASE, kafka_version=KRAFT_VERSION, agents=True
+        )
+    assert not (tmp_path / "cluster.json").exists()
+
+
+def _quorum_tool(handle: ClusterHandle, vm_index: int) -> MetadataQuorumTool:
+    vm = handle.layout.vms[vm_index]
+    return MetadataQuorumTool(
+        java=str(find_java()),
+        libs=str(load_image(verify=False).kafka_libs(KRAFT_VERSION)),
+        log_config=str(vm.config_dir / kraft.KAFKA_TOOLS_LOG4J2),
+        bootstrap_controllers=",".join(kraft.bootstrap_endpoints(handle.layout)),
+        bootstrap_servers=handle.bootstrap_servers,
+        controller_config=str(vm.config_dir / kraft.CONTROLLER_PROPERTIES),
+        clock_ms=lambda: int(time.time() * 1000),
+    )
+
+
+def _view(tool: MetadataQuorumTool, me: ControllerIdentity) -> QuorumView:
+    status, replicas = tool.describe()
+    return QuorumView(
+        replicas=replicas,
+        high_watermark=status.high_watermark,
+        me=me,
+        desired_voters=3,
+        gone_for_s={},
+        gone_threshold_s=60.0,
+        caught_up_within_ms=10_000,
+    )
+
+
+def test_a_removed_controller_is_added_back_by_the_decision_and_the_tool(
+    kraft_cluster: ClusterHandle,
+) -> None:
+    """The decision and the adapter on real Kafka: vm3's controller taken out of the voters
+    is an observer that has caught up; decide_quorum (as vm3's agent) adds it back, and
+    kafka-metadata-quorum add-controller makes it a voter again."""
+    tool = _quorum_tool(kraft_cluster, 2)
+    _, replicas = tool.describe()
+    mine = next(r for r in replicas if r.node_id == 3002)
+    me = ControllerIdentity(3002, mine.directory_id)
+    assert decide_quorum(_view(tool, me)) is None  # a full quorum: nothing to do
+    tool.remove_controller(3002, mine.directory_id)
+    try:
+        harness.wait_until(
+            lambda: [r.role.value for r in tool.describe()[1] if r.node_id == 3002] == ["observer"],
+            60,
+            "controller 3002 observing",
+        )
+        change = None
+
+        def decided() -> bool:
+            nonlocal change
+            change = decide_quorum(_view(tool, me))
+            return change is not None
+
+        harness.wait_until(decided, 60, "the decision to add controller 3002")
+        assert change is not None
+        assert (change.kind, change.node_id, change.directory_id) == (
+            QuorumChangeKind.ADD,
+            3002,
+            mine.directory_id,
+        )
+        tool.add_controller()
+    finally:
+        # Leave the shared cluster with three voters whatever happened above.
+        if not [r for r in tool.describe()[1] if r.node_id == 3002 and r.role.value != "observer"]:
+            harness.wait_until(lambda: _try_add(tool), 60, "controller 3002 back as a voter")
+    voters = sorted(r.node_id for r in tool.describe()[1] if r.role.value != "observer")
+    assert voters == [3000, 3001, 3002]
+
+
+def _try_add(tool: MetadataQuorumTool) -> bool:
+    try:
+        tool.add_controller()
+    except Exception:
+        return False
+    return True
+
+
+def test_a_killed_controller_is_started_again_and_votes(kraft_cluster: ClusterHandle) -> None:
+    """`kaas vm kill --only controller` and `kaas vm start` act on the controller process; the
+    quorum elects or keeps a leader meanwhile, and the restarted controller votes again."""
+    assert "killed controller" in kraft_cluster.vm("kill", "vm2", "--only", "controller")
+    tool = _quorum_tool(kraft_cluster, 0)
+    # Two of three voters keep (or elect) a leader.
+    harness.wait_until(
+        lambda: tool.describe()[0].leader_id in {3000, 3002}, 60, "a leader among 3000, 3002"
+    )
+    assert "started controller" in kraft_cluster.vm("start", "vm2")
+    harness.wait_until(
+        lambda: (
+            [
+                r.caught_up_ago_ms is not None and r.caught_up_ago_ms < 5000
+                for r in tool.describe()[1]
+                if r.node_id == 3001
+            ]
+            == [True]
+        ),
+        90,
+        "controller 3001 caught up again",
+    )
+    voters = sorted(r.node_id for r in tool.describe()[1] if r.role.value != "observer")
+    assert voters == [3000, 3001, 3002]

@@ -1,0 +1,155 @@
+"""Alerts on real servers: `kaas serve` evaluates the shipped rules against the pipeline
+`kaas up` started. A broker killed while its agent is stopped fires the under-replicated rule
+once to the test's webhook receiver and resolves once the broker is back; the agents' own
+rolling restart is held, and fires nothing."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kazoo.client import KazooClient
+
+from management_plane.workload import create_topic
+from planner.contracts.paths import ClusterPaths
+from planner.contracts.spec import ClusterSpec, parse_spec
+from tests import harness
+from tests.harness import ClusterHandle, wait_for_healthy_agents, wait_until
+from tests.mp_service import ServiceHandle, free_port
+
+pytestmark = pytest.mark.integration
+
+RULE = "under_replicated_partitions"
+READ_ONLY_KEY = "offsets.retention.minutes"  # not dynamic (KIP-226): the agents roll for it
+
+
+class WebhookReceiver:
+    """A local stand-in for PagerDuty's Events API v2 endpoint."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[float, dict[str, Any]]] = []
+        owner = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                owner.events.append((time.monotonic(), body))
+                self.send_response(202)
+                self.end_headers()
+                self.wfile.write(b'{"status":"success"}')
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v2/enqueue"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def of_rule(self, rule: str) -> list[dict[str, Any]]:
+        return [body for _, body in self.events if f"/{rule}/" in body["dedup_key"]]
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_killed_broker_pages_once_and_resolves_and_a_rolling_restart_pages_nothing(
+    fresh_cluster_with_agents: ClusterHandle, tmp_path: Path
+) -> None:
+    cluster = fresh_cluster_with_agents
+    name = cluster.layout.name
+    receiver = WebhookReceiver()
+    service = ServiceHandle(
+        tmp_path / "service",
+        free_port(),
+        harness.FRESH_CLUSTER_BASE,
+        extra_args=(
+            "--adopt-local-cluster",
+            str(cluster.home),
+            "--alert-webhook",
+            receiver.url,
+            "--broker-loss-after",
+            "0",
+        ),
+    )
+    zk = KazooClient(hosts=cluster.zookeeper_hosts)
+    zk.start(timeout=30)
+    try:
+        service.start()
+        wait_for_healthy_agents(zk, name)
+        create_topic(cluster.bootstrap_servers, cluster.unique_topic("alerts"), 6, 3)
+
+        # The broker of vm2 killed, its agent stopped first, so nothing heals it.
+        cluster.vm("stop", "vm2", "--only", "agent")
+        killed = time.monotonic()
+        cluster.vm("kill", "vm2", "--only", "kafka")
+        wait_until(lambda: len(receiver.of_rule(RULE)) >= 1, 180, "the URP alert's trigger")
+        fired_after = receiver.events[0][0] - killed
+        print(f"alert delay (kill to webhook): {fired_after:.1f}s")
+        (trigger,) = receiver.of_rule(RULE)
+        assert trigger["event_action"] == "trigger"
+        assert trigger["dedup_key"] == f"kaas/{name}/{RULE}/cluster"
+        assert trigger["payload"]["severity"] == "critical"
+        status, active = service.call("GET", f"/v1/alerts?cluster={name}")
+        assert status == 200
+        assert any(a["rule"] == RULE and a["state"] == "firing" for a in active), active
+
+        cluster.vm("start", "vm2")
+        wait_until(lambda: len(receiver.of_rule(RULE)) >= 2, 240, "the URP alert's resolve")
+        time.sleep(20)  # two more evaluations: nothing else may come for the same fault
+        assert [b["event_action"] for b in receiver.of_rule(RULE)] == ["trigger", "resolve"]
+        assert {b["dedup_key"] for b in receiver.of_rule(RULE)} == {trigger["dedup_key"]}
+        wait_for_healthy_agents(zk, name)
+
+        # The agents' own rolling restart: URP rises on the others while each broker
+        # restarts, the rule is held, and the webhook hears nothing.
+        sent_before = len(receiver.events)
+        paths = ClusterPaths(name)
+        raw, stat = zk.get(paths.spec)
+        spec = parse_spec(raw)
+        rolled = ClusterSpec(
+            **{
+                **spec.__dict__,
+                "broker_config": {**spec.broker_config, READ_ONLY_KEY: "10081"},
+                "generation": spec.generation + 1,
+            }
+        )
+        zk.set(paths.spec, rolled.encode(), version=stat.version)
+
+        def rolled_everywhere() -> bool:
+            return all(
+                f"{READ_ONLY_KEY}=10081" in (vm.config_dir / "server.properties").read_text()
+                for vm in cluster.layout.vms
+            )
+
+        wait_until(rolled_everywhere, 420, "every broker to restart with the new config")
+        wait_for_healthy_agents(zk, name, timeout=300)
+        time.sleep(40)  # the lagging data's for_s after the last restart
+        status, history = service.call("GET", f"/v1/alerts/history?cluster={name}")
+        assert status == 200
+        held = [e for e in history if e["rule"] == RULE and e["state"] == "held"]
+        assert held, history  # URP did rise during the restarts, and was held
+        assert receiver.events[sent_before:] == [], receiver.events[sent_before:]
+        result = harness.kaas_cli(
+            "alerts",
+            "history",
+            "--cluster",
+            name,
+            "--api-url",
+            service.url,
+            "--api-key-file",
+            str(service.home / "admin-key"),
+        )
+        assert result.returncode == 0, result.stderr
+        assert "held" in result.stdout and "firing" in result.stdout
+    finally:
+        zk.stop()
+        zk.close()
+        service.stop()
+        receiver.close()

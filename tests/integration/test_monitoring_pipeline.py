@@ -1,0 +1,84 @@
+"""The local monitoring pipeline on real servers: `kaas up` (agents) starts statsd, carbon and
+graphite-web; the agents' gauges reach Graphite's render API; `kaas down` stops it."""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+import urllib.parse
+import urllib.request
+
+import pytest
+from kazoo.client import KazooClient
+
+from management_plane.local.processes import is_alive
+from management_plane.monitoring.pipeline import pipeline_records, plan_pipeline
+from planner.contracts.paths import ClusterPaths
+from planner.contracts.spec import parse_spec
+from tests.harness import ClusterHandle
+
+pytestmark = pytest.mark.integration
+
+METRICS_INTERVAL_S = 10  # the local agents' metrics_interval_s (management_plane/local/render.py)
+
+
+def _series(graphite_url: str, target: str, since: str = "-5min") -> dict[str, list[float]]:
+    query = urllib.parse.urlencode({"target": target, "format": "json", "from": since})
+    with urllib.request.urlopen(f"{graphite_url}/render?{query}", timeout=10) as answer:
+        value = json.load(answer)
+    return {s["target"]: [p[0] for p in s["datapoints"] if p[0] is not None] for s in value}
+
+
+def test_graphite_holds_every_brokers_under_replicated_series_soon_after_up(
+    fresh_cluster_with_agents: ClusterHandle,
+) -> None:
+    up_done = time.monotonic()
+    handle = fresh_cluster_with_agents
+    layout = plan_pipeline(handle.home, handle.layout.vms[0].address.rsplit(".", 1)[0])
+    cluster = handle.layout.name
+
+    # The agents send where the spec says, not where their settings point.
+    zk = KazooClient(hosts=handle.zookeeper_hosts)
+    zk.start(timeout=30)
+    try:
+        raw, _ = zk.get(ClusterPaths(cluster).spec)
+    finally:
+        zk.stop()
+        zk.close()
+    monitoring = parse_spec(raw).monitoring
+    assert monitoring is not None
+    assert (monitoring.statsd_host, monitoring.statsd_port) == (layout.host.address, 8125)
+    assert monitoring.graphite_url == layout.graphite_url
+
+    target = f"kaas.{cluster}.brokers.*.under_replicated_partitions"
+    expected = {f"kaas.{cluster}.brokers.{i}.under_replicated_partitions" for i in range(3)}
+    deadline = up_done + 2 * METRICS_INTERVAL_S
+    seen: dict[str, list[float]] = {}
+    while time.monotonic() < deadline:
+        seen = _series(layout.graphite_url, target)
+        if expected <= {name for name, points in seen.items() if points}:
+            break
+        time.sleep(1)
+    assert expected <= {name for name, points in seen.items() if points}, seen
+    print(f"every broker's URP series in Graphite {time.monotonic() - up_done:.1f}s after up")
+    for name in expected:
+        assert all(value == 0 for value in seen[name]), (name, seen[name])
+
+    # Metric delay: one gauge sent now, until the render API shows it.
+    probe = f"kaas.{cluster}.probe.delay"
+    sent = time.monotonic()
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as udp:
+        udp.sendto(f"{probe}:42|g".encode(), (layout.host.address, layout.host.statsd_port))
+    while time.monotonic() - sent < 3 * METRICS_INTERVAL_S:
+        if _series(layout.graphite_url, probe, "-2min").get(probe):
+            break
+        time.sleep(0.5)
+    assert _series(layout.graphite_url, probe, "-2min").get(probe) == [42.0]
+    print(f"metric delay (statsd to render API): {time.monotonic() - sent:.1f}s")
+
+    records = pipeline_records(layout)
+    assert len(records) == 3 and all(is_alive(r) for r in records.values())
+    handle.local.down()
+    assert not any(is_alive(r) for r in records.values())
+    assert pipeline_records(layout) == {}

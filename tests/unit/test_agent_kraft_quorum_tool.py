@@ -1,0 +1,134 @@
+"""The contract's parsers of Kafka's quorum tool output, and the commands the agent's adapter
+runs (fake runner)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pytest
+
+from agent.kraft_quorum_tool import MetadataQuorumTool, QuorumToolError
+from planner.contracts.kraft_quorum_state import (
+    QuorumOutputError,
+    QuorumRole,
+    QuorumStatus,
+    parse_replication,
+    parse_status,
+)
+
+pytestmark = pytest.mark.unit
+
+# What kafka-metadata-quorum 4.3.1 printed for a 3-VM local cluster.
+REPLICATION = (
+    "NodeId\tDirectoryId           \tLogEndOffset\tLag\tLastFetchTimestamp\tLastCaughtUpTimestamp\tStatus  \t\n"
+    "3000  \tPN0u3Tq9TgWmMBONpvDXYw\t88          \t0  \t1795482855072     \t1795482855072        \tLeader  \t\n"
+    "3001  \tCTCgcWWIQjSGZ3ltHKnyVQ\t88          \t0  \t1795482854639     \t1795482854639        \tFollower\t\n"
+    "0     \tfNMGpaj_loqaqaEW-bvMtQ\t80          \t8  \t1795482854635     \t-1                   \tObserver\t\n"
+)
+STATUS = (
+    "ClusterId:              F5trXJxAQxyWDssgXdoDMg\n"
+    "LeaderId:               3002\n"
+    "LeaderEpoch:            1\n"
+    "HighWatermark:          52\n"
+    'CurrentVoters:          [{"id": 3000}]\n'
+)
+
+
+def test_replication_is_parsed_with_roles_and_ages() -> None:
+    replicas = parse_replication(REPLICATION, now_ms=1795482856072)
+    assert [(r.node_id, r.role, r.log_end_offset, r.caught_up_ago_ms) for r in replicas] == [
+        (3000, QuorumRole.LEADER, 88, 1000),
+        (3001, QuorumRole.FOLLOWER, 88, 1433),
+        (0, QuorumRole.OBSERVER, 80, None),
+    ]
+    assert replicas[0].directory_id == "PN0u3Tq9TgWmMBONpvDXYw"
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("", "no NodeId header"),
+        ("NodeId\tDirectoryId\tStatus\n", "lacks a column"),
+        (REPLICATION.replace("Leader  \t", "Boss\t"), "unknown replica status 'Boss'"),
+        (REPLICATION.replace("88          \t0  \t1795482855072", "x\t0\t1"), "line"),
+    ],
+)
+def test_bad_replication_output_is_named(text: str, message: str) -> None:
+    with pytest.raises(QuorumOutputError, match=message):
+        parse_replication(text, now_ms=0)
+
+
+def test_status_gives_the_leader_and_high_watermark() -> None:
+    assert parse_status(STATUS) == QuorumStatus(3002, 52)
+    assert parse_status(STATUS.replace("3002", "-1")).leader_id is None
+    with pytest.raises(QuorumOutputError, match="LeaderId or HighWatermark"):
+        parse_status("ClusterId: x\n")
+
+
+def test_the_adapter_runs_kafkas_tools_with_the_right_arguments() -> None:
+    ran: list[list[str]] = []
+
+    def runner(command: Sequence[str]) -> str:
+        ran.append(list(command))
+        return STATUS if "--status" in command else REPLICATION
+
+    tool = MetadataQuorumTool(
+        java="java",
+        libs="/libs",
+        log_config="/tools-log4j2.properties",
+        bootstrap_controllers="h1:9093,h2:9093",
+        bootstrap_servers="h1:9092",
+        controller_config="/c/controller.properties",
+        clock_ms=lambda: 1795482856072,
+        runner=runner,
+    )
+    status, replicas = tool.describe()
+    assert status.high_watermark == 52
+    assert len(replicas) == 3
+    tool.add_controller()
+    tool.remove_controller(3001, "CTCgcWWIQjSGZ3ltHKnyVQ")
+    tool.unregister_broker(4)
+    tails = [command[command.index("-cp") + 2 :] for command in ran]
+    quorum = [
+        "org.apache.kafka.tools.MetadataQuorumCommand",
+        "--bootstrap-controller",
+        "h1:9093,h2:9093",
+    ]
+    assert tails == [
+        [*quorum, "describe", "--status"],
+        [*quorum, "describe", "--replication"],
+        [*quorum, "--command-config", "/c/controller.properties", "add-controller"],
+        [
+            *quorum,
+            "remove-controller",
+            "--controller-id",
+            "3001",
+            "--controller-directory-id",
+            "CTCgcWWIQjSGZ3ltHKnyVQ",
+        ],
+        [
+            "org.apache.kafka.tools.ClusterTool",
+            "unregister",
+            "--bootstrap-server",
+            "h1:9092",
+            "--id",
+            "4",
+        ],
+    ]
+    assert all("-Dlog4j2.configurationFile=file:/tools-log4j2.properties" in c for c in ran)
+
+
+def test_a_vm_without_a_controller_has_none_to_add() -> None:
+    tool = MetadataQuorumTool(
+        "java", "/libs", "/l", "h:9093", "h:9092", None, lambda: 0, lambda c: ""
+    )
+    with pytest.raises(QuorumToolError, match="runs no controller"):
+        tool.add_controller()
+
+
+def test_output_the_parser_refuses_is_the_adapters_error() -> None:
+    tool = MetadataQuorumTool(
+        "java", "/libs", "/l", "h:9093", "h:9092", None, lambda: 0, lambda c: "?"
+    )
+    with pytest.raises(QuorumToolError, match="LeaderId or HighWatermark"):
+        tool.describe()

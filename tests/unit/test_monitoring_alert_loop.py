@@ -1,0 +1,224 @@
+"""The alert loop against fakes of the cluster and Graphite, the history table on SQLite,
+and the webhook notifier against an in-process HTTP receiver (and a closed port)."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pytest
+from sqlalchemy import create_engine
+
+from management_plane.monitoring.alert_loop import AlertLoop
+from management_plane.monitoring.evaluate import (
+    Alert,
+    AlertKey,
+    AlertState,
+    Notification,
+    NotificationKind,
+)
+from management_plane.monitoring.history import AlertHistory
+from management_plane.monitoring.notify import WebhookNotifier, backoff_s, event_body
+from management_plane.monitoring.rules import Severity
+from planner.contracts.monitoring import MonitoringTargets
+from planner.contracts.spec import ClusterSpec
+
+pytestmark = pytest.mark.unit
+
+RULES = """schema_version = 1
+interval_s = 10
+[maintenance]
+restart_s = 100
+
+[[rules]]
+name = "urp"
+target = "sumSeries(kaas.{cluster}.brokers.*.under_replicated_partitions)"
+op = ">"
+threshold = 0
+for_s = 20
+severity = "critical"
+"""
+
+
+class FakeReader:
+    def __init__(self) -> None:
+        self.restarting: set[int] = set()
+
+    def read_spec(self) -> ClusterSpec:
+        return ClusterSpec(
+            "c1",
+            "3.9.2",
+            3,
+            ("a",),
+            monitoring=MonitoringTargets("127.0.0.1", 8125, "http://graphite"),
+        )
+
+    def restarting_brokers(self) -> set[int]:
+        return self.restarting
+
+
+class FakeGraphite:
+    value: ClassVar[float | None] = 0.0
+    targets: ClassVar[list[str]] = []
+
+    def __init__(self, url: str) -> None:
+        assert url == "http://graphite"
+
+    def latest(self, target: str, since: str) -> dict[str, float | None]:
+        FakeGraphite.targets.append(target)
+        return {target: FakeGraphite.value}
+
+
+class Receiver:
+    def __init__(self) -> None:
+        self.bodies: list[dict[str, Any]] = []
+        owner = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                length = int(self.headers["Content-Length"])
+                owner.bodies.append(json.loads(self.rfile.read(length)))
+                self.send_response(202)
+                self.end_headers()
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v2/enqueue"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def _wait(check: Any, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and not check():
+        time.sleep(0.02)
+
+
+def _loop(
+    tmp_path: Path, notifier: WebhookNotifier | None
+) -> tuple[AlertLoop, FakeReader, list[float]]:
+    rules = tmp_path / "rules.toml"
+    rules.write_text(RULES)
+    reader = FakeReader()
+    now = [1000.0]
+    loop = AlertLoop(
+        lambda: ["c1"],
+        lambda _cluster: reader,
+        AlertHistory(create_engine(f"sqlite:///{tmp_path / 'db.sqlite'}")),
+        notifier,
+        rules,
+        graphite_of=FakeGraphite,  # type: ignore[arg-type]
+        clock=lambda: now[0],
+    )
+    return loop, reader, now
+
+
+def test_loop_fires_once_resolves_and_records_history(tmp_path: Path) -> None:
+    receiver = Receiver()
+    notifier = WebhookNotifier(receiver.url, "routing-1")
+    loop, _reader, now = _loop(tmp_path, notifier)
+    try:
+        for t, value in [
+            (0, 0.0),
+            (10, 2.0),
+            (20, 2.0),
+            (30, 2.0),
+            (40, 1.0),
+            (50, 0.0),
+            (60, 0.0),
+        ]:
+            now[0] = 1000.0 + t
+            FakeGraphite.value = value
+            loop.run_once()
+        _wait(lambda: len(receiver.bodies) >= 2)
+    finally:
+        notifier.close()
+        receiver.close()
+    assert "sumSeries(kaas.c1.brokers.*.under_replicated_partitions)" in FakeGraphite.targets
+    assert [b["event_action"] for b in receiver.bodies] == ["trigger", "resolve"]
+    assert {b["dedup_key"] for b in receiver.bodies} == {"kaas/c1/urp/cluster"}
+    assert receiver.bodies[0]["routing_key"] == "routing-1"
+    assert receiver.bodies[0]["payload"]["severity"] == "critical"
+    states = [(e["at"] - 1000.0, e["state"]) for e in loop.history.entries("c1")]
+    assert states == [(10, "pending"), (30, "firing"), (50, "resolved")]
+    assert loop.active() == []
+
+
+def test_loop_holds_while_an_agent_restarts_its_broker(tmp_path: Path) -> None:
+    loop, reader, now = _loop(tmp_path, None)
+    reader.restarting = {1}
+    FakeGraphite.value = 3.0
+    for t in (0, 10, 20, 30, 40):
+        now[0] = 1000.0 + t
+        loop.run_once()
+    (alert,) = loop.active("c1")
+    assert alert["state"] == "held" and alert["held_until"] == 1100.0
+    now[0] = 1100.0
+    loop.run_once()
+    assert loop.active("c1")[0]["state"] == "firing"
+
+
+def test_bad_rules_file_is_refused_and_running_rules_kept(tmp_path: Path) -> None:
+    loop, _reader, _now = _loop(tmp_path, None)
+    loop.rules_file.write_text(RULES.replace('"critical"', '"loud"'))
+    problem = loop.reload_rules()
+    assert problem is not None and "line 6: rule 'urp': severity must be one of" in problem
+    assert [r.name for r in loop.rules.rules] == ["urp"]
+    assert loop.rules_problem == problem
+
+
+def _alert(kind: NotificationKind) -> Notification:
+    key = AlertKey("c1", "urp", "cluster")
+    return Notification(kind, Alert(key, AlertState.FIRING, 5.0, 2.0, Severity.CRITICAL, "urp"))
+
+
+def test_event_bodies_follow_the_events_api_v2() -> None:
+    trigger = event_body(_alert(NotificationKind.TRIGGER), "k")
+    assert trigger["event_action"] == "trigger" and trigger["dedup_key"] == "kaas/c1/urp/cluster"
+    assert set(trigger["payload"]) >= {"summary", "source", "severity"}
+    resolve = event_body(_alert(NotificationKind.RESOLVE), "k")
+    assert resolve == {
+        "routing_key": "k",
+        "event_action": "resolve",
+        "dedup_key": "kaas/c1/urp/cluster",
+    }
+
+
+def test_backoff_doubles_up_to_the_cap() -> None:
+    assert [backoff_s(n, 1.0, 5.0) for n in range(1, 6)] == [1.0, 2.0, 4.0, 5.0, 5.0]
+
+
+def test_unreachable_webhook_is_retried_with_backoff_without_blocking_submit() -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        closed_port = probe.getsockname()[1]
+    outcomes: list[tuple[str, str, bool, int]] = []
+    notifier = WebhookNotifier(
+        f"http://127.0.0.1:{closed_port}/",
+        "k",
+        backoff_base_s=0.05,
+        backoff_cap_s=0.2,
+        max_attempts=4,
+        on_outcome=lambda *outcome: outcomes.append(outcome),
+    )
+    try:
+        started = time.monotonic()
+        for _ in range(20):
+            notifier.submit(_alert(NotificationKind.TRIGGER))
+        assert time.monotonic() - started < 0.1  # queued, not sent, by the caller
+        _wait(lambda: len(outcomes) >= 1)
+        elapsed = time.monotonic() - started
+    finally:
+        notifier.close(timeout_s=1.0)
+    assert outcomes[0] == ("kaas/c1/urp/cluster", "trigger", False, 4)
+    assert elapsed >= 0.05 + 0.1 + 0.2  # three waits between four attempts

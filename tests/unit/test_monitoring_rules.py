@@ -1,0 +1,238 @@
+"""Alert rules: the one parser (refusals name line and reason) and the pure evaluator
+(`for` durations, severities, maintenance holds, one trigger and one resolve)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from management_plane.monitoring.evaluate import (
+    Alert,
+    AlertKey,
+    AlertState,
+    NotificationKind,
+    Operation,
+    OperationKind,
+    evaluate,
+    track_operations,
+)
+from management_plane.monitoring.rules import (
+    Comparison,
+    RulesError,
+    Scope,
+    Severity,
+    load_rules,
+    parse_rules,
+)
+
+pytestmark = pytest.mark.unit
+
+HEADER = "schema_version = 1\ninterval_s = 10\n"
+URP = """
+[[rules]]
+name = "urp"
+target = "sumSeries(kaas.{cluster}.brokers.*.under_replicated_partitions)"
+op = ">"
+threshold = 0
+for_s = 30
+severity = "critical"
+"""
+DISK = """
+[[rules]]
+name = "disk"
+target = "aliasByNode(kaas.{cluster}.brokers.*.host.log_dir_free_percent, 3)"
+scope = "broker"
+op = "<"
+threshold = 15
+for_s = 0
+severity = "error"
+"""
+BAND = """
+[[rules]]
+name = "band"
+target = "sumSeries(kaas.{cluster}.brokers.*.messages_in_per_s)"
+op = "outside"
+low = 10
+high = 100
+severity = "warning"
+"""
+RULES = parse_rules(HEADER + "[maintenance]\nrestart_s = 100\n" + URP + DISK + BAND)
+
+
+def test_default_rules_file_parses_with_every_required_rule() -> None:
+    rules = load_rules()
+    names = {r.name for r in rules.rules}
+    assert {
+        "under_replicated_partitions",
+        "offline_partitions",
+        "active_controllers",
+        "under_min_isr_partitions",
+        "offline_log_directories",
+        "disk_free",
+        "messages_in_band",
+    } <= names
+    controllers = next(r for r in rules.rules if r.name == "active_controllers")
+    assert controllers.comparison is Comparison.NOT_EQUAL and controllers.threshold == 1
+
+
+def test_parsed_rule_fields() -> None:
+    urp, disk, band = RULES.rules
+    assert (urp.scope, urp.severity, urp.for_s, urp.line) == (
+        Scope.CLUSTER,
+        Severity.CRITICAL,
+        30.0,
+        6,
+    )
+    assert disk.scope is Scope.BROKER and disk.breached(14.9) and not disk.breached(15)
+    assert band.breached(9) and band.breached(101) and not band.breached(50)
+    assert RULES.maintenance.restart_s == 100 and RULES.maintenance.drain_s == 3600
+    assert urp.target_for("prod") == "sumSeries(kaas.prod.brokers.*.under_replicated_partitions)"
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("schema_version = 1\n[[rules]\n", "not valid TOML: .*line 2"),
+        ("schema_version = 2\n" + URP, "line 1: schema_version is 2"),
+        (HEADER, "no \\[\\[rules\\]\\] tables"),
+        (
+            HEADER + URP.replace('"critical"', '"loud"'),
+            "line 4: rule 'urp': severity must be one of critical",
+        ),
+        (HEADER + URP.replace('op = ">"', 'op = ">="'), "line 4: rule 'urp': op must be one of"),
+        (HEADER + URP.replace("threshold = 0\n", ""), "line 4: rule 'urp': threshold is missing"),
+        (HEADER + URP.replace("threshold = 0", 'threshold = "0"'), "threshold must be a number"),
+        (HEADER + URP.replace("for_s = 30", "for_s = -1"), "for_s must not be negative"),
+        (
+            HEADER + URP.replace("kaas.{cluster}", "kaas.x"),
+            "target must be a Graphite target containing",
+        ),
+        (HEADER + URP.replace('name = "urp"', 'name = "Bad Name"'), "line 4: name must be"),
+        (HEADER + URP + URP, "line 12: rule 'urp' is defined twice"),
+        (HEADER + URP.replace("for_s", "fer_s"), "unknown keys fer_s"),
+        (HEADER + BAND.replace("low = 10", "low = 1000"), "low 1000 is above high 100"),
+        ("schema_version = 1\ninterval_s = 0\n" + URP, "interval_s must be positive"),
+    ],
+)
+def test_malformed_rules_are_refused_with_line_and_reason(text: str, message: str) -> None:
+    with pytest.raises(RulesError, match=message):
+        parse_rules(text)
+
+
+def test_load_rules_names_the_file(tmp_path: Path) -> None:
+    bad = tmp_path / "rules.toml"
+    bad.write_text(HEADER + URP.replace('"critical"', '"loud"'))
+    with pytest.raises(RulesError, match=f"{bad}: alert rules line 4"):
+        load_rules(bad)
+    with pytest.raises(RulesError, match="cannot be read"):
+        load_rules(tmp_path / "missing.toml")
+
+
+def _run(
+    steps: list[tuple[float, dict[str, dict[str, float | None]], list[Operation]]],
+) -> list[tuple[float, str, str, str]]:
+    """Run rounds; return (time, notification, rule, subject) of every notification."""
+    alerts: dict[AlertKey, Alert] = {}
+    sent = []
+    for now, values, operations in steps:
+        result = evaluate(RULES, "c", values, alerts, operations, now)
+        alerts = result.alerts
+        sent += [
+            (now, n.kind.value, n.alert.key.rule, n.alert.key.subject) for n in result.notifications
+        ]
+    return sent
+
+
+def _urp(value: float | None) -> dict[str, dict[str, float | None]]:
+    return {"urp": {"cluster": value}}
+
+
+RESTART_1 = [Operation(1, OperationKind.RESTART, 0.0)]
+
+CASES = {
+    "breach shorter than for_s: nothing": (
+        [(0, _urp(2), []), (20, _urp(2), []), (25, _urp(0), [])],
+        [],
+    ),
+    "breach for for_s: one trigger, then one resolve": (
+        [
+            (0, _urp(2), []),
+            (10, _urp(2), []),
+            (30, _urp(3), []),
+            (40, _urp(1), []),
+            (50, _urp(0), []),
+            (60, _urp(0), []),
+        ],
+        [(30, "trigger", "urp", "cluster"), (50, "resolve", "urp", "cluster")],
+    ),
+    "no data keeps a firing alert firing": (
+        [
+            (0, _urp(1), []),
+            (30, _urp(1), []),
+            (40, _urp(None), []),
+            (50, {}, []),
+            (60, _urp(0), []),
+        ],
+        [(30, "trigger", "urp", "cluster"), (60, "resolve", "urp", "cluster")],
+    ),
+    "KaaS restarting a broker holds the cluster rule": (
+        [
+            (0, _urp(2), RESTART_1),
+            (60, _urp(2), RESTART_1),
+            (90, _urp(0), RESTART_1),
+            (100, _urp(0), []),
+        ],
+        [],
+    ),
+    "lagging data after the operation gets for_s again": (
+        [(0, _urp(2), RESTART_1), (60, _urp(2), RESTART_1), (70, _urp(2), []), (80, _urp(0), [])],
+        [],
+    ),
+    "an operation that outlasts its expected time fires": (
+        [
+            (0, _urp(2), RESTART_1),
+            (60, _urp(2), RESTART_1),
+            (100, _urp(2), RESTART_1),
+            (110, _urp(0), RESTART_1),
+        ],
+        [(100, "trigger", "urp", "cluster"), (110, "resolve", "urp", "cluster")],
+    ),
+    "a broker rule is held only for the broker KaaS works on": (
+        [(0, {"disk": {"1": 5.0, "2": 5.0}}, RESTART_1)],
+        [(0, "trigger", "disk", "2")],
+    ),
+    "band rule fires below and above": (
+        [
+            (0, {"band": {"cluster": 5.0}}, []),
+            (10, {"band": {"cluster": 50.0}}, []),
+            (20, {"band": {"cluster": 500.0}}, []),
+        ],
+        [
+            (0, "trigger", "band", "cluster"),
+            (10, "resolve", "band", "cluster"),
+            (20, "trigger", "band", "cluster"),
+        ],
+    ),
+}
+
+
+@pytest.mark.parametrize("case", CASES, ids=list(CASES))
+def test_evaluation_table(case: str) -> None:
+    steps, expected = CASES[case]
+    assert _run(steps) == expected  # type: ignore[arg-type]
+
+
+def test_held_alert_shows_its_hold() -> None:
+    result = evaluate(RULES, "c", _urp(2), {}, RESTART_1, 5.0)
+    (alert,) = result.alerts.values()
+    assert alert.state is AlertState.HELD and alert.held_until == 100.0
+    assert alert.key.dedup_key == "kaas/c/urp/cluster"
+
+
+def test_track_operations_keeps_first_seen_and_forgets_ended() -> None:
+    seen = track_operations({}, [(1, OperationKind.RESTART)], 10.0)
+    seen = track_operations(seen, [(1, OperationKind.RESTART), (2, OperationKind.DRAIN)], 20.0)
+    assert seen == {(1, OperationKind.RESTART): 10.0, (2, OperationKind.DRAIN): 20.0}
+    assert track_operations(seen, [], 30.0) == {}
+    assert NotificationKind.TRIGGER.value == "trigger"
