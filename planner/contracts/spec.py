@@ -56,6 +56,7 @@ class ClusterSpec:
     @property
     def kafka_mode(self) -> KafkaMode:
         return kafka_mode(self.kafka_version)
+
     monitoring: MonitoringTargets | None = None  # absent: the agents' own statsd setting
 
     def to_json(self) -> dict[str, Any]:
