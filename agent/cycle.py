@@ -46,7 +46,7 @@ from agent.ports import (
     EnsembleMembership,
     PlannerSeat,
     PlanStorePort,
-    Reassigner,
+    ReassignmentAdmin,
     StoreUnavailable,
 )
 from agent.restart import LaunchKind
@@ -103,8 +103,8 @@ class AgentPorts:
     plan_store: PlanStorePort
     cluster_admin: Callable[[str], ClusterAdmin]
     """bootstrap list -> the whole cluster's admin, for the elected planner."""
-    reassigner: Callable[[str, str], Reassigner]
-    """(Kafka version, bootstrap list) -> Kafka's reassignment tool."""
+    reassignments: Callable[[str], ReassignmentAdmin]
+    """bootstrap list -> Kafka's reassignment API, for the elected planner."""
     clock: Clock
     spawn: Spawn = field(default=spawn_thread)
 
@@ -133,7 +133,7 @@ class Agent:
             ports.plan_store,
             self._read_spec,
             lambda: ports.cluster_admin(self.cluster_bootstrap()),
-            lambda version: ports.reassigner(version, self.cluster_bootstrap()),
+            lambda: ports.reassignments(self.cluster_bootstrap()),
             self.journal,
             ports.clock,
         )

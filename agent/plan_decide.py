@@ -1,15 +1,15 @@
 """What the elected planner's agent does next with the plan: a pure function of one
 snapshot (no I/O), like `agent.decide` for the VM's own loop.
 
-The stored progress is the executor's memory: a batch is recorded as started before it is
-handed to Kafka, so an agent that takes over (or restarts) mid-batch checks that batch
-instead of judging a half-moved partition as a change made by someone else.
+A running plan's state is in Kafka itself (its live lists and the reassignments it runs),
+so an agent that takes over (or restarts) mid-plan reads where each partition stands
+(agent.pipeline) instead of judging a half-moved partition as a change made by someone else.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from planner.contracts.plan_records import Progress
 from planner.store import StoredPlan
@@ -47,21 +47,15 @@ class PlanSnapshot:
     planned_for: PlanInputs | None
     """What the last planning (or the end of the last plan) saw; see plan_inputs."""
     replan_interval_s: float
-    stall_s: float
-    last_progress_at: float = 0.0
-    """When a partition of the running batch last reached its new replicas (0: not seen)."""
 
 
 @dataclass(frozen=True)
 class PlanAction:
     kind: str
-    """hold | refuse | make_plan | start_batch | check_batch | finish | supersede"""
+    """hold | refuse | make_plan | execute | supersede"""
     reason: str
-    batch: int = -1
-    moves: tuple[tuple[str, int, tuple[int, ...]], ...] = ()
-    """start_batch: the steps not yet at their list; check_batch: those still moving."""
-    stalled: bool = False
-    unfinished: tuple[tuple[str, int, tuple[int, ...]], ...] = field(default=())
+    may_start: bool = True
+    """execute: whether new moves may start (moves running always continue)."""
 
 
 def decide_plan(snap: PlanSnapshot) -> PlanAction:
@@ -83,40 +77,20 @@ def decide_plan(snap: PlanSnapshot) -> PlanAction:
 
 
 def _continue(snap: PlanSnapshot, plan: StoredPlan, progress: Progress) -> PlanAction:
-    k = progress.completed_batches
-    if k >= plan.batch_count:
-        return PlanAction("finish", f"plan {plan.plan_id}: all {plan.batch_count} batches done")
-    label = f"plan {plan.plan_id} batch {k + 1}/{plan.batch_count}"
-    by_key = {(p.topic, p.partition): p for p in plan.partitions}
-    steps = plan.batch(k)
-    # Partitions deleted since planning have nothing left to move.
-    steps = [s for s in steps if (s[0], s[1]) in snap.live]
-    pending = tuple(s for s in steps if snap.live[(s[0], s[1])] != s[2])
-    if progress.started_batch == k:
-        running = snap.now - progress.batch_started_at
-        # Stalled: no partition has arrived for stall_s; a new controller picks the moves up.
-        idle = snap.now - max(progress.batch_started_at, snap.last_progress_at)
-        stalled = bool(pending) and idle > snap.stall_s and not progress.controller_moved
-        reason = (
-            f"{label}: {len(steps) - len(pending)}/{len(steps)} partitions at their new "
-            f"replicas after {running:.0f} s"
-        )
-        return PlanAction("check_batch", reason, k, pending, stalled)
+    """A running plan is executed by the pipeline (agent.pipeline), which also says when it
+    is done or superseded; here only whether new moves may start now."""
+    label = f"plan {plan.plan_id}"
     if snap.restart_lock_held:
-        return PlanAction("hold", f"{label}: waiting for the rolling restart to finish")
-    missing = sorted({b for s in pending for b in s[2]} - snap.registered)
+        return PlanAction(
+            "execute", f"{label}: waiting for the rolling restart to finish", may_start=False
+        )
+    targets = {b for p in plan.partitions for s in p.steps for b in s.replicas}
+    missing = sorted(targets - snap.registered)
     if missing:
-        return PlanAction("hold", f"{label}: waiting for broker {missing[0]} to register")
-    for topic, number, _ in pending:
-        expected = by_key[(topic, number)].replicas_before(k)
-        now = snap.live[(topic, number)]
-        if now != expected:
-            return PlanAction(
-                "supersede",
-                f"{label}: {topic}-{number} has replicas {list(now)}, the plan expected "
-                f"{list(expected)}: planning again",
-            )
-    return PlanAction("start_batch", f"{label}: moving {len(pending)} partitions", k, pending)
+        return PlanAction(
+            "execute", f"{label}: waiting for broker {missing[0]} to register", may_start=False
+        )
+    return PlanAction("execute", f"{label}: executing")
 
 
 def _maybe_plan(snap: PlanSnapshot) -> PlanAction:

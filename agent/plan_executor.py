@@ -1,10 +1,13 @@
-"""The elected planner's work: plan the live cluster, store the plan, and execute it batch by
-batch with throttled reassignments, recording progress in ZooKeeper so that any agent elected
-later resumes it. Runs on its own thread while this agent holds the planner election.
+"""The elected planner's work: plan the live cluster, store the plan, and execute it as a
+pipelined queue of throttled reassignments (KIP-455 through Kafka's admin API), recording
+progress in ZooKeeper. Runs on its own thread while this agent holds the planner election,
+every few seconds while a plan runs, independent of the agent's cycle.
 
-The decisions are `agent.plan_decide`'s (what to do with the plan) and
-`agent.plan_housekeeping`'s (the executor's own memory, a running batch); this module only
-reads through its ports and acts.
+The decisions are `agent.plan_decide`'s (what to do with the plan), `agent.pipeline`'s
+(which moves start, which throttles stay, how many moves at once) and
+`agent.plan_housekeeping`'s (the executor's own memory, rate and stall); this module only
+reads through its ports and acts. Where each partition stands is read from Kafka (its live
+lists and running reassignments), so an agent elected later resumes the plan as it is.
 """
 
 from __future__ import annotations
@@ -12,24 +15,27 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import structlog
 
+from agent.errors import AgentError
+from agent.pipeline import (
+    Caps,
+    PipelineDecision,
+    PipelineView,
+    ThrottleSet,
+    decide_pipeline,
+    health_of,
+    throttle_changes,
+    throttles_may_go,
+)
 from agent.plan_decide import PlanAction, PlanSnapshot, decide_plan
 from agent.plan_housekeeping import (
-    CompleteBatch,
-    ConfirmBatch,
     ExecutorMemory,
-    KeepWaiting,
-    Move,
-    ReelectController,
-    VerifyPending,
-    after_confirm,
-    check_batch_step,
-    lost_moves,
-    note_batch_progress,
+    for_plan,
+    note_look,
     note_refusal,
     plan_again,
     plan_finished,
@@ -41,13 +47,13 @@ from agent.ports import (
     Clock,
     ClusterAdmin,
     PlanStorePort,
-    ReassignerFactory,
+    ReassignmentAdminFactory,
     StoreUnavailable,
 )
-from agent.reassign import PartitionMove, ReassignToolError
 from agent.settings import AgentSettings
 from planner.batches import MovementBudget
-from planner.contracts.plan_status import PlanStatus
+from planner.contracts.plan_records import ProgressState
+from planner.contracts.plan_status import PlanMovement, PlanStatus
 from planner.contracts.spec import ClusterSpec
 from planner.feasibility import InfeasibleError
 from planner.layout import LayoutError, parse_layout
@@ -61,8 +67,14 @@ log = structlog.get_logger("kaas.agent.planner")
 Journal = Callable[[str, str, str], None]
 
 
-def _moves(steps: tuple[Move, ...] | list[Move]) -> list[PartitionMove]:
-    return [PartitionMove(t, p, r) for t, p, r in steps]
+@dataclass(frozen=True)
+class PlanFacts:
+    """What a running plan's pipeline needs that changes slowly: read once per plan."""
+
+    plan_id: int
+    sizes: dict[tuple[str, int], int]
+    disk_limits: dict[int, float] | None
+    min_isr: dict[str, int]
 
 
 class PlanExecutor:
@@ -73,7 +85,7 @@ class PlanExecutor:
         store: PlanStorePort,
         read_spec: Callable[[], tuple[ClusterSpec | None, str | None]],
         cluster_admin: Callable[[], ClusterAdmin],
-        reassigner: ReassignerFactory,
+        reassignments: ReassignmentAdminFactory,
         journal: Journal,
         clock: Clock,
     ) -> None:
@@ -82,12 +94,15 @@ class PlanExecutor:
         self.store = store
         self.read_spec = read_spec
         self.cluster_admin = cluster_admin
-        self.reassigner = reassigner
+        self.reassignments = reassignments
         self.journal = journal
         self.clock = clock
         self.memory = ExecutorMemory()
         self.sentence = ""
         self.status: PlanStatus | None = None
+        self.facts: PlanFacts | None = None
+        self.executing = False
+        """Whether the last tick found a plan running: the loop then looks again soon."""
 
     # -- snapshot -------------------------------------------------------------------------
 
@@ -106,7 +121,7 @@ class PlanExecutor:
         # Every topic, Kafka's internal ones too: the planner balances them like any other.
         live, registered = self.cluster_admin().assignment()
         now = self.clock.time()
-        memory, last_progress_at = note_batch_progress(self.memory, plan, progress, live, now)
+        memory = self.memory
         snap = PlanSnapshot(
             spec_ok=spec is not None,
             spec_generation=spec.generation if spec else -1,
@@ -121,8 +136,6 @@ class PlanExecutor:
             last_planned_at=memory.last_planned_at,
             planned_for=memory.planned_for,
             replan_interval_s=self.settings.replan_interval_s,
-            stall_s=self.settings.reassignment_stall_s,
-            last_progress_at=last_progress_at,
         )
         return snap, spec, memory
 
@@ -131,6 +144,9 @@ class PlanExecutor:
     def tick(self) -> str:
         snap, spec, self.memory = self.snapshot()
         action = decide_plan(snap)
+        self.executing = action.kind == "execute"
+        if not self.executing and spec is not None:
+            self._clear_leftover_throttles(spec)
         sentence = self._act(action, snap, spec)
         if sentence != self.sentence:
             log.info(sentence, action=action.kind)
@@ -142,15 +158,9 @@ class PlanExecutor:
         kind = action.kind
         if kind == "make_plan" and spec is not None:
             return self._make_plan(action, snap, spec)
-        if kind == "start_batch" and spec is not None:
-            return self._start_batch(action, snap, spec)
-        if kind == "check_batch" and spec is not None:
-            return self._check_batch(action, snap, spec)
-        if kind == "finish":
-            self._advance(snap, state="done", detail=action.reason)
-            self.memory = plan_finished(self.memory)
-            self.journal("plan_done", action.reason, "done")
-        elif kind == "supersede":
+        if kind == "execute" and spec is not None:
+            return self._execute(action, snap, spec)
+        if kind == "supersede":
             self._advance(snap, state="superseded", detail=action.reason)
             self.memory = plan_again(self.memory)
             self.journal("plan_superseded", action.reason, "replanning")
@@ -233,75 +243,145 @@ class PlanExecutor:
                 log.warning("plan_write_conflict", error=str(exc))
                 return None
 
-    def _start_batch(self, action: PlanAction, snap: PlanSnapshot, spec: ClusterSpec) -> str:
-        progress = snap.progress
-        assert progress is not None
-        # Recorded first: an agent taking over mid-batch checks it rather than restarting it.
-        started = replace(
-            progress,
-            state="executing",
-            started_batch=action.batch,
-            batch_started_at=snap.now,
-            controller_moved=False,
-            detail=action.reason,
-            updated_at=snap.now,
+    # -- a running plan ------------------------------------------------------------------
+
+    def _plan_facts(self, plan: StoredPlan) -> PlanFacts:
+        if self.facts is not None and self.facts.plan_id == plan.plan_id:
+            return self.facts
+        sizes: dict[tuple[str, int], int] = {}
+        limits: dict[int, float] | None = None
+        try:
+            cluster = parse_layout(self.cluster_admin().read_layout())
+            sizes = {(p.topic, p.partition): int(p.size_bytes) for p in cluster.partitions}
+            share = PlannerSettings().max_disk_share
+            limits = {b.id: b.capacity.disk_bytes * share for b in cluster.brokers}
+        except (LiveLayoutError, LayoutError) as exc:
+            # Without sizes the moves still run, in the plan's order; only the figures and
+            # the disk check are missing.
+            log.warning("plan_sizes_unread", error=str(exc))
+        topics = {p.topic for p in plan.partitions}
+        self.facts = PlanFacts(plan.plan_id, sizes, limits, self.reassignments().min_isr(topics))
+        return self.facts
+
+    def _execute(self, action: PlanAction, snap: PlanSnapshot, spec: ClusterSpec) -> str:
+        plan, progress = snap.plan, snap.progress
+        assert plan is not None and progress is not None
+        admin = self.reassignments()
+        facts = self._plan_facts(plan)
+        # Kafka's running moves first, then the lists: a move ending in between is then seen
+        # as moving to a list it already has, never as a list the plan does not know.
+        reassigning = admin.reassigning()
+        live, _ = self.cluster_admin().assignment()
+        health = health_of(
+            admin.isr(),
+            facts.min_isr,
+            admin.request_queues(),
+            self.settings.request_queue_busy,
+            reassigning,
         )
-        try:
-            self.store.write_progress(started)
-        except PlanStoreError as exc:
-            return f"planner: progress not recorded ({exc}); batch not started"
-        if action.moves:
-            moves = _moves(action.moves)
-            try:
-                self.reassigner(spec.kafka_version).execute(moves, spec.budget.throttle_bytes_per_s)
-            except ReassignToolError as exc:
-                return f"planner: {action.reason}: Kafka refused: {exc}"
-            self.journal("reassign", action.reason, f"{len(moves)} partitions submitted")
-        self.memory = replace(self.memory, last_verify_at=snap.now)
-        return f"planner: {action.reason}"
-
-    def _check_batch(self, action: PlanAction, snap: PlanSnapshot, spec: ClusterSpec) -> str:
-        plan = snap.plan
-        assert plan is not None
-        in_live = [m for m in plan.batch(action.batch) if (m[0], m[1]) in snap.live]
-        self.memory, next_step = check_batch_step(self.memory, action, in_live, snap.now)
-        if isinstance(next_step, ConfirmBatch):
-            try:
-                # Verify also removes the throttles of a complete batch.
-                result = self.reassigner(spec.kafka_version).verify(_moves(next_step.moves))
-            except ReassignToolError as exc:
-                return f"planner: {action.reason}; verify failed: {exc}"
-            next_step = after_confirm(action, next_step.moves, result.complete)
-            if isinstance(next_step, KeepWaiting):
-                return f"planner: {action.reason}; Kafka still finishing"
-        if isinstance(next_step, CompleteBatch):
-            # A reordered replica list changes the preferred leader, not the leader: elect
-            # it now rather than at Kafka's next automatic rebalance (up to 5 minutes later).
-            self.cluster_admin().elect_preferred_leaders([(t, p) for t, p, _ in next_step.moves])
-            self._advance(snap, state="executing", completed=next_step.batch + 1)
-            return f"planner: {action.reason}: batch done"
-        if isinstance(next_step, ReelectController):
+        memory = for_plan(self.memory, plan.plan_id)
+        caps = Caps(
+            per_broker=spec.budget.max_partitions_per_broker,
+            cluster=self.settings.reassignment_concurrency,
+        )
+        decision = decide_pipeline(
+            PipelineView(
+                plan.partitions,
+                live,
+                reassigning,
+                caps,
+                memory.concurrency or caps.cluster,
+                health,
+                facts.sizes,
+                action.may_start,
+                facts.disk_limits,
+            )
+        )
+        label = f"plan {plan.plan_id}"
+        if decision.foreign is not None:
+            (topic, number), now_at = decision.foreign
+            reason = (
+                f"{label}: {topic}-{number} has replicas {list(now_at)}, which the plan does "
+                "not expect: planning again"
+            )
+            self.memory = memory
+            self._throttle(plan, snap, spec, decision.throttles)
+            self._advance(snap, state=ProgressState.SUPERSEDED, detail=reason)
+            self.memory = plan_again(self.memory)
+            self.journal("plan_superseded", reason, "replanning")
+            return f"planner: {reason}"
+        self.memory = memory
+        # Throttles first, so no move copies unthrottled; cleared as each move ends.
+        self._throttle(plan, snap, spec, decision.throttles)
+        refused = admin.submit(decision.start) if decision.start else {}
+        if decision.start:
+            self.journal(
+                "reassign",
+                action.reason,
+                f"{len(decision.start) - len(refused)} partitions submitted"
+                + (f", {len(refused)} refused: {sorted(refused.items())[:3]}" if refused else ""),
+            )
+        elect = sorted(set(decision.finished) - self.memory.elected)
+        if elect:
+            # A new replica order changes the preferred leader, not the leader: elect it now
+            # rather than at Kafka's next automatic rebalance (up to 5 minutes later).
+            admin.elect_preferred(elect)
+            self.memory = replace(self.memory, elected=self.memory.elected | set(elect))
+        look = note_look(self.memory, decision, snap.now, self.settings.reassignment_stall_s)
+        self.memory = look.memory
+        if look.stalled and not progress.controller_moved:
             self._reelect_controller(snap, action)
-            return f"planner: {action.reason}: stalled, controller re-election requested"
-        if isinstance(next_step, VerifyPending):
-            self._resubmit_lost(action, next_step.moves, spec)
-        return f"planner: {action.reason}"
+            return f"planner: {label}: no move finished for {self.settings.reassignment_stall_s:.0f} s, controller re-election requested"
+        if decision.done:
+            self._advance(
+                snap,
+                state=ProgressState.DONE,
+                detail=f"{label}: all {decision.steps_total} steps done",
+                completed=plan.batch_count,
+                movement=look.movement,
+            )
+            self.memory = plan_finished(self.memory)
+            self.journal("plan_done", f"{label}: all {decision.steps_total} steps done", "done")
+            return f"planner: {label}: all {decision.steps_total} steps done"
+        sentence = _sentence(label, decision, look.movement.rate_bytes_per_s, look.movement.eta_s)
+        if not action.may_start:
+            sentence = f"{action.reason}; {sentence}"
+        self._advance(
+            snap,
+            state=ProgressState.EXECUTING,
+            detail=sentence,
+            completed=decision.batches_done,
+            movement=look.movement,
+            moved_on=look.memory.last_progress_at == snap.now,
+        )
+        return f"planner: {sentence}"
 
-    def _resubmit_lost(
-        self, action: PlanAction, pending: tuple[Move, ...], spec: ClusterSpec
+    def _clear_leftover_throttles(self, spec: ClusterSpec) -> None:
+        """Moves of a superseded plan keep their throttles while they run; with no plan
+        running they are cleared once Kafka runs none of them."""
+        if self.memory.throttles is None or self.memory.throttles.empty:
+            return
+        admin = self.reassignments()
+        if not throttles_may_go(self.memory.throttles, admin.reassigning()):
+            return
+        empty = ThrottleSet()
+        admin.write_configs(
+            throttle_changes(self.memory.throttles, empty, spec.budget.throttle_bytes_per_s)
+        )
+        self.memory = replace(self.memory, throttles=empty)
+
+    def _throttle(
+        self, plan: StoredPlan, snap: PlanSnapshot, spec: ClusterSpec, desired: ThrottleSet
     ) -> None:
-        tool = self.reassigner(spec.kafka_version)
-        try:
-            in_progress: tuple[tuple[str, int], ...] | None = tool.verify(
-                _moves(pending)
-            ).in_progress
-        except ReassignToolError:
-            in_progress = None  # Kafka knows of no reassignment for them
-        lost = lost_moves(pending, in_progress)
-        if lost:
-            with contextlib.suppress(ReassignToolError):
-                tool.execute(_moves(lost), spec.budget.throttle_bytes_per_s)
-                self.journal("reassign", action.reason, f"{len(lost)} partitions resubmitted")
+        changes = throttle_changes(
+            self.memory.throttles,
+            desired,
+            spec.budget.throttle_bytes_per_s,
+            topics={p.topic for p in plan.partitions},
+            brokers=snap.registered,
+        )
+        self.reassignments().write_configs(changes)
+        self.memory = replace(self.memory, throttles=desired)
 
     def _reelect_controller(self, snap: PlanSnapshot, action: PlanAction) -> None:
         """A stuck reassignment is picked up again by a new controller."""
@@ -313,8 +393,15 @@ class PlanExecutor:
         self.journal("controller_reelection", action.reason, "controller znode deleted")
 
     def _advance(
-        self, snap: PlanSnapshot, state: str, detail: str = "", completed: int | None = None
+        self,
+        snap: PlanSnapshot,
+        state: str,
+        detail: str = "",
+        completed: int | None = None,
+        movement: PlanMovement | None = None,
+        moved_on: bool = False,
     ) -> None:
+        """`moved_on`: a move finished at this look, so the stall remedy may be used again."""
         progress = snap.progress
         if progress is None:
             return
@@ -324,12 +411,34 @@ class PlanExecutor:
             detail=detail or progress.detail,
             updated_at=snap.now,
             completed_batches=progress.completed_batches if completed is None else completed,
-            started_batch=progress.started_batch if completed is None else None,
+            started_batch=None,
+            movement=movement or progress.movement,
+            controller_moved=progress.controller_moved and not moved_on,
         )
         try:
             self.store.write_progress(update)
         except PlanStoreError as exc:
             log.warning("plan_progress_conflict", error=str(exc))
+
+
+def _gib(value: float) -> str:
+    return f"{value / 1024**3:.2f} GiB"
+
+
+def _sentence(label: str, decision: PipelineDecision, rate: float, eta: float | None) -> str:
+    text = (
+        f"{label}: {decision.steps_done}/{decision.steps_total} steps done, "
+        f"{len(decision.moving)} moving (concurrency {decision.concurrency})"
+    )
+    if decision.bytes_total:
+        text += f", {_gib(decision.bytes_done)} of {_gib(decision.bytes_total)}"
+        if rate > 0:
+            text += f" at {rate / 1024**2:.1f} MiB/s"
+        if eta is not None:
+            text += f", about {eta:.0f} s left"
+    if decision.waiting_reason and not decision.start:
+        text += f"; {decision.waiting_reason}"
+    return text
 
 
 def start_plan_executor(
@@ -340,15 +449,18 @@ def start_plan_executor(
             if is_planner():
                 try:
                     executor.tick()
-                except (StoreUnavailable, ReassignToolError, OSError) as exc:
+                except (StoreUnavailable, AgentError, OSError) as exc:
                     executor.sentence = f"planner: tick failed: {exc}"
                     log.warning("plan_tick_failed", error=str(exc))
                 except Exception as exc:  # never let the planner thread die
                     executor.sentence = f"planner: tick failed: {exc}"
                     log.error("plan_tick_failed", error=str(exc))
             else:
-                executor.sentence, executor.status = "", None
-            stop.wait(executor.settings.plan_interval_s)
+                executor.sentence, executor.status, executor.executing = "", None, False
+            settings = executor.settings
+            stop.wait(
+                settings.reassignment_poll_s if executor.executing else settings.plan_interval_s
+            )
 
     thread = threading.Thread(target=loop, name="agent-planner", daemon=True)
     thread.start()

@@ -1,23 +1,21 @@
 """The plan executor's own bookkeeping as pure functions over its memory: when it last
-planned, when a running batch last moved, which refusal it already journaled, how far to
-cut a plan too large for one ZooKeeper transaction, and what to do for a running batch
-(confirm it, ask for a new controller, hand lost moves to Kafka again). No I/O:
-agent/plan_executor.py reads, asks `agent.plan_decide` and these, and acts.
+planned, which refusal it already journaled, how far to cut a plan too large for one
+ZooKeeper transaction, and for a running plan the concurrency, the throttles set, the
+leaders elected, the transfer rate and when a move last finished (the stall remedy). No
+I/O: agent/plan_executor.py reads, asks `agent.plan_decide`, `agent.pipeline` and these,
+and acts.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from agent.plan_decide import Assignment, PlanAction, PlanInputs, plan_inputs
-from planner.store import Progress, StoredPlan
+from agent.pipeline import PartitionKey, PipelineDecision, ThrottleSet
+from agent.plan_decide import Assignment, PlanInputs, plan_inputs
+from planner.contracts.plan_status import PlanMovement
 
-VERIFY_EVERY_S = 30.0
-"""While a batch moves, how often Kafka's tool is asked about it (each ask is a JVM)."""
-
-Move = tuple[str, int, tuple[int, ...]]
-"""(topic, partition, target replicas)."""
+RATE_WINDOW_S = 60.0
+"""The transfer rate is measured over about this long (the ETA follows it)."""
 
 
 @dataclass(frozen=True)
@@ -25,33 +23,80 @@ class ExecutorMemory:
     last_planned_at: float = 0.0
     """Wall time of the last planning; 0 makes the next tick plan."""
     planned_for: PlanInputs | None = None
-    last_verify_at: float = 0.0
     last_refusal: str = ""
     """The last refusal journaled: the same one is not journaled again every tick."""
-    batch_pending: tuple[int, int] = (-1, 0)
-    """(batch, partitions still moving) at the last look, to tell when one arrived."""
+    plan_id: int = -1
+    """The plan the fields below are about; another plan starts them afresh."""
+    concurrency: int = 0
+    """Moves allowed at once (0: not set yet, start at the cap)."""
+    throttles: ThrottleSet | None = None
+    """The throttles this planner set (None: not known, e.g. just elected)."""
+    elected: frozenset[PartitionKey] = frozenset()
+    """Finished partitions whose preferred leader was elected."""
+    steps_done: int = -1
     last_progress_at: float = 0.0
+    """When a step was last seen done (or the plan first seen)."""
+    samples: tuple[tuple[float, int], ...] = ()
+    """(time, bytes moved) of the looks within the rate window."""
 
 
-def note_batch_progress(
-    memory: ExecutorMemory,
-    plan: StoredPlan | None,
-    progress: Progress | None,
-    live: Assignment,
-    now: float,
-) -> tuple[ExecutorMemory, float]:
-    """Remember when the running batch's count of partitions still moving last went down;
-    returns the memory and that time (0: no batch runs)."""
-    if plan is None or progress is None or progress.started_batch is None:
-        return memory, 0.0
-    batch = progress.started_batch
-    moving = sum(1 for t, p, r in plan.batch(batch) if (t, p) in live and live[(t, p)] != r)
-    seen_batch, seen_moving = memory.batch_pending
-    arrived = memory.last_progress_at
-    if seen_batch != batch or moving < seen_moving:
-        # A batch first seen by this agent (also after a takeover) counts from now.
-        arrived = now
-    return replace(memory, batch_pending=(batch, moving), last_progress_at=arrived), arrived
+def for_plan(memory: ExecutorMemory, plan_id: int) -> ExecutorMemory:
+    """The memory for `plan_id`: what belonged to another plan is forgotten, except the
+    throttles, which the first look at a new plan must clear or keep."""
+    if memory.plan_id == plan_id:
+        return memory
+    return replace(
+        memory,
+        plan_id=plan_id,
+        concurrency=0,
+        elected=frozenset(),
+        steps_done=-1,
+        last_progress_at=0.0,
+        samples=(),
+    )
+
+
+@dataclass(frozen=True)
+class Look:
+    """What one look at a running plan leaves: the memory, the figures, and whether the
+    moves stalled (nothing finished for the stall time while moves run)."""
+
+    memory: ExecutorMemory
+    movement: PlanMovement
+    stalled: bool
+
+
+def note_look(
+    memory: ExecutorMemory, decision: PipelineDecision, now: float, stall_s: float
+) -> Look:
+    progressed = decision.steps_done > memory.steps_done
+    last_progress = now if progressed or memory.last_progress_at == 0 else memory.last_progress_at
+    kept = [(t, b) for t, b in memory.samples if now - t <= RATE_WINDOW_S]
+    # Fewer bytes done than before (a partition deleted): the rate starts afresh.
+    if any(b > decision.bytes_done for _, b in kept):
+        kept = []
+    samples = (*kept, (now, decision.bytes_done))
+    first_t, first_b = samples[0]
+    rate = (decision.bytes_done - first_b) / (now - first_t) if now > first_t else 0.0
+    left = decision.bytes_total - decision.bytes_done
+    eta = left / rate if rate > 0 else (0.0 if left == 0 else None)
+    movement = PlanMovement(
+        decision.bytes_done,
+        decision.bytes_total,
+        rate,
+        eta,
+        len(decision.moving),
+        decision.concurrency,
+    )
+    stalled = bool(decision.moving) and now - last_progress > stall_s
+    updated = replace(
+        memory,
+        concurrency=decision.concurrency,
+        steps_done=decision.steps_done,
+        last_progress_at=last_progress,
+        samples=samples,
+    )
+    return Look(updated, movement, stalled)
 
 
 def planning_started(
@@ -90,73 +135,3 @@ def smaller_prefix(batch_count: int) -> int | None:
     transaction: half of them (the rest is planned again once they ran); None: even one
     batch is too large, and the plan cannot be stored."""
     return batch_count // 2 if batch_count > 1 else None
-
-
-# -- a running batch --------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ConfirmBatch:
-    """Nothing is left moving: ask Kafka's tool to confirm (which also drops the throttles)."""
-
-    moves: tuple[Move, ...]
-
-
-@dataclass(frozen=True)
-class CompleteBatch:
-    """Record the batch done and elect the preferred leaders of its partitions."""
-
-    batch: int
-    moves: tuple[Move, ...]
-
-
-@dataclass(frozen=True)
-class ReelectController:
-    """No partition arrived for the stall time: a new controller picks the moves up again."""
-
-
-@dataclass(frozen=True)
-class VerifyPending:
-    """Ask Kafka which moves it still runs; the ones it lost are handed to it again."""
-
-    moves: tuple[Move, ...]
-
-
-@dataclass(frozen=True)
-class KeepWaiting:
-    pass
-
-
-BatchStep = ConfirmBatch | CompleteBatch | ReelectController | VerifyPending | KeepWaiting
-
-
-def check_batch_step(
-    memory: ExecutorMemory, action: PlanAction, batch_moves: Sequence[Move], now: float
-) -> tuple[ExecutorMemory, BatchStep]:
-    """What to do for the running batch `action.batch`; `batch_moves` are its steps whose
-    partitions still exist."""
-    if not action.moves:
-        if batch_moves:
-            return memory, ConfirmBatch(tuple(batch_moves))
-        return memory, CompleteBatch(action.batch, ())
-    if action.stalled:
-        return memory, ReelectController()
-    if now - memory.last_verify_at >= VERIFY_EVERY_S:
-        return replace(memory, last_verify_at=now), VerifyPending(action.moves)
-    return memory, KeepWaiting()
-
-
-def after_confirm(action: PlanAction, moves: tuple[Move, ...], complete: bool) -> BatchStep:
-    return CompleteBatch(action.batch, moves) if complete else KeepWaiting()
-
-
-def lost_moves(
-    pending: Sequence[Move], in_progress: Sequence[tuple[str, int]] | None
-) -> tuple[Move, ...]:
-    """Moves recorded as started that Kafka does not run (the agent stopped between recording
-    and submitting, or Kafka lost them): these are submitted again. `in_progress` None:
-    Kafka knows of no reassignment for them at all."""
-    if in_progress is None:
-        return tuple(pending)
-    running = set(in_progress)
-    return tuple(m for m in pending if (m[0], m[1]) not in running)

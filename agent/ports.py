@@ -1,8 +1,8 @@
 """What the agent's shell talks to, as typing.Protocol ports: ZooKeeper (what the agent reads
 and writes there), the Kafka admin (the local broker, and the whole cluster for the planner),
-the reassignment tool, the process supervisor, the plan store and the clock.
+Kafka's reassignment API, the process supervisor, the plan store and the clock.
 
-The real adapters (agent/adapters.py, agent/supervisor.py, agent/reassign.py,
+The real adapters (agent/adapters.py, agent/supervisor.py, agent/reassign_admin.py,
 planner/store.py) implement them; `Agent` and `PlanExecutor` take them injected, so unit
 tests drive a whole cycle or a planner tick against fakes in memory. No I/O here.
 """
@@ -10,13 +10,13 @@ tests drive a whole cycle or a planner tick against fakes in memory. No I/O here
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from enum import StrEnum
 from typing import Any, Protocol
 
 from agent.broker_config import ConfigDiff, RunningValue
 from agent.errors import AgentError
-from agent.reassign import PartitionMove, VerifyResult
+from agent.pipeline import ConfigChange, Move, PartitionKey, Reassigning
 from agent.zk_membership import ReconfigChange
 from planner.contracts.kafka_state import PartitionState
 from planner.contracts.plan_records import Progress
@@ -162,16 +162,37 @@ class ClusterAdmin(Protocol):
         """Ask for a preferred-leader election; failures are logged, not raised."""
 
 
-class Reassigner(Protocol):
-    """Kafka's reassignment tool (KIP-455), with replication throttles."""
+class ReassignmentAdmin(Protocol):
+    """Kafka's reassignment API (KIP-455), throttles, elections, and the reads the
+    concurrency adjuster needs; the adapter is agent/reassign_admin.py. Failures raise
+    AgentError (ReassignmentAdminError)."""
 
-    def execute(self, moves: Sequence[PartitionMove], throttle_bytes_per_s: int) -> None: ...
+    def reassigning(self) -> dict[PartitionKey, Reassigning]:
+        """Every reassignment Kafka runs now."""
 
-    def verify(self, moves: Sequence[PartitionMove]) -> VerifyResult: ...
+    def submit(self, moves: Sequence[Move]) -> dict[PartitionKey, str]:
+        """Start the moves; the ones Kafka refused, with its error."""
+
+    def cancel(self, partitions: Iterable[PartitionKey]) -> dict[PartitionKey, str]: ...
+
+    def elect_preferred(self, partitions: Sequence[PartitionKey]) -> None:
+        """Failures are logged, not raised."""
+
+    def write_configs(self, changes: Sequence[ConfigChange]) -> None: ...
+
+    def throttle_configs(self, topics: Iterable[str], brokers: Iterable[int]) -> dict[str, str]:
+        """Throttle keys set on these topics and brokers."""
+
+    def isr(self) -> dict[PartitionKey, tuple[tuple[int, ...], tuple[int, ...]]]:
+        """(replicas, ISR) of every partition."""
+
+    def min_isr(self, topics: Iterable[str]) -> dict[str, int]: ...
+
+    def request_queues(self) -> dict[int, int]:
+        """Each answering broker's request queue length."""
 
 
-ReassignerFactory = Callable[[str], Reassigner]
-"""A reassigner for the cluster's Kafka version (the tool runs from that version's jars)."""
+ReassignmentAdminFactory = Callable[[], ReassignmentAdmin]
 
 
 # -- the broker process ---------------------------------------------------------------------

@@ -81,7 +81,15 @@ class AgentSettings:
     reassignment_stall_s: float = 600.0
     """A reassignment with no progress this long triggers a controller re-election."""
     plan_interval_s: float = 10.0
-    """How often the elected planner's agent looks at the plan and the running batch."""
+    """How often the elected planner's agent looks at the plan while none runs."""
+    reassignment_poll_s: float = 2.0
+    """While a plan runs, how often its moves are looked at (a finished move's slot goes to
+    the next one at that look)."""
+    reassignment_concurrency: int = 10
+    """Partition moves copying data at once, cluster-wide, at most; the executor backs off
+    from it while a partition is at its min ISR or a request queue is long."""
+    request_queue_busy: int = 50
+    """A broker's request queue longer than this makes the executor back off."""
     replan_interval_s: float = 300.0
     """How often it plans again with nothing changed (a broker or spec change plans at once)."""
     zookeeper_server_id: int | None = None

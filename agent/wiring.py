@@ -1,5 +1,6 @@
 """`build_agent`: the agent with its real adapters (kazoo, confluent-kafka, Jolokia, the
-process supervisor, Kafka's reassignment tool, the plan store in ZooKeeper)."""
+process supervisor, Kafka's reassignment API through kafka-python, the plan store in
+ZooKeeper)."""
 
 from __future__ import annotations
 
@@ -11,10 +12,10 @@ from agent.adapters import (
 )
 from agent.cycle import Agent, AgentPorts
 from agent.planner_role import PlannerRole
-from agent.ports import BrokerSupervisor, Reassigner
-from agent.reassign import ReassignmentTool
+from agent.ports import BrokerSupervisor, ReassignmentAdmin
+from agent.reassign_admin import KafkaReassignmentAdmin
 from agent.settings import AgentSettings
-from agent.supervisor import kafka_libs, make_supervisor
+from agent.supervisor import make_supervisor
 from agent.zk_ensemble import EnsembleKeeper
 from planner.contracts.paths import ClusterPaths
 from planner.store import PlanStore
@@ -27,10 +28,16 @@ def build_agent(settings: AgentSettings, supervisor: BrokerSupervisor | None = N
         admin_secret = settings.zookeeper_admin_secret_file.read_text().strip()
     zookeeper = KazooAgentZooKeeper(settings.zookeeper_hosts, paths, admin_secret)
 
-    def reassigner(kafka_version: str, bootstrap: str) -> Reassigner:
-        return ReassignmentTool(
-            settings.java, kafka_libs(settings.image_root, kafka_version), bootstrap
-        )
+    # One admin client per bootstrap list, kept across the executor's looks.
+    admins: dict[str, KafkaReassignmentAdmin] = {}
+
+    def reassignments(bootstrap: str) -> ReassignmentAdmin:
+        if bootstrap not in admins:
+            for stale in admins.values():
+                stale.close()
+            admins.clear()
+            admins[bootstrap] = KafkaReassignmentAdmin(bootstrap, settings.jolokia_port)
+        return admins[bootstrap]
 
     # The ensemble keeper journals through the agent, which is made after it.
     agents: list[Agent] = []
@@ -50,7 +57,7 @@ def build_agent(settings: AgentSettings, supervisor: BrokerSupervisor | None = N
             planner_seat=PlannerRole(zookeeper.client, paths, f"broker-{settings.vm_id}"),
             plan_store=PlanStore(zookeeper.client, settings.cluster),
             cluster_admin=lambda bootstrap: ConfluentClusterAdmin(bootstrap, settings.jolokia_port),
-            reassigner=reassigner,
+            reassignments=reassignments,
             clock=SystemClock(),
         ),
     )

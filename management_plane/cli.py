@@ -151,11 +151,22 @@ def _plan_text(plan: dict[str, Any] | None) -> str:
         return "none stored"
     if plan["state"] == "refused":
         return f"refused: {plan['detail']}"
-    return (
+    text = (
         f"{plan['plan_id']} {plan['state']}, batch {plan['completed_batches']}/"
         f"{plan['batch_count']} done ({plan['partitions']} partitions, "
         f"{plan['replicas_moved']} replicas to move)"
     )
+    movement = plan.get("movement")
+    if movement and plan["state"] in ("pending", "executing"):
+        mib = 1024**2
+        text += (
+            f"; {movement['bytes_moved'] / mib:.0f} of {movement['bytes_total'] / mib:.0f} MiB"
+            f" moved, {movement['bytes_to_move'] / mib:.0f} MiB to move"
+            f" at {movement['rate_bytes_per_s'] / mib:.1f} MiB/s"
+        )
+        if movement["eta_s"] is not None:
+            text += f", about {movement['eta_s']:.0f} s left"
+    return text
 
 
 def _print_status(status: dict[str, Any]) -> None:

@@ -278,6 +278,7 @@ class PlanStore:
             partitions=sum(meta.topics.values()),
             replicas_moved=moved if isinstance(moved, int) else None,
             detail=current.detail if current is not None else "",
+            movement=current.movement if current is not None else None,
         )
 
     def read_progress(self) -> Progress | None:

@@ -230,6 +230,12 @@ def create_app(service: Service) -> FastAPI:
     def get_cluster(name: str, _who: Admin) -> ClusterOut:
         return ClusterOut(**service.cluster_view(name))
 
+    @app.get("/v1/clusters/{name}/plan", responses=ERRORS)
+    def get_plan(name: str, _who: Admin) -> dict[str, Any]:
+        """The stored plan's state and, while it runs, bytes moved and to move, the rate
+        and the estimated time left."""
+        return service.plan_status(name)
+
     @app.post("/v1/clusters/{name}/scale", status_code=202, responses=ERRORS)
     def scale(name: str, body: ScaleRequest, who: Admin) -> OperationOut:
         return operation_out(service.scale(name, body.broker_count, body.batch_size, who.name))

@@ -22,7 +22,9 @@ from planner.contracts.ensemble_repair import EnsembleRepairRequest
 from planner.contracts.kafka_state import PartitionState
 from planner.contracts.member import MemberReadings, parse_members
 from planner.contracts.paths import ClusterPaths
+from planner.contracts.plan_status import PlanStatus
 from planner.contracts.spec import ClusterSpec, SpecError, parse_spec
+from planner.store import PlanStore
 from planner.zookeeper_ensemble import EnsembleConfig, parse_ensemble_config
 
 logging.getLogger("kazoo.client").setLevel(logging.ERROR)
@@ -126,6 +128,10 @@ class ClusterIO:
             raise ClusterUnreachable(f"the spec of {self.cluster} kept changing under the writer")
 
         return self._with_zk(write)
+
+    def plan_status(self) -> PlanStatus:
+        """Where the stored plan stands, with the running plan's data movement."""
+        return self._with_zk(lambda zk: PlanStore(zk, self.cluster).read_status())
 
     # -- agents and brokers ---------------------------------------------------------------
 

@@ -14,7 +14,7 @@ from sqlalchemy.exc import IntegrityError
 
 from management_plane.errors import ApiError
 from management_plane.providers.base import AdoptsClusters, ServiceProvider
-from management_plane.service.cluster_io import bootstrap_servers
+from management_plane.service.cluster_io import ClusterIO, bootstrap_servers
 from management_plane.service.controller import Controller
 from management_plane.service.db import ClusterBusy, Database, OperationRow
 from management_plane.service.engine import Engine
@@ -108,6 +108,13 @@ class Service:
                 for v in vms
             ],
         }
+
+    def plan_status(self, name: str) -> dict[str, Any]:
+        """The cluster's stored plan and, while it runs, its data movement (bytes moved and
+        to move, rate, time left), read from its ZooKeeper."""
+        self._cluster(name)
+        addresses = [v["address"] for v in self.db.cluster_vms(name)]
+        return ClusterIO(name, addresses).plan_status().to_json()
 
     def _resolve_vm(self, cluster: str, vm_id: str) -> dict[str, Any]:
         for vm in self.db.cluster_vms(cluster):

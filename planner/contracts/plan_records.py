@@ -13,6 +13,7 @@ from enum import StrEnum
 from typing import Any
 
 from planner.contracts.fields import ContractError, dump, load_object, schema_version
+from planner.contracts.plan_status import PlanMovement, parse_movement
 
 PLAN_SCHEMA_VERSION = 1
 META_KIND = "kaas.plan.meta"
@@ -128,6 +129,8 @@ class Progress:
     batch_started_at: float = 0.0
     controller_moved: bool = False
     """The stall remedy (a new controller) was used for the running batch."""
+    movement: PlanMovement | None = None
+    """The pipelined executor's figures at its last look."""
 
     def to_bytes(self, now: float) -> bytes:
         return dump(
@@ -142,6 +145,7 @@ class Progress:
                 "started_batch": self.started_batch,
                 "batch_started_at": self.batch_started_at,
                 "controller_moved": self.controller_moved,
+                "movement": None if self.movement is None else self.movement.to_json(),
             }
         )
 
@@ -278,7 +282,17 @@ def parse_progress(raw: bytes | str, where: str, version: int = -1) -> Progress:
         started,
         float(value.get("batch_started_at", 0.0)),
         moved,
+        _movement(value.get("movement"), where),
     )
+
+
+def _movement(value: Any, where: str) -> PlanMovement | None:
+    if value is None:
+        return None
+    try:
+        return parse_movement(value, f"{where}: movement")
+    except ContractError as exc:
+        raise PlanRecordError(str(exc)) from None
 
 
 @dataclass(frozen=True)

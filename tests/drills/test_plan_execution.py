@@ -181,8 +181,8 @@ def test_join_drain_and_planner_takeover(
             assert abs(on_zone_a[0] - on_zone_a[1]) <= 1, on_zone_a
             assert all_in_sync(bootstrap)
 
-            # Drain the joiner slowly (small batches, low throttle) and kill the planner's
-            # agent while a batch runs: the next planner resumes the same plan.
+            # Drain the joiner slowly (few moves at once, low throttle) and kill the
+            # planner's agent while moves run: the next planner resumes the same plan.
             raw, stat = zk.get(paths.spec)
             spec = parse_spec(raw)
             draining = replace(
@@ -195,16 +195,16 @@ def test_join_drain_and_planner_takeover(
             )
             zk.set(paths.spec, draining.encode(), version=stat.version)
 
-            def batch_running() -> bool:
+            def moves_running() -> bool:
                 state = progress(zk, name)
                 return bool(
                     state
                     and state["state"] == "executing"
-                    and state["started_batch"] is not None
+                    and (state.get("movement") or {}).get("moving", 0) > 0
                     and json.loads(zk.get(paths.plan_meta)[0])["inputs"].get("draining") == [joiner]
                 )
 
-            wait_until(batch_running, 180, "a batch of the drain plan to run")
+            wait_until(moves_running, 180, "moves of the drain plan to run")
             plan_id = json.loads(zk.get(paths.plan_meta)[0])["plan_id"]
             status = cluster.kaas("status")
             assert f"plan: {plan_id} executing, batch " in status.stdout, status.stdout

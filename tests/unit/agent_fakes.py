@@ -12,6 +12,7 @@ from typing import Any
 
 from agent.broker_config import ConfigDiff, ConfigLayer, RunningValue
 from agent.cycle import Agent, AgentPorts, Running
+from agent.pipeline import ConfigChange, Move, Reassigning
 from agent.ports import (
     RUNNING,
     STOPPED,
@@ -19,7 +20,7 @@ from agent.ports import (
     ProcessState,
     StoreUnavailable,
 )
-from agent.reassign import PartitionMove, ReassignToolError, VerifyResult
+from agent.reassign_admin import ReassignmentAdminError
 from agent.settings import AgentSettings, parse_settings
 from agent.zk_membership import ReconfigChange
 from planner.contracts.kafka_state import PartitionState
@@ -316,7 +317,9 @@ class FakePlanStore:
             return PlanStatus(PlanState.NONE)
         progress = self.progress
         state = PlanState(progress.state) if progress else PlanState.PENDING
-        return PlanStatus(state, self.plan.plan_id)
+        return PlanStatus(
+            state, self.plan.plan_id, movement=progress.movement if progress else None
+        )
 
     def write(self, plan: StoredPlan, expected_meta_version: int | None) -> StoredPlan:
         self.write_attempts.append(plan.batch_count)
@@ -349,19 +352,26 @@ class FakeClusterAdmin:
     racks: dict[int, str] = field(default_factory=dict)
     elections: list[tuple[str, int]] = field(default_factory=list)
     layout_error: str | None = None
+    sizes: dict[tuple[str, int], int] = field(default_factory=dict)
+    """Bytes of one replica (unlisted partitions weigh 1 byte)."""
 
     def assignment(self) -> tuple[dict[tuple[str, int], tuple[int, ...]], frozenset[int]]:
         return dict(self.live), self.registered
 
     def read_layout(self) -> dict[str, Any]:
-        """The live assignment as LAYOUT.json (no sizes: every partition weighs the same)."""
+        """The live assignment as LAYOUT.json (sizes from `sizes`, else 1 byte each)."""
         if self.layout_error is not None:
             raise LiveLayoutError(self.layout_error)
         live, registered = self.assignment()
         return {
             "brokers": [{"id": b, "rack": self.racks.get(b, "a")} for b in sorted(registered)],
             "partitions": [
-                {"topic": topic, "partition": number, "replicas": list(replicas)}
+                {
+                    "topic": topic,
+                    "partition": number,
+                    "replicas": list(replicas),
+                    "size_bytes": self.sizes.get((topic, number), 1),
+                }
                 for (topic, number), replicas in sorted(live.items())
             ],
         }
@@ -371,39 +381,103 @@ class FakeClusterAdmin:
 
 
 @dataclass
-class FakeReassigner:
-    """Kafka's tool: `execute` records the moves (and, when `instant`, applies them to the
-    live assignment); `verify` reports the pending moves of `running` as in progress."""
+class FakeReassignments:
+    """Kafka's reassignment API: `submit` starts moves (applied at once when `instant`);
+    a running move lists its arriving replicas in the live assignment, as Kafka does, until
+    `finish` (or a test setting the live list to the target) ends it. Throttle configs are
+    kept as Kafka would keep them."""
 
     cluster: FakeClusterAdmin
     instant: bool = False
     refuse: str | None = None
-    executed: list[list[PartitionMove]] = field(default_factory=list)
-    verified: list[list[PartitionMove]] = field(default_factory=list)
-    running: set[tuple[str, int]] = field(default_factory=set)
-    knows_nothing: bool = False
+    submitted: list[list[Move]] = field(default_factory=list)
+    running: dict[tuple[str, int], Reassigning] = field(default_factory=dict)
+    configs: dict[str, dict[str, str]] = field(default_factory=dict)
+    """"topic t" / "broker 1" -> key -> value."""
+    config_writes: list[ConfigChange] = field(default_factory=list)
+    short_isr: set[tuple[str, int]] = field(default_factory=set)
+    """Partitions whose ISR is down to their min ISR."""
+    queues: dict[int, int] = field(default_factory=dict)
+    down: str | None = None
 
-    def execute(self, moves: Sequence[PartitionMove], throttle_bytes_per_s: int) -> None:
+    def _check(self) -> None:
+        if self.down is not None:
+            raise ReassignmentAdminError(self.down)
+
+    def reassigning(self) -> dict[tuple[str, int], Reassigning]:
+        self._check()
+        for key, moving in list(self.running.items()):
+            if self.cluster.live.get(key) == moving.target:
+                del self.running[key]  # the test moved it: Kafka finished
+        return dict(self.running)
+
+    def submit(self, moves: Sequence[Move]) -> dict[tuple[str, int], str]:
+        self._check()
         if self.refuse is not None:
-            raise ReassignToolError(self.refuse)
-        self.executed.append(list(moves))
-        for move in moves:
-            if self.instant:
-                self.cluster.live[(move.topic, move.partition)] = move.replicas
-            else:
-                self.running.add((move.topic, move.partition))
+            return {(t, p): self.refuse for t, p, _ in moves}
+        self.submitted.append(list(moves))
+        for topic, number, target in moves:
+            key = (topic, number)
+            before = self.cluster.live[key]
+            if self.instant or set(target) == set(before):
+                self.cluster.live[key] = target
+                continue
+            removing = tuple(b for b in before if b not in target)
+            adding = tuple(b for b in target if b not in before)
+            self.running[key] = Reassigning((*target, *removing), adding, removing)
+            self.cluster.live[key] = (*target, *removing)
+        return {}
 
-    def verify(self, moves: Sequence[PartitionMove]) -> VerifyResult:
-        self.verified.append(list(moves))
-        if self.knows_nothing:
-            raise ReassignToolError("no reassignment in progress")
-        pending = tuple(
-            (m.topic, m.partition)
-            for m in moves
-            if (m.topic, m.partition) in self.running
-            and self.cluster.live.get((m.topic, m.partition)) != m.replicas
-        )
-        return VerifyResult(not pending, pending, not pending)
+    def finish(self, key: tuple[str, int]) -> None:
+        self.cluster.live[key] = self.running.pop(key).target
+
+    def finish_all(self) -> None:
+        for key in list(self.running):
+            self.finish(key)
+
+    def cancel(self, partitions: Any) -> dict[tuple[str, int], str]:
+        for key in partitions:
+            self.running.pop(key, None)
+        return {}
+
+    def elect_preferred(self, partitions: Sequence[tuple[str, int]]) -> None:
+        self.cluster.elections.extend(partitions)
+
+    def write_configs(self, changes: Sequence[ConfigChange]) -> None:
+        self._check()
+        for change in changes:
+            self.config_writes.append(change)
+            held = self.configs.setdefault(f"{change.kind.value} {change.name}", {})
+            for key, value in change.values:
+                if value is None:
+                    held.pop(key, None)
+                else:
+                    held[key] = value
+
+    def throttle_configs(self, topics: Any, brokers: Any) -> dict[str, str]:
+        names = {f"topic {t}" for t in topics} | {f"broker {b}" for b in brokers}
+        return {
+            f"{name} {key}": value
+            for name, held in self.configs.items()
+            if name in names
+            for key, value in held.items()
+        }
+
+    def isr(self) -> dict[tuple[str, int], tuple[tuple[int, ...], tuple[int, ...]]]:
+        result = {}
+        for key, replicas in self.cluster.live.items():
+            adding = self.running[key].adding if key in self.running else ()
+            in_sync = tuple(b for b in replicas if b not in adding)
+            if key in self.short_isr:
+                in_sync = in_sync[:2]
+            result[key] = (replicas, in_sync)
+        return result
+
+    def min_isr(self, topics: Any) -> dict[str, int]:
+        return {t: 2 for t in topics}
+
+    def request_queues(self) -> dict[int, int]:
+        return dict(self.queues)
 
 
 class SpawnLater:
@@ -458,7 +532,7 @@ class Rig:
     seat: FakePlannerSeat
     store: FakePlanStore
     cluster: FakeClusterAdmin
-    reassigner: FakeReassigner
+    reassignments: FakeReassignments
     spawn: SpawnLater
 
 
@@ -473,7 +547,7 @@ def make_rig(
     seat = FakePlannerSeat()
     store = FakePlanStore(agent_settings.cluster)
     cluster = FakeClusterAdmin()
-    reassigner = FakeReassigner(cluster)
+    reassignments = FakeReassignments(cluster)
     later = SpawnLater()
 
     def spawn_now(name: str, work: Callable[[], None]) -> Running:
@@ -491,11 +565,13 @@ def make_rig(
             planner_seat=seat,
             plan_store=store,
             cluster_admin=lambda bootstrap: cluster,
-            reassigner=lambda version, bootstrap: reassigner,
+            reassignments=lambda bootstrap: reassignments,
             clock=clock,
             spawn=later if spawn_later else spawn_now,
         ),
     )
     agent.start()
     broker.broker_id = agent.broker_id
-    return Rig(agent, clock, zookeeper, broker, ensemble, seat, store, cluster, reassigner, later)
+    return Rig(
+        agent, clock, zookeeper, broker, ensemble, seat, store, cluster, reassignments, later
+    )

@@ -20,7 +20,7 @@ from planner.contracts.member import (
     parse_member,
     parse_members,
 )
-from planner.contracts.plan_status import PlanState, PlanStatus, parse_plan_status
+from planner.contracts.plan_status import PlanMovement, PlanState, PlanStatus, parse_plan_status
 from planner.contracts.spec import SpecError
 
 pytestmark = pytest.mark.unit
@@ -231,12 +231,24 @@ def test_broker_id_claim_refuses_each_bad_field_by_name(value: object, names: st
     assert names in str(refused.value)
 
 
+MOVEMENT = PlanMovement(10, 100, 1.0, 90.0).to_json()
+
+
+def test_movement_says_what_is_left() -> None:
+    assert PlanMovement(10, 100, 1.0, 90.0).bytes_to_move == 90
+    assert MOVEMENT["bytes_to_move"] == 90
+
+
 @pytest.mark.parametrize(
     "status",
     [
         PlanStatus(PlanState.NONE),
         PlanStatus(PlanState.REFUSED, detail="plan/meta: not JSON"),
         PlanStatus(PlanState.DONE, 3, 2, 2, 8, None, ""),
+        PlanStatus(
+            PlanState.EXECUTING, 3, 1, 2, 8, 9, "", PlanMovement(512, 2048, 100.5, 15.3, 4, 8)
+        ),
+        PlanStatus(PlanState.EXECUTING, 3, 0, 2, 8, 9, "", PlanMovement(0, 2048, 0.0, None)),
     ],
 )
 def test_plan_status_round_trips(status: PlanStatus) -> None:
@@ -251,6 +263,17 @@ def test_plan_status_round_trips(status: PlanStatus) -> None:
         ({"partitions": KeyError}, "plan status.partitions is missing"),
         ({"replicas_moved": -3}, "plan status.replicas_moved must be at least 0"),
         ({"detail": 4}, "plan status.detail must be a string"),
+        ({"movement": []}, "plan status must be an object, got list"),
+        (
+            {"movement": {**MOVEMENT, "bytes_moved": -1}},
+            "plan status.bytes_moved must be at least 0",
+        ),
+        ({"movement": {**MOVEMENT, "bytes_moved": 9000}}, "bytes_moved 9000 is more than"),
+        (
+            {"movement": {**MOVEMENT, "rate_bytes_per_s": "fast"}},
+            "rate_bytes_per_s must be a number",
+        ),
+        ({"movement": {**MOVEMENT, "eta_s": -2}}, "plan status.eta_s must be a number >= 0"),
     ],
 )
 def test_plan_status_refuses_each_bad_field_by_name(changes: dict[str, Any], names: str) -> None:

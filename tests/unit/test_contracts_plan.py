@@ -4,6 +4,7 @@ a message naming it."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -23,6 +24,7 @@ from planner.contracts.plan_records import (
     parse_progress,
     parse_topic_assignment,
 )
+from planner.contracts.plan_status import PlanMovement
 
 pytestmark = pytest.mark.unit
 
@@ -32,6 +34,7 @@ PARTITION = PlannedPartition(
 )
 TOPIC = TopicAssignment("c1", 4, "orders", (PARTITION,))
 PROGRESS = Progress(4, 1, ProgressState.EXECUTING, "batch 2", 10.0, 7, 1, 9.0, True)
+MOVING = replace(PROGRESS, movement=PlanMovement(100, 400, 12.5, 24.0, 3, 6))
 SCORE = PlanScore("c1", 91.5, "a", "b", 3, {"leaders": {"cv": 0.1}}, "now")
 
 
@@ -49,6 +52,7 @@ def test_records_round_trip() -> None:
     assert parse_plan_meta(META.to_bytes(), "meta") == META
     assert parse_topic_assignment(TOPIC.to_bytes(), "topic") == TOPIC
     assert parse_progress(PROGRESS.to_bytes(now=0.0), "progress", version=7) == PROGRESS
+    assert parse_progress(MOVING.to_bytes(now=0.0), "progress", version=7) == MOVING
     assert parse_plan_score(json.dumps(SCORE.to_json())) == SCORE
     assert parse_plan_score(json.dumps({**SCORE.to_json(), "score": None})).score is None
 
@@ -119,6 +123,7 @@ def test_topic_assignment_refuses_each_bad_field_by_name(raw: bytes, names: str)
         ({"updated_at": "now"}, "p: 'updated_at' must be a time"),
         ({"batch_started_at": True}, "p: 'batch_started_at' must be a time"),
         ({"controller_moved": "yes"}, "p: 'controller_moved' must be true or false"),
+        ({"movement": {"bytes_moved": 1}}, "p: movement.bytes_total is missing"),
         ({"kind": "kaas.plan.meta"}, "p: kind 'kaas.plan.meta'"),
     ],
 )

@@ -1,6 +1,8 @@
-"""The elected planner's tick (`PlanExecutor.tick`) against fakes: planning, a batch started,
-checked and finished, a plan superseded, a refused plan journaled once, moves resubmitted
-after Kafka lost them, the stall remedy, and a plan cut to fit one ZooKeeper transaction."""
+"""The elected planner's tick (`PlanExecutor.tick`) against fakes: planning, the pipelined
+execution (a finished move's slot taken at once, throttles set and cleared per move,
+preferred leaders elected), progress figures, a plan superseded, a refused plan journaled
+once, moves Kafka refused submitted again, a takeover mid-plan, the concurrency backing off,
+the stall remedy, and a plan cut to fit one ZooKeeper transaction."""
 
 from __future__ import annotations
 
@@ -9,7 +11,6 @@ from typing import Any
 
 import pytest
 
-from agent.plan_housekeeping import VERIFY_EVERY_S
 from planner.contracts.spec import ClusterSpec
 from tests.unit.agent_fakes import Rig, make_rig
 
@@ -41,7 +42,11 @@ def tick(rig: Rig) -> str:
     return rig.agent.plan_executor.tick()
 
 
-def test_a_plan_is_made_stored_executed_batch_by_batch_and_finished(tmp_path: Path) -> None:
+def _throttled(rig: Rig) -> dict[str, str]:
+    return rig.reassignments.throttle_configs({"t"}, {0, 1, 2, 3})
+
+
+def test_a_plan_is_made_stored_and_executed_as_a_pipeline_then_finished(tmp_path: Path) -> None:
     rig = planner(tmp_path)
     stored = tick(rig)
     assert stored.startswith("planner: stored plan 1 (2 batches, ")
@@ -50,40 +55,70 @@ def test_a_plan_is_made_stored_executed_batch_by_batch_and_finished(tmp_path: Pa
     assert rig.zookeeper.journaled("plan_stored")[0]["reason"] == (
         "planning: first look (or a plan just finished)"
     )
+    steps = plan.batch(0) + plan.batch(1)
+    assert len(steps) == 6
 
-    assert "plan 1 batch 1/2: moving" in tick(rig)
+    # Five moves out of broker 0 at once: its per-broker cap (the spec's budget).
+    assert "plan 1: 0/6 steps done, 5 moving (concurrency 10)" in tick(rig)
     progress = rig.store.progress
     assert progress is not None and progress.state == "executing"
-    assert progress.started_batch == 0
-    submitted = rig.reassigner.executed[-1]
-    assert {(m.topic, m.partition, m.replicas) for m in submitted} == set(plan.batch(0))
-    assert rig.zookeeper.journaled("reassign")[-1]["result"] == (
-        f"{len(submitted)} partitions submitted"
+    submitted = rig.reassignments.submitted[-1]
+    assert submitted == steps[:5]
+    assert rig.zookeeper.journaled("reassign")[-1]["result"] == "5 partitions submitted"
+    throttled = _throttled(rig)
+    assert throttled["broker 3 follower.replication.throttled.rate"] == str(
+        SPEC.budget.throttle_bytes_per_s
     )
+    assert "0:3" in throttled["topic t follower.replication.throttled.replicas"]
 
-    # Kafka moves nothing yet: the batch is checked, not started again.
-    assert "partitions at their new replicas after 10 s" in tick(rig)
-    assert len(rig.reassigner.executed) == 1
+    # Kafka moves nothing yet: the moves are looked at, not started again.
+    assert "0/6 steps done, 5 moving" in tick(rig)
+    assert len(rig.reassignments.submitted) == 1
 
-    for move in submitted:
-        rig.cluster.live[(move.topic, move.partition)] = move.replicas
-    assert tick(rig).endswith(": batch done")
-    assert rig.reassigner.verified[-1] == submitted  # confirmed, and throttles dropped
-    assert set(rig.cluster.elections) == {(m.topic, m.partition) for m in submitted}
+    # One move ends: its slot goes to the sixth at once, while four others still run (no
+    # batch barrier); its throttle entries go, its preferred leader is elected.
+    first = (submitted[0][0], submitted[0][1])
+    rig.reassignments.finish(first)
+    assert "1/6 steps done, 5 moving" in tick(rig)
+    assert rig.reassignments.submitted[-1] == steps[5:]
+    assert rig.cluster.elections == [first]
+    leader_side = _throttled(rig)["topic t leader.replication.throttled.replicas"]
+    assert f"{first[1]}:" not in leader_side
+
+    rig.reassignments.finish_all()
+    assert tick(rig) == "planner: plan 1: all 6 steps done"
+    assert _throttled(rig) == {}  # no throttle left behind
+    assert set(rig.cluster.elections) == {(t, p) for t, p, _ in steps}
     progress = rig.store.progress
-    assert progress is not None
-    assert (progress.completed_batches, progress.started_batch) == (1, None)
-
-    rig.reassigner.instant = True
-    assert "plan 1 batch 2/2: moving" in tick(rig)
-    assert tick(rig).endswith(": batch done")
-    assert tick(rig) == "planner: plan 1: all 2 batches done"
-    assert rig.store.progress is not None and rig.store.progress.state == "done"
+    assert progress is not None and progress.state == "done"
+    assert progress.completed_batches == 2
     assert rig.zookeeper.journaled("plan_done")
     # Broker 0 holds nothing any more; the next tick plans again at once and holds.
     assert all(0 not in replicas for replicas in rig.cluster.live.values())
     assert tick(rig).startswith("planner: placement balanced (score")
     assert rig.store.plan is not None and rig.store.plan.plan_id == 1
+
+
+def test_progress_reports_bytes_rate_and_time_left(tmp_path: Path) -> None:
+    rig = planner(tmp_path)
+    rig.cluster.sizes = {key: 100 * 1024**2 for key in LIVE}
+    tick(rig)
+    tick(rig)  # five moves start
+    for key in [("t", n) for n in range(6)][:2]:
+        if key in rig.reassignments.running:
+            rig.reassignments.finish(key)
+    sentence = tick(rig)
+    movement = rig.store.progress.movement if rig.store.progress else None
+    assert movement is not None
+    done = movement.bytes_moved
+    assert movement.bytes_total == 6 * 100 * 1024**2
+    assert 0 < done < movement.bytes_total
+    # Two moves of 100 MiB in the 10 s between the looks.
+    assert movement.rate_bytes_per_s == pytest.approx(done / 10)
+    assert movement.eta_s == pytest.approx((movement.bytes_total - done) / (done / 10))
+    assert "MiB/s" in sentence and "s left" in sentence
+    status = rig.store.read_status()
+    assert status.movement == movement
 
 
 def test_a_partition_moved_by_someone_else_supersedes_the_plan(tmp_path: Path) -> None:
@@ -99,6 +134,22 @@ def test_a_partition_moved_by_someone_else_supersedes_the_plan(tmp_path: Path) -
     assert tick(rig).startswith("planner: stored plan 2 (")
 
 
+def test_throttles_of_a_superseded_plans_moves_go_once_they_end(tmp_path: Path) -> None:
+    rig = planner(tmp_path)
+    tick(rig)
+    tick(rig)  # five moves start, throttled
+    assert _throttled(rig)
+    plan = rig.store.plan
+    assert plan is not None
+    sixth = (plan.batch(0) + plan.batch(1))[5]
+    rig.cluster.live[(sixth[0], sixth[1])] = (3, 2, 1)  # someone else moved it
+    assert "planning again" in tick(rig)
+    assert _throttled(rig), "the superseded plan's moves still run"
+    rig.reassignments.finish_all()
+    tick(rig)
+    assert _throttled(rig) == {}
+
+
 def test_a_refused_plan_is_journaled_once_not_every_tick(tmp_path: Path) -> None:
     rig = planner(tmp_path)
     rig.store.corrupt = "meta: not JSON"
@@ -109,46 +160,77 @@ def test_a_refused_plan_is_journaled_once_not_every_tick(tmp_path: Path) -> None
     assert tick(rig) == first
     assert tick(rig) == first
     assert len(rig.zookeeper.journaled("plan_refused")) == 1
-    assert rig.reassigner.executed == []
+    assert rig.reassignments.submitted == []
     rig.store.corrupt = "meta: another cluster"
     tick(rig)
     assert len(rig.zookeeper.journaled("plan_refused")) == 2
 
 
-def test_moves_kafka_refused_are_resubmitted_when_the_batch_is_checked(tmp_path: Path) -> None:
+def test_moves_kafka_refused_are_submitted_again_at_the_next_look(tmp_path: Path) -> None:
     rig = planner(tmp_path)
     tick(rig)
-    rig.reassigner.refuse = "Timed out waiting for a node assignment"
-    assert "Kafka refused: Timed out waiting" in tick(rig)
-    # Recorded as started before Kafka got it: the next ticks check it, not start it.
-    assert rig.store.progress is not None and rig.store.progress.started_batch == 0
-    rig.reassigner.refuse = None
-    assert rig.reassigner.executed == []
-    # The first check asks Kafka at once (nothing was verified since the start).
-    assert "partitions at their new replicas" in tick(rig)
+    rig.reassignments.refuse = "NotControllerError"
+    tick(rig)
+    assert "0 partitions submitted, 5 refused" in rig.zookeeper.journaled("reassign")[-1]["result"]
+    assert rig.reassignments.submitted == []
+    rig.reassignments.refuse = None
+    # Kafka runs none of them: the partitions still stand at their source, so they start.
+    assert "0/6 steps done, 5 moving" in tick(rig)
     plan = rig.store.plan
     assert plan is not None
-    assert {(m.topic, m.partition, m.replicas) for m in rig.reassigner.executed[-1]} == set(
-        plan.batch(0)
-    )
-    assert "resubmitted" in rig.zookeeper.journaled("reassign")[-1]["result"]
-    verified = len(rig.reassigner.verified)
+    assert rig.reassignments.submitted[-1] == (plan.batch(0) + plan.batch(1))[:5]
     tick(rig)
-    assert len(rig.reassigner.verified) == verified  # Kafka is asked every VERIFY_EVERY_S
-    # Now Kafka runs them: nothing is resubmitted at the next verify.
-    rig.clock.advance(VERIFY_EVERY_S)
-    tick(rig)
-    assert len(rig.reassigner.verified) == verified + 1
-    assert len(rig.reassigner.executed) == 1
+    assert len(rig.reassignments.submitted) == 1  # running now: not submitted again
 
 
-def test_a_stalled_batch_asks_for_a_new_controller_once(tmp_path: Path) -> None:
+def test_a_planner_elected_mid_plan_resumes_it_from_kafkas_state(tmp_path: Path) -> None:
+    rig = planner(tmp_path)
+    tick(rig)
+    tick(rig)  # five moves start
+    rig.reassignments.finish(("t", rig.reassignments.submitted[-1][0][1]))
+    # Another agent takes over: it knows nothing of this one's memory.
+    rig.agent.plan_executor.memory = type(rig.agent.plan_executor.memory)()
+    rig.agent.plan_executor.facts = None
+    rig.reassignments.configs["topic t"]["leader.replication.throttled.replicas"] = "9:9"
+    assert "1/6 steps done, 5 moving" in tick(rig)
+    assert len(rig.reassignments.submitted) == 2  # only the sixth was new
+    assert rig.store.plan is not None and rig.store.plan.plan_id == 1
+    # What the earlier planner left on the plan's topic is replaced by what runs now.
+    assert "9:9" not in _throttled(rig)["topic t leader.replication.throttled.replicas"]
+
+
+def test_concurrency_backs_off_at_min_isr_and_grows_back(tmp_path: Path) -> None:
+    rig = planner(tmp_path, reassignment_concurrency=4)
+    tick(rig)
+    assert "4 moving (concurrency 4)" in tick(rig)
+    rig.reassignments.short_isr = {("t", 5)}
+    key = (rig.reassignments.submitted[-1][0][0], rig.reassignments.submitted[-1][0][1])
+    rig.reassignments.finish(key)
+    # Halved to 2 with 3 still moving: the freed slot is not used.
+    assert "3 moving (concurrency 2)" in tick(rig)
+    assert len(rig.reassignments.submitted) == 1
+    rig.reassignments.short_isr = set()
+    assert "(concurrency 3)" in tick(rig)
+    assert len(rig.reassignments.submitted) == 1
+    assert "(concurrency 4)" in tick(rig)
+    assert len(rig.reassignments.submitted) == 2
+
+
+def test_a_long_request_queue_backs_off_too(tmp_path: Path) -> None:
+    rig = planner(tmp_path, reassignment_concurrency=4, request_queue_busy=50)
+    tick(rig)
+    rig.reassignments.queues = {2: 51}
+    assert "(concurrency 2)" in tick(rig)
+    assert len(rig.reassignments.submitted[-1]) == 2
+
+
+def test_a_stalled_plan_asks_for_a_new_controller_once(tmp_path: Path) -> None:
     rig = planner(tmp_path, reassignment_stall_s=60)
     tick(rig)  # plan
-    tick(rig)  # start batch 1
-    assert not tick(rig).endswith("controller re-election requested")  # first look at it
+    tick(rig)  # moves start
+    assert not tick(rig).endswith("controller re-election requested")
     rig.clock.advance(61)
-    assert tick(rig).endswith("stalled, controller re-election requested")
+    assert tick(rig).endswith("controller re-election requested")
     assert rig.zookeeper.controller_elections == 1
     assert rig.store.progress is not None and rig.store.progress.controller_moved
     rig.clock.advance(61)
@@ -181,9 +263,13 @@ def test_an_unreadable_layout_plans_again_at_the_next_tick(tmp_path: Path) -> No
     assert tick(rig).startswith("planner: stored plan 1 (")
 
 
-def test_a_rolling_restart_holds_the_next_batch(tmp_path: Path) -> None:
+def test_a_rolling_restart_holds_new_moves(tmp_path: Path) -> None:
     rig = planner(tmp_path)
     tick(rig)
     rig.zookeeper.lock_holder = "broker 1"
-    assert tick(rig) == "planner: plan 1 batch 1/2: waiting for the rolling restart to finish"
-    assert rig.reassigner.executed == []
+    assert tick(rig).startswith(
+        "planner: plan 1: waiting for the rolling restart to finish; plan 1: 0/6 steps done"
+    )
+    assert rig.reassignments.submitted == []
+    rig.zookeeper.lock_holder = None
+    assert "5 moving" in tick(rig)

@@ -6,18 +6,11 @@ from __future__ import annotations
 import pytest
 
 from agent.decide import BrokerLaunch
-from agent.plan_decide import PlanAction
+from agent.pipeline import PipelineDecision, ThrottleSet
 from agent.plan_housekeeping import (
-    VERIFY_EVERY_S,
-    CompleteBatch,
-    ConfirmBatch,
     ExecutorMemory,
-    KeepWaiting,
-    ReelectController,
-    VerifyPending,
-    check_batch_step,
-    lost_moves,
-    note_batch_progress,
+    for_plan,
+    note_look,
     note_refusal,
     plan_finished,
     smaller_prefix,
@@ -51,7 +44,6 @@ from agent.restart import (
     begin,
     step,
 )
-from planner.store import PlannedPartition, PlannedStep, Progress, StoredPlan
 
 pytestmark = pytest.mark.unit
 
@@ -215,17 +207,6 @@ def test_an_outcome_out_of_order_is_refused_by_name() -> None:
 
 # -- the plan executor's housekeeping ---------------------------------------------------------
 
-PLAN = StoredPlan(
-    "c",
-    3,
-    2,
-    (
-        PlannedPartition("t", 0, (0, 1), (2, 1), (PlannedStep(0, (2, 1)),)),
-        PlannedPartition("t", 1, (0, 1), (1, 2), (PlannedStep(1, (1, 2)),)),
-    ),
-    0.0,
-)
-
 
 @pytest.mark.parametrize(("count", "prefix"), [(8, 4), (3, 1), (2, 1), (1, None)])
 def test_a_plan_too_large_is_halved_until_one_batch(count: int, prefix: int | None) -> None:
@@ -246,55 +227,55 @@ def test_a_finished_plan_plans_again_at_once() -> None:
     assert (memory.last_planned_at, memory.planned_for) == (0.0, None)
 
 
-def test_batch_progress_counts_from_the_first_look_and_from_every_arrival() -> None:
-    progress = Progress(3, 0, "executing", started_batch=0)
-    moving = {("t", 0): (0, 1), ("t", 1): (0, 1)}
-    memory, at = note_batch_progress(ExecutorMemory(), PLAN, progress, moving, 100.0)
-    assert (at, memory.batch_pending) == (100.0, (0, 1))
-    memory, at = note_batch_progress(memory, PLAN, progress, moving, 160.0)
-    assert at == 100.0  # nothing arrived
-    arrived = {("t", 0): (2, 1), ("t", 1): (0, 1)}
-    memory, at = note_batch_progress(memory, PLAN, progress, arrived, 170.0)
-    assert (at, memory.batch_pending) == (170.0, (0, 0))
-    _, at = note_batch_progress(memory, PLAN, None, arrived, 180.0)
-    assert at == 0.0
+def _decision(
+    steps_done: int, bytes_done: int, moving: int = 1, total: int = 1000
+) -> PipelineDecision:
+    return PipelineDecision(
+        start=(),
+        throttles=ThrottleSet(),
+        concurrency=4,
+        finished=(),
+        foreign=None,
+        done=False,
+        steps_total=10,
+        steps_done=steps_done,
+        bytes_total=total,
+        bytes_done=bytes_done,
+        moving=tuple(("t", n) for n in range(moving)),
+    )
 
 
-MOVES = (("t", 0, (2, 1)), ("t", 1, (1, 2)))
+def test_a_stall_counts_from_the_first_look_and_from_every_finished_step() -> None:
+    look = note_look(ExecutorMemory(), _decision(0, 0), 100.0, stall_s=60)
+    assert (look.memory.last_progress_at, look.stalled) == (100.0, False)
+    look = note_look(look.memory, _decision(0, 0), 161.0, stall_s=60)
+    assert look.stalled
+    look = note_look(look.memory, _decision(1, 100), 170.0, stall_s=60)
+    assert (look.memory.last_progress_at, look.stalled) == (170.0, False)
+    # Nothing moving is no stall, however long.
+    assert not note_look(look.memory, _decision(1, 100, moving=0), 999.0, stall_s=60).stalled
 
 
-@pytest.mark.parametrize(
-    ("action", "batch", "now", "expected"),
-    [
-        (PlanAction("check_batch", "", 0, ()), MOVES, 10.0, ConfirmBatch(MOVES)),
-        (PlanAction("check_batch", "", 0, ()), (), 10.0, CompleteBatch(0, ())),
-        (PlanAction("check_batch", "", 0, MOVES, stalled=True), MOVES, 10.0, ReelectController()),
-        (PlanAction("check_batch", "", 0, MOVES), MOVES, VERIFY_EVERY_S, VerifyPending(MOVES)),
-        (PlanAction("check_batch", "", 0, MOVES), MOVES, VERIFY_EVERY_S - 1, KeepWaiting()),
-    ],
-)
-def test_check_batch_step(action: PlanAction, batch: tuple, now: float, expected: object) -> None:
-    _, next_step = check_batch_step(ExecutorMemory(), action, batch, now)
-    assert next_step == expected
+def test_rate_and_time_left_over_the_window() -> None:
+    look = note_look(ExecutorMemory(), _decision(0, 0), 0.0, stall_s=60)
+    assert (look.movement.rate_bytes_per_s, look.movement.eta_s) == (0.0, None)
+    look = note_look(look.memory, _decision(1, 200), 10.0, stall_s=60)
+    assert look.movement.rate_bytes_per_s == 20.0
+    assert look.movement.eta_s == 40.0
+    assert look.movement.bytes_to_move == 800
+    # Samples older than the window drop out: the rate follows the recent pace.
+    look = note_look(look.memory, _decision(2, 300), 65.0, stall_s=60)
+    assert look.movement.rate_bytes_per_s == pytest.approx(100 / 55)
+    done = note_look(look.memory, _decision(10, 1000, moving=0), 70.0, stall_s=60)
+    assert done.movement.eta_s == 0.0
 
 
-def test_a_verify_is_remembered() -> None:
-    action = PlanAction("check_batch", "", 0, MOVES)
-    memory, _ = check_batch_step(ExecutorMemory(), action, MOVES, 40.0)
-    assert memory.last_verify_at == 40.0
-    _, again = check_batch_step(memory, action, MOVES, 50.0)
-    assert again == KeepWaiting()
-
-
-@pytest.mark.parametrize(
-    ("in_progress", "lost"),
-    [
-        ((("t", 0), ("t", 1)), ()),
-        ((("t", 1),), (MOVES[0],)),
-        (None, MOVES),  # Kafka knows of no reassignment at all
-    ],
-)
-def test_moves_kafka_does_not_run_are_lost(
-    in_progress: tuple[tuple[str, int], ...] | None, lost: tuple
-) -> None:
-    assert lost_moves(MOVES, in_progress) == lost
+def test_another_plan_starts_the_memory_afresh_but_keeps_the_throttles() -> None:
+    throttles = ThrottleSet(brokers=frozenset({1}))
+    memory = ExecutorMemory(
+        plan_id=3, concurrency=2, elected=frozenset({("t", 0)}), throttles=throttles
+    )
+    assert for_plan(memory, 3) is memory
+    fresh = for_plan(memory, 4)
+    assert (fresh.plan_id, fresh.concurrency, fresh.elected) == (4, 0, frozenset())
+    assert fresh.throttles == throttles
