@@ -13,7 +13,7 @@ from typing import Any
 import structlog
 from confluent_kafka import ElectionType, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
-from kazoo.client import KazooClient, KazooState
+from kazoo.client import KazooState
 from kazoo.exceptions import KazooException, LockTimeout, NodeExistsError, NoNodeError
 from kazoo.recipe.lock import Lock
 
@@ -31,6 +31,8 @@ from agent.supervisor import kafka_libs
 from planner.contracts.kafka_state import PartitionState
 from planner.contracts.paths import ClusterPaths
 from planner.live_layout import read_live_layout
+from planner.pki.files import IdentityFiles
+from planner.zookeeper_client import zookeeper_client
 
 log = structlog.get_logger("kaas.agent")
 
@@ -64,10 +66,9 @@ class KazooAgentZooKeeper:
     """The agent's znodes through one kazoo client (shared with the planner election and the
     ensemble keeper, which use kazoo recipes of their own)."""
 
-    def __init__(self, hosts: str, paths: ClusterPaths, admin_secret: str | None) -> None:
-        self.client = KazooClient(hosts=hosts, timeout=10.0)
+    def __init__(self, hosts: str, paths: ClusterPaths, identity: IdentityFiles) -> None:
+        self.client = zookeeper_client(hosts, identity, timeout=10.0)
         self.paths = paths
-        self.admin_secret = admin_secret
         self._connected = False
         self._on_connected: list[Callable[[], None]] = []
         self.client.add_listener(self._on_state)
@@ -85,8 +86,6 @@ class KazooAgentZooKeeper:
     def connect(self, timeout: float) -> None:
         self.client.start(timeout=timeout)
         self._connected = True
-        if self.admin_secret is not None:
-            self.client.add_auth("digest", f"super:{self.admin_secret}")
         self.client.ensure_path(self.paths.members)
 
     def on_connected(self, callback: Callable[[], None]) -> None:

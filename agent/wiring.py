@@ -22,10 +22,7 @@ from planner.store import PlanStore
 
 def build_agent(settings: AgentSettings, supervisor: BrokerSupervisor | None = None) -> Agent:
     paths = ClusterPaths(settings.cluster)
-    admin_secret = None
-    if settings.zookeeper_admin_secret_file is not None:
-        admin_secret = settings.zookeeper_admin_secret_file.read_text().strip()
-    zookeeper = KazooAgentZooKeeper(settings.zookeeper_hosts, paths, admin_secret)
+    zookeeper = KazooAgentZooKeeper(settings.zookeeper_hosts, paths, settings.identity)
 
     def reassigner(kafka_version: str, bootstrap: str) -> Reassigner:
         return ReassignmentTool(
@@ -37,7 +34,7 @@ def build_agent(settings: AgentSettings, supervisor: BrokerSupervisor | None = N
     ensemble = EnsembleKeeper(
         zookeeper.client,
         settings,
-        admin_secret is not None,
+        settings.identity,
         lambda action, reason, result: agents[0].journal(action, reason, result),
     )
     agent = Agent(

@@ -12,6 +12,7 @@ from typing import Any
 
 from planner.contracts.paths import ClusterPaths
 from planner.contracts.plan_records import PlanScore, parse_plan_score
+from planner.pki.files import IdentityFiles
 
 ZK_TIMEOUT_S = 15.0
 
@@ -49,17 +50,19 @@ def score_document(
 class ZooKeeperScoreWriter:
     """Sets the score znode, creating it (and its parents) the first time."""
 
-    def __init__(self, hosts: str) -> None:
+    def __init__(self, hosts: str, identity: IdentityFiles) -> None:
         self.hosts = hosts
+        self.identity = identity
 
     def write(self, cluster: str, document: Mapping[str, Any]) -> str:
-        from kazoo.client import KazooClient
         from kazoo.exceptions import NoNodeError
+
+        from planner.zookeeper_client import zookeeper_client
 
         path = score_znode_path(cluster)
         data = json.dumps(document, sort_keys=True).encode()
         parse_plan_score(data)  # a value no reader could parse is never written
-        client = KazooClient(hosts=self.hosts, timeout=ZK_TIMEOUT_S)
+        client = zookeeper_client(self.hosts, self.identity, timeout=ZK_TIMEOUT_S)
         client.start(timeout=ZK_TIMEOUT_S)
         try:
             try:

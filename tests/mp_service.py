@@ -15,9 +15,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kazoo.client import KazooClient
+
 from management_plane.local.background_service import serve_command
 from management_plane.local.cluster import LocalCluster
 from management_plane.local.state import read_state
+from management_plane.local.tls import admin_identity_in
+from planner.zookeeper_client import zookeeper_client
 from tests import harness
 
 
@@ -115,6 +119,10 @@ class ServiceHandle:
                 return op
             time.sleep(1)
         raise AssertionError(f"operation {op_id} not finished in {timeout}s: {op.get('message')}")
+
+    def zookeeper(self, cluster: str, hosts: str) -> KazooClient:
+        """A kazoo client of a cluster this service made, as the admin its provider holds."""
+        return zookeeper_client(hosts, admin_identity_in(self.home / "local" / cluster))
 
     def cluster_homes(self) -> list[Path]:
         local = self.home / "local"

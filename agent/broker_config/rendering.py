@@ -7,7 +7,12 @@ from __future__ import annotations
 from agent.settings import AgentSettings
 from planner.contracts.paths import ClusterPaths
 from planner.contracts.spec import ClusterSpec
-from planner.contracts.vm_config import BrokerFacts, render_server_properties, sizing_properties
+from planner.contracts.vm_config import (
+    BrokerFacts,
+    ZookeeperTlsFiles,
+    render_server_properties,
+    sizing_properties,
+)
 
 
 def broker_facts(settings: AgentSettings, broker_id: int) -> BrokerFacts:
@@ -21,6 +26,9 @@ def broker_facts(settings: AgentSettings, broker_id: int) -> BrokerFacts:
         log_dirs=(str(settings.data_dir),),
         zookeeper_connect=settings.zookeeper_hosts + ClusterPaths(settings.cluster).kafka_chroot,
         host_sizing=sizing_properties(settings.host_sizing),
+        zookeeper_tls=ZookeeperTlsFiles(
+            keystore=settings.identity.keystore, trust_bundle=settings.identity.trust_bundle
+        ),
     )
 
 

@@ -43,6 +43,8 @@ from analytics.writeback import (
     parse_statsd_address,
     score_document,
 )
+from planner.pki.authority import Role
+from planner.pki.files import IdentityFiles
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -86,6 +88,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--zookeeper", help="write the latest score to /kaas/<cluster>/plan/score on this ensemble"
+    )
+    parser.add_argument(
+        "--zookeeper-identity",
+        type=Path,
+        help="with --zookeeper: the folder of the admin certificate (ca.pem, admin.crt, "
+        "admin.key; a local cluster's client/ folder) presented to ZooKeeper",
     )
     parser.add_argument("--statsd", help="send the latest score to this statsd HOST:PORT")
     parser.add_argument("--no-charts", action="store_true", help="skip the PNG charts")
@@ -138,7 +146,12 @@ def _write_back(args: argparse.Namespace, result: BalanceResult) -> None:
         computed_at=now_iso(),
     )
     if args.zookeeper:
-        path = ZooKeeperScoreWriter(args.zookeeper).write(summary["cluster"], document)
+        if args.zookeeper_identity is None:
+            raise SystemExit(
+                "--zookeeper needs --zookeeper-identity: ZooKeeper takes TLS clients only"
+            )
+        identity = IdentityFiles(args.zookeeper_identity, Role.ADMIN)
+        path = ZooKeeperScoreWriter(args.zookeeper, identity).write(summary["cluster"], document)
         print(f"score written to ZooKeeper {path}")
     if args.statsd:
         host, port = parse_statsd_address(args.statsd)

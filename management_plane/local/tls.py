@@ -34,8 +34,12 @@ def vm_identity(vm: VmLayout) -> IdentityFiles:
     return IdentityFiles(vm.directory / "tls", Role.NODE)
 
 
+def admin_identity_in(cluster_home: Path) -> IdentityFiles:
+    return IdentityFiles(cluster_home / "client", Role.ADMIN)
+
+
 def admin_identity(layout: ClusterLayout) -> IdentityFiles:
-    return IdentityFiles(layout.home / "client", Role.ADMIN)
+    return admin_identity_in(layout.home)
 
 
 def _ensure(files: IdentityFiles, layout: ClusterLayout, hosts: tuple[str, ...]) -> IdentityFiles:

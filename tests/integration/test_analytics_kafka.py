@@ -13,7 +13,6 @@ import pyarrow.parquet as pq
 import pytest
 from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from kazoo.client import KazooClient
 from pyspark.sql import SparkSession
 
 from analytics.balance_run import BalanceOptions, run_balance
@@ -25,6 +24,8 @@ from analytics.sources import SourceError, ensure_kafka_connector, read_kafka_to
 from analytics.testing import metric_record, spark_session_fixture  # noqa: F401
 from analytics.writeback import ZooKeeperScoreWriter, score_document, score_znode_path
 from management_plane.workload import LEDGER_DIR_ENV, durable_producer, produce_keyed
+from planner.pki.files import IdentityFiles
+from planner.zookeeper_client import zookeeper_client
 
 pytestmark = pytest.mark.integration
 
@@ -134,14 +135,16 @@ def test_a_missing_metrics_topic_is_named(kafka_cluster: Any, spark: SparkSessio
         read_kafka_topics(spark, kafka_cluster.bootstrap_servers, [missing])
 
 
-def test_score_is_written_next_to_the_plan_in_zookeeper(zk_hosts: str) -> None:
+def test_score_is_written_next_to_the_plan_in_zookeeper(
+    zk_hosts: str, zk_identity: IdentityFiles
+) -> None:
     cluster = f"analytics-{uuid.uuid4().hex[:8]}"
     document = score_document(cluster, 91.5, "a", "b", 3, {"leaders": {"cv": 0.0}}, "now")
-    writer = ZooKeeperScoreWriter(zk_hosts)
+    writer = ZooKeeperScoreWriter(zk_hosts, zk_identity)
     assert writer.write(cluster, document) == f"/kaas/{cluster}/plan/score"
     writer.write(cluster, {**document, "score": 92.0})  # the second write replaces the value
 
-    client = KazooClient(hosts=zk_hosts)
+    client = zookeeper_client(zk_hosts, zk_identity)
     client.start(timeout=15)
     try:
         data, _ = client.get(score_znode_path(cluster))

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from planner.contracts.vm_config.image import image_config_files
+from planner.pki.authority import Role, role_distinguished_name
 
 pytestmark = pytest.mark.unit
 
@@ -51,7 +52,7 @@ def test_the_image_build_writes_the_renderers_files(tmp_path: Path) -> None:
     root.mkdir()
     done = provision(root, fake_artifacts(tmp_path / "cache"), "--python", sys.executable)
     assert done.returncode == 0, done.stderr
-    for path, text in image_config_files().items():
+    for path, text in image_config_files(role_distinguished_name(Role.NODE)).items():
         assert (root / path.relative_to("/")).read_text() == text
     assert (root / "opt/kaas/image.json").exists()
 
