@@ -4,8 +4,9 @@ client over TLS with ACLs on Kafka's znodes. Pure.
 
 - Clients connect only to `secureClientPort` (Netty, TLS, a client certificate required);
   no plaintext `clientPort` exists, so the dynamic file's server lines carry no client part.
-- The quorum (peer and election ports) runs over TLS too (`sslQuorum`), with hostname
-  verification: each server's certificate names its address.
+- The quorum (peer and election ports) runs over TLS too (`sslQuorum`) with hostname
+  verification both ways: ZooKeeper 3.8 checks the connecting server's source address
+  against its certificate too, so a VM's certificate names every address it connects from.
 - The x509 provider makes a client's certificate subject its ZooKeeper identity; the nodes'
   identity is the super user, which is what lets an agent run a dynamic reconfig. Client
   hostname verification is off because identities are roles, not machines: the admin's
