@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import ssl
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -196,10 +197,17 @@ class ConfluentBrokerAdmin:
     """This VM's broker through librdkafka's Admin client, Jolokia for its gauges, and
     Kafka's ConfigCommand (from the image's jars) for cluster-wide config defaults."""
 
-    def __init__(self, bootstrap: str, java: str, image_root: Path) -> None:
+    def __init__(
+        self,
+        bootstrap: str,
+        java: str,
+        image_root: Path,
+        jolokia_context: ssl.SSLContext | None = None,
+    ) -> None:
         self.bootstrap = bootstrap
         self.java = java
         self.image_root = image_root
+        self.jolokia_context = jolokia_context  # presents the node's certificate to Jolokia
         self.client = brokerview.admin_client(bootstrap)
 
     def metadata_answers(self, broker_id: int, timeout: float) -> bool:
@@ -224,15 +232,18 @@ class ConfluentBrokerAdmin:
         return apply_config_diff(self.client, broker_id, diff, defaults).error
 
     def under_replicated(self, jolokia_url: str) -> int:
-        return brokerview.under_replicated(jolokia_url)
+        return brokerview.under_replicated(jolokia_url, self.jolokia_context)
 
 
 class ConfluentClusterAdmin:
     """The whole cluster for the elected planner: one Admin client per bootstrap list."""
 
-    def __init__(self, bootstrap: str, jolokia_port: int) -> None:
+    def __init__(
+        self, bootstrap: str, jolokia_port: int, jolokia_context: ssl.SSLContext | None = None
+    ) -> None:
         self.bootstrap = bootstrap
         self.jolokia_port = jolokia_port
+        self.jolokia_context = jolokia_context
 
     def _client(self) -> AdminClient:
         return AdminClient({"bootstrap.servers": self.bootstrap, "socket.timeout.ms": 10000})
@@ -247,7 +258,9 @@ class ConfluentClusterAdmin:
         return live, frozenset(metadata.brokers)
 
     def read_layout(self) -> dict[str, Any]:
-        return read_live_layout(self.bootstrap, self.jolokia_port, timeout_s=10.0)
+        return read_live_layout(
+            self.bootstrap, self.jolokia_port, timeout_s=10.0, jolokia_context=self.jolokia_context
+        )
 
     def elect_preferred_leaders(self, partitions: Sequence[tuple[str, int]]) -> None:
         if not partitions:

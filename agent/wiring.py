@@ -17,12 +17,14 @@ from agent.settings import AgentSettings
 from agent.supervisor import kafka_libs, make_supervisor
 from agent.zk_ensemble import EnsembleKeeper
 from planner.contracts.paths import ClusterPaths
+from planner.pki.tls import client_context
 from planner.store import PlanStore
 
 
 def build_agent(settings: AgentSettings, supervisor: BrokerSupervisor | None = None) -> Agent:
     paths = ClusterPaths(settings.cluster)
     zookeeper = KazooAgentZooKeeper(settings.zookeeper_hosts, paths, settings.identity)
+    jolokia = client_context(settings.identity)  # every broker's Jolokia takes the nodes' only
 
     def reassigner(kafka_version: str, bootstrap: str) -> Reassigner:
         return ReassignmentTool(
@@ -41,12 +43,16 @@ def build_agent(settings: AgentSettings, supervisor: BrokerSupervisor | None = N
         settings,
         AgentPorts(
             zookeeper=zookeeper,
-            admin=ConfluentBrokerAdmin(settings.bootstrap, settings.java, settings.image_root),
+            admin=ConfluentBrokerAdmin(
+                settings.bootstrap, settings.java, settings.image_root, jolokia
+            ),
             supervisor=supervisor or make_supervisor(settings),
             ensemble=ensemble,
             planner_seat=PlannerRole(zookeeper.client, paths, f"broker-{settings.vm_id}"),
             plan_store=PlanStore(zookeeper.client, settings.cluster),
-            cluster_admin=lambda bootstrap: ConfluentClusterAdmin(bootstrap, settings.jolokia_port),
+            cluster_admin=lambda bootstrap: ConfluentClusterAdmin(
+                bootstrap, settings.jolokia_port, jolokia
+            ),
             reassigner=reassigner,
             clock=SystemClock(),
         ),

@@ -84,7 +84,8 @@ class EnsembleKeeper:
             s.zookeeper_peer_port,
             s.zookeeper_election_port,
             ZookeeperRole.PARTICIPANT,
-            None,  # no plaintext client port: the secure one is in zoo.cfg
+            s.zookeeper_reconfig_client_port,
+            s.address,
         )
 
     def _recycled_addresses(self) -> frozenset[str]:

@@ -12,7 +12,6 @@ over the same TLS port, since a secured ensemble has no plaintext port to send t
 from __future__ import annotations
 
 import socket
-import ssl
 from typing import Any, Final
 
 from kazoo.client import KazooClient
@@ -22,6 +21,7 @@ from planner.contracts.vm_config.zookeeper_security import X509_SCHEME
 from planner.errors import PlannerError
 from planner.pki.authority import Role, role_distinguished_name
 from planner.pki.files import IdentityFiles
+from planner.pki.tls import client_context
 
 # The identities a cluster's ZooKeeper knows: its VMs' (brokers, agents, servers) and
 # KaaS's own clients'. Both are per cluster, since each cluster has its own CA.
@@ -63,20 +63,12 @@ def zookeeper_client(hosts: str, identity: IdentityFiles, **options: Any) -> Kaz
     )
 
 
-def tls_context(identity: IdentityFiles) -> ssl.SSLContext:
-    """A client TLS context presenting `identity`, trusting only its bundle."""
-    context = ssl.create_default_context(cafile=str(identity.trust_bundle))
-    context.minimum_version = ssl.TLSVersion.TLSv1_2
-    context.load_cert_chain(str(identity.certificate), str(identity.key))
-    return context
-
-
 def four_letter_word(
     address: str, port: int, identity: IdentityFiles, word: bytes = b"srvr", timeout: float = 2.0
 ) -> str:
     """A four-letter command's answer, over TLS: a session-less read, where a kazoo session
     per probe would be a write to the ensemble. Raises OSError (ssl.SSLError among them)."""
-    context = tls_context(identity)
+    context = client_context(identity)
     with (
         socket.create_connection((address, port), timeout=timeout) as raw,
         context.wrap_socket(raw, server_hostname=address) as connection,

@@ -149,7 +149,12 @@ def _write_vm_files(
             path.write_text(text)
 
 
-ZOOKEEPER_PORT_ROLES = ("zookeeper_client", "zookeeper_peer", "zookeeper_election")
+ZOOKEEPER_PORT_ROLES = (
+    "zookeeper_client",
+    "zookeeper_reconfig_client",
+    "zookeeper_peer",
+    "zookeeper_election",
+)
 KAFKA_PORT_ROLES = ("kafka", "kafka_sasl", "jolokia")
 
 

@@ -7,6 +7,8 @@ sizing profile, passed to the renderer as an input.
 
 from __future__ import annotations
 
+from pathlib import PurePath
+
 from management_plane.local.layout import ClusterLayout, VmLayout, zookeeper_participants
 from management_plane.local.tls import vm_identity
 from planner.contracts.spec import ClusterSpec
@@ -25,6 +27,14 @@ from planner.contracts.vm_config import (
     server_properties_text,
     sizing_properties,
     voting_roles,
+)
+from planner.contracts.vm_config.jolokia import (
+    JOLOKIA_POLICY,
+    JOLOKIA_PROPERTIES,
+    JolokiaTls,
+    jolokia_agent_option,
+    render_jolokia_access_policy,
+    render_jolokia_properties,
 )
 from planner.pki.authority import Role, role_distinguished_name
 
@@ -78,7 +88,12 @@ def ensemble_server(
 ) -> EnsembleServer:
     p = vm.ports
     return EnsembleServer(
-        vm.index, vm.address, p.zookeeper_peer, p.zookeeper_election, p.zookeeper_client, role
+        vm.index,
+        vm.address,
+        p.zookeeper_peer,
+        p.zookeeper_election,
+        p.zookeeper_reconfig_client,
+        role,
     )
 
 
@@ -97,10 +112,27 @@ ZOOKEEPER_DYNAMIC = "zoo.cfg.dynamic"
 ZOOKEEPER_LOGBACK = "zookeeper-logback.xml"
 
 
+def jolokia_files(vm: VmLayout) -> dict[str, str]:
+    """What the VM's agent writes before it starts the broker (agent.broker_config.rendering
+    .jolokia_files, from the settings agent_settings writes); `kaas up` writes it first."""
+    identity = vm_identity(vm)
+    return {
+        JOLOKIA_PROPERTIES: render_jolokia_properties(
+            vm.address,
+            vm.ports.jolokia,
+            JolokiaTls(identity.trust_bundle, identity.certificate, identity.key),
+            vm.config_dir / JOLOKIA_POLICY,
+            role_distinguished_name(Role.NODE),
+        ),
+        JOLOKIA_POLICY: render_jolokia_access_policy(),
+    }
+
+
 def config_files(layout: ClusterLayout, vm: VmLayout, kafka_version: str) -> dict[str, str]:
     """Every file of a local VM's config folder, rendered by the one renderer."""
     spec = local_spec(layout, kafka_version)
     return {
+        **jolokia_files(vm),
         ZOO_CFG: render_zoo_cfg(
             vm.zookeeper_data_dir,
             vm.config_dir / ZOOKEEPER_DYNAMIC,
@@ -135,7 +167,7 @@ def kafka_command(
         "-Djava.awt.headless=true",
         f"-Dkafka.logs.dir={vm.logs_dir}",
         f"-Dlog4j.configuration=file:{vm.config_dir / KAFKA_LOG4J}",
-        f"-javaagent:{jolokia_agent}=host={vm.address},port={vm.ports.jolokia},discoveryEnabled=false",
+        jolokia_agent_option(PurePath(jolokia_agent), vm.config_dir),
         "-cp",
         f"{libs}/*",
         "kafka.Kafka",
@@ -185,6 +217,7 @@ def agent_settings(
         "zookeeper_peer_port": vm.ports.zookeeper_peer,
         "zookeeper_election_port": vm.ports.zookeeper_election,
         "zookeeper_client_port": vm.ports.zookeeper_client,
+        "zookeeper_reconfig_client_port": vm.ports.zookeeper_reconfig_client,
         # Local VMs are cheap to restart and tests should not wait a minute: shorter than the default.
         "zookeeper_gone_s": 20,
         "metrics_interval_s": 10,

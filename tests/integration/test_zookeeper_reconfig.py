@@ -59,7 +59,7 @@ def read_config(zk: KazooClient) -> EnsembleConfig:
 def ghost(server_id: int) -> ZkServer:
     """An observer at a scratch address where no server runs."""
     address = f"{harness.SCRATCH_BASE}.{server_id}"
-    return ZkServer(server_id, address, 2888, 3888, ZookeeperRole.OBSERVER)
+    return ZkServer(server_id, address, 2888, 3888, ZookeeperRole.OBSERVER, 2182, address)
 
 
 @contextmanager
@@ -113,7 +113,7 @@ def spec(cluster: str) -> ClusterSpec:
 
 def voter(cluster: ClusterHandle, index: int) -> ZkServer:
     vm = cluster.layout.vms[index]
-    return ZkServer(vm.index, vm.address, 2888, 3888, ZookeeperRole.PARTICIPANT)
+    return ZkServer(vm.index, vm.address, 2888, 3888, ZookeeperRole.PARTICIPANT, 2182, vm.address)
 
 
 def test_two_deciders_racing_from_one_config_version_land_exactly_one_change(

@@ -37,10 +37,9 @@ def server(server_id: int, role: ZookeeperRole = ZookeeperRole.PARTICIPANT) -> E
     return EnsembleServer(server_id, f"10.0.0.{server_id}", 2888, 3888, 2181, role)
 
 
-def test_a_server_line_names_its_role_and_no_plaintext_client_endpoint() -> None:
-    assert server(2).line() == "server.2=10.0.0.2:2888:3888:participant"
-    assert server(4, ZookeeperRole.OBSERVER).line().endswith(":observer")
-    assert ";" not in server(4).line()
+def test_a_server_line_names_its_role_and_client_endpoint() -> None:
+    assert server(2).line() == "server.2=10.0.0.2:2888:3888:participant;10.0.0.2:2181"
+    assert server(4, ZookeeperRole.OBSERVER).line().endswith(":observer;10.0.0.4:2181")
 
 
 @pytest.mark.parametrize(
@@ -116,6 +115,9 @@ def test_zoo_cfg_serves_clients_and_peers_over_tls_only() -> None:
         assert settings[f"{prefix}.trustStore.location"] == "/t/ca.pem"
         assert settings[f"{prefix}.keyStore.type"] == settings[f"{prefix}.trustStore.type"] == "PEM"
     assert settings["X509AuthenticationProvider.superUser"] == "CN=kaas-node,O=KaaS"
+    # The plaintext port reconfig needs serves no session: every one must present a certificate.
+    assert settings["enforce.auth.enabled"] == "true"
+    assert settings["enforce.auth.schemes"] == "x509"
     assert "clientPort" not in settings and "clientPortAddress" not in settings
     # The image's identity-free file binds every interface.
     image_lines = render_zoo_cfg(PurePosixPath("/d"), PurePosixPath("/c/dyn"), SECURITY, 2181)

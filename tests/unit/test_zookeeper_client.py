@@ -10,11 +10,11 @@ from kazoo.security import Permissions
 
 from planner.pki.authority import Role, create_authority, issue
 from planner.pki.files import IdentityFiles, write_identity
+from planner.pki.tls import client_context
 from planner.zookeeper_client import (
     CLUSTER_PRINCIPALS,
     ZookeeperIdentityError,
     cluster_acl,
-    tls_context,
     zookeeper_client,
 )
 
@@ -52,7 +52,7 @@ def test_a_client_presents_its_certificate_over_tls_with_the_acl_as_default(
         str(identity.trust_bundle),
     )
     assert client.default_acl == cluster_acl()
-    context = tls_context(identity)
+    context = client_context(identity)
     assert context.verify_mode.name == "CERT_REQUIRED"
 
 

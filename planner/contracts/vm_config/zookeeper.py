@@ -30,10 +30,13 @@ class ZookeeperConfigError(PlannerError, ValueError):
 
 @dataclass(frozen=True)
 class EnsembleServer:
-    """One server line of the dynamic file: server.<id>=<address>:<peer>:<election>:<role>.
+    """One server line of the dynamic file: server.<id>=<address>:<peer>:<election>:<role>;
+    <address>:<client>.
 
-    The line carries no client part: that would open a plaintext client port. The client
-    port (`client_port`) is the secure one, in each server's zoo.cfg."""
+    ZooKeeper's reconfig refuses a server line without a client part, and a server whose line
+    gains one must already listen there, so the line names a plaintext client port; that
+    port serves no session (zookeeper_security: every session must authenticate by
+    certificate). Clients use the secure port of each server's zoo.cfg."""
 
     server_id: int
     address: str
@@ -45,7 +48,7 @@ class EnsembleServer:
     def line(self) -> str:
         return (
             f"server.{self.server_id}={self.address}:{self.peer_port}:{self.election_port}:"
-            f"{self.role}"
+            f"{self.role};{self.address}:{self.client_port}"
         )
 
     def problems(self) -> tuple[str, ...]:

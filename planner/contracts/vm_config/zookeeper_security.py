@@ -2,8 +2,10 @@
 between the servers, clients authenticated by their certificate, and the brokers' ZooKeeper
 client over TLS with ACLs on Kafka's znodes. Pure.
 
-- Clients connect only to `secureClientPort` (Netty, TLS, a client certificate required);
-  no plaintext `clientPort` exists, so the dynamic file's server lines carry no client part.
+- Clients connect to `secureClientPort` (Netty, TLS, a client certificate required). The
+  plaintext client port that ZooKeeper 3.8's reconfig needs in every server line serves no
+  session: `enforce.auth` requires every session to be authenticated by the x509 provider,
+  which a plaintext connection cannot be, so its requests are refused (AuthFailed).
 - The quorum (peer and election ports) runs over TLS too (`sslQuorum`) with hostname
   verification both ways: ZooKeeper 3.8 checks the connecting server's source address
   against its certificate too, so a VM's certificate names every address it connects from.
@@ -78,6 +80,8 @@ def zoo_cfg_security_lines(
         "ssl.quorum.hostnameVerification=true",
         *_stores("ssl.quorum", security.tls),
         f"X509AuthenticationProvider.superUser={security.super_user}",
+        "enforce.auth.enabled=true",
+        f"enforce.auth.schemes={X509_SCHEME}",
     ]
 
 

@@ -1,11 +1,16 @@
-"""ZooKeeper secured, on the real shared cluster: TLS only, clients authenticated by their
-certificate, KaaS's and Kafka's znodes closed to anyone but the cluster's own principals."""
+"""A VM's ZooKeeper and Jolokia secured, on a real cluster with agents: TLS only, clients
+authenticated by their certificate, KaaS's and Kafka's znodes closed to anyone but the
+cluster's own principals, Jolokia for the nodes' identity only and read-only."""
 
 from __future__ import annotations
 
 import datetime as dt
+import http.client
+import json
 import socket
 import ssl
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,7 +19,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.x509.oid import NameOID
 from kazoo.client import KazooClient
-from kazoo.exceptions import NoAuthError
+from kazoo.exceptions import KazooException, NoAuthError
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.security import Permissions
 
@@ -22,6 +27,7 @@ from management_plane.local.tls import authority_dir
 from planner.contracts.paths import ClusterPaths
 from planner.pki.authority import Authority, Role, create_authority, issue, new_key_pem
 from planner.pki.files import IdentityFiles, load_authority, write_identity
+from planner.pki.tls import client_context
 from planner.zookeeper_client import CLUSTER_PRINCIPALS, server_mode, zookeeper_client
 from tests import harness
 from tests.harness import ClusterHandle
@@ -115,6 +121,35 @@ def test_a_plaintext_client_cannot_connect_to_any_server(secured: ClusterHandle)
             except (ConnectionResetError, TimeoutError):
                 answer = b""
         assert b"Mode:" not in answer
+
+
+def test_the_plaintext_port_reconfig_needs_serves_no_session(secured: ClusterHandle) -> None:
+    """ZooKeeper's reconfig needs a plaintext client port in every server line; a client
+    there gets nothing: no read of KaaS's, Kafka's or ZooKeeper's own znodes, no write."""
+    paths = ClusterPaths(secured.layout.name)
+    for vm in secured.layout.vms:
+        plain = KazooClient(
+            hosts=f"{vm.address}:{vm.ports.zookeeper_reconfig_client}",
+            timeout=5,
+            connection_retry=None,
+            command_retry=None,
+        )
+        try:
+            try:
+                plain.start(timeout=6)
+            except KazooTimeoutError:
+                continue  # refused before a session: nothing to read either
+            with pytest.raises(KazooException):
+                plain.get(paths.spec)
+            with pytest.raises(KazooException):
+                plain.get_children(secured.kafka_chroot)
+            with pytest.raises(KazooException):
+                plain.get("/zookeeper/config")
+            with pytest.raises(KazooException):
+                plain.create("/intruder", b"x")
+        finally:
+            plain.stop()
+            plain.close()
 
 
 def test_a_tls_client_without_a_certificate_or_of_another_ca_is_refused(
@@ -242,3 +277,56 @@ def test_the_admin_and_the_nodes_read_and_write_and_the_nodes_serve_their_mode(
         for vm in secured.layout.vms
     }
     assert modes <= {"leader", "follower", "observer"} and "leader" in modes
+
+
+# -- Jolokia -------------------------------------------------------------------------------
+
+URP = "read/kafka.server:type=ReplicaManager,name=UnderReplicatedPartitions"
+
+
+def _jolokia(url: str, context: ssl.SSLContext | None) -> dict[str, object]:
+    with urllib.request.urlopen(url, timeout=10, context=context) as response:
+        body: dict[str, object] = json.load(response)
+    return body
+
+
+def test_jolokia_reads_for_a_node_certificate(secured: ClusterHandle) -> None:
+    vm = secured.layout.vms[0]
+    assert vm.jolokia_url.startswith("https://")
+    body = _jolokia(vm.jolokia_url + URP, client_context(secured.node_identity))
+    assert body["status"] == 200
+    assert body["value"] == {"Value": 0}
+
+
+def test_jolokia_refuses_no_certificate_another_ca_another_principal_and_plain_http(
+    secured: ClusterHandle, tmp_path: Path
+) -> None:
+    vm = secured.layout.vms[0]
+    trust_only = ssl.create_default_context(cafile=str(secured.node_identity.trust_bundle))
+    now = dt.datetime.now(dt.UTC)
+    other = create_authority("another-cluster", now)
+    foreign = IdentityFiles(tmp_path / "foreign", Role.NODE)
+    write_identity(foreign, issue(other, Role.NODE, (vm.address,), now), other.certificate_pem)
+    foreign_context = ssl.create_default_context(cafile=str(secured.node_identity.trust_bundle))
+    foreign_context.load_cert_chain(str(foreign.certificate), str(foreign.key))
+    for context in (
+        trust_only,  # no client certificate
+        foreign_context,  # the right CA trusted, a certificate of another
+        client_context(secured.admin_identity),  # this CA, but not the nodes' principal
+    ):
+        with pytest.raises((urllib.error.URLError, ssl.SSLError, ConnectionError)):
+            _jolokia(vm.jolokia_url + URP, context)
+    with pytest.raises((urllib.error.URLError, ConnectionError, http.client.HTTPException)):
+        _jolokia(vm.jolokia_url.replace("https://", "http://") + URP, None)
+
+
+def test_jolokia_refuses_write_and_exec_even_to_a_node(secured: ClusterHandle) -> None:
+    vm = secured.layout.vms[0]
+    context = client_context(secured.node_identity)
+    write = _jolokia(vm.jolokia_url + "write/java.lang:type=Memory/Verbose/true", context)
+    assert write["status"] == 403, write
+    execute = _jolokia(vm.jolokia_url + "exec/java.lang:type=Memory/gc", context)
+    assert execute["status"] == 403, execute
+    # Nothing changed: the attribute the write named is still off.
+    verbose = _jolokia(vm.jolokia_url + "read/java.lang:type=Memory/Verbose", context)
+    assert verbose["status"] == 200 and verbose["value"] is False
