@@ -21,6 +21,7 @@ from management_plane.local.background_service import serve_command
 from management_plane.local.cluster import LocalCluster
 from management_plane.local.state import read_state
 from management_plane.local.tls import admin_identity_in
+from management_plane.service.tls import api_client_context, api_trust_bundle
 from planner.zookeeper_client import zookeeper_client
 from tests import harness
 
@@ -44,7 +45,12 @@ class ServiceHandle:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"https://127.0.0.1:{self.port}"
+
+    @property
+    def trust_bundle(self) -> Path:
+        """The service's CA certificate, made at its first start: the API is verified with it."""
+        return api_trust_bundle(self.home)
 
     @property
     def key(self) -> str:
@@ -98,7 +104,8 @@ class ServiceHandle:
         data = json.dumps(body).encode() if body is not None else None
         request = urllib.request.Request(self.url + path, data=data, method=method, headers=headers)
         try:
-            with urllib.request.urlopen(request, timeout=60) as response:
+            context = api_client_context(self.trust_bundle)
+            with urllib.request.urlopen(request, timeout=60, context=context) as response:
                 return response.status, json.loads(response.read() or b"null")
         except urllib.error.HTTPError as exc:
             return exc.code, json.loads(exc.read() or b"null")

@@ -25,6 +25,7 @@ from management_plane.service.db import Database
 from management_plane.service.service import Service
 from management_plane.service.steps import StepTimeouts
 from management_plane.service.tenant_service import TENANT_KINDS, TenantService
+from management_plane.service.tls import ensure_service_tls
 from management_plane.tenants.kafka import KafkaTenants
 from management_plane.tenants.quotas import UserQuotaTool
 from planner.private_files import create_private_file, private_dir
@@ -144,7 +145,12 @@ def serve(settings: ServeSettings) -> int:
         service.engine.start()
     else:
         log.warning("engine_paused", note="operations are stored, not run")
-    print(f"kaas serve: listening on http://{settings.host}:{settings.port}", flush=True)
+    identity = ensure_service_tls(settings.home.resolve(), settings.host)
+    print(
+        f"kaas serve: listening on https://{settings.host}:{settings.port} "
+        f"(certificate authority: {identity.trust_bundle})",
+        flush=True,
+    )
     try:
         uvicorn.run(
             create_app(service),
@@ -152,6 +158,8 @@ def serve(settings: ServeSettings) -> int:
             port=settings.port,
             log_level="warning",
             access_log=False,
+            ssl_certfile=str(identity.certificate),
+            ssl_keyfile=str(identity.key),
         )
     finally:
         service.engine.stop()
