@@ -12,10 +12,17 @@ PYTEST_ARGS ?=
 # Extra `kaas up` options for demo and up, e.g. UP_ARGS='--address-base 127.0.5' beside another cluster.
 UP_ARGS ?=
 
-.PHONY: setup artifacts image demo test test-unit test-integration test-drill lint typecheck up down status clean
+.PHONY: setup system-packages artifacts image demo test test-unit test-integration test-drill drills lint typecheck up down status clean
 
 ## setup: Python virtual environment, JVM artifacts from Maven Central, the local VM image
-setup: $(VENV)/.installed artifacts $(IMAGE)/opt/kaas/image.json
+setup: system-packages $(VENV)/.installed artifacts $(IMAGE)/opt/kaas/image.json
+
+# nftables for the network drills (kaas drill run network-partition); without it, or without
+# root, those drills are refused with the reason and everything else works.
+system-packages:
+	@command -v nft >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
+	  { apt-get update -q >/dev/null && apt-get install -y -q nftables >/dev/null; } ; } || \
+	  echo "setup: nftables not installed: the network drills will be refused" >&2
 
 $(VENV)/.installed: setup.cfg pyproject.toml constraints.txt
 	@command -v java >/dev/null || { echo "setup: java not found on PATH: install a Java 17+ runtime" >&2; exit 1; }
@@ -57,6 +64,10 @@ test-integration: setup
 
 test-drill: setup
 	$(BIN)/pytest -m drill $(PYTEST_ARGS)
+
+## drills: every `kaas drill` at its full fault duration (make test runs them for seconds)
+drills: setup
+	KAAS_DRILL_FULL=1 $(BIN)/pytest -m drill -s tests/drills/test_kaas_drill.py $(PYTEST_ARGS)
 
 lint: setup
 	$(BIN)/ruff check .

@@ -125,6 +125,11 @@ def _parser() -> argparse.ArgumentParser:
         help="leave out the management-plane part (a tenant over SCRAM, one VM replaced)",
     )
 
+    drill = with_home(commands.add_parser("drill", help="chaos drills (kaas drill --help)"))
+    from management_plane.drills.command import add_arguments as add_drill_arguments
+
+    add_drill_arguments(drill)
+
     from management_plane.service.client import add_commands
 
     add_commands(commands)
@@ -249,6 +254,10 @@ def _run(args: argparse.Namespace) -> int:
     if args.command == "vm":
         print(cluster.vm_action(args.action, args.name, only=args.only))
         return 0
+    if args.command == "drill":
+        from management_plane.drills.command import run_command
+
+        return run_command(args, home)
     if args.command == "demo":
         from management_plane.demo import run_demo
 

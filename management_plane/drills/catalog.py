@@ -1,0 +1,196 @@
+"""Every drill `kaas drill` knows: its name, its faults (run one after the other, with a
+recovery check between) and its default fault duration."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from management_plane.drills.errors import DrillRefused
+from management_plane.drills.faults import (
+    BounceFault,
+    DegradedNetwork,
+    Fault,
+    NetworkPartition,
+    ProcessAction,
+    ProcessFault,
+    ProcessKind,
+    controller_vm,
+    follower_broker_vm,
+    leader_vm,
+    zookeeper_follower,
+    zookeeper_leader,
+    zookeeper_quorum,
+)
+
+
+@dataclass(frozen=True)
+class Drill:
+    name: str
+    summary: str
+    faults: Callable[[], tuple[Fault, ...]]  # new fault objects for each run
+    duration_s: float  # of each fault, unless the run says otherwise
+
+
+def _process(
+    name: str,
+    summary: str,
+    kind: ProcessKind,
+    action: ProcessAction,
+    pick: Callable[..., tuple[str, ...]],
+    needs_agents: bool = False,
+) -> Callable[[], tuple[Fault, ...]]:
+    return lambda: (ProcessFault(name, summary, kind, action, pick, needs_agents),)
+
+
+def _bounce(
+    name: str, summary: str, hard: bool, pick: Callable[..., tuple[str, ...]]
+) -> Callable[[], tuple[Fault, ...]]:
+    return lambda: (BounceFault(name, summary, hard, pick),)
+
+
+_SINGLE: tuple[Drill, ...] = (
+    Drill(
+        "broker-sigkill",
+        "the broker leading partition 0 killed (SIGKILL), started again after the duration",
+        _process(
+            "broker-sigkill",
+            "partition 0's leader killed",
+            ProcessKind.KAFKA,
+            ProcessAction.KILL,
+            leader_vm,
+        ),
+        30.0,
+    ),
+    Drill(
+        "broker-sigstop",
+        "a broker (not the controller) frozen with SIGSTOP for the duration, then resumed",
+        _process(
+            "broker-sigstop",
+            "a broker paused",
+            ProcessKind.KAFKA,
+            ProcessAction.PAUSE,
+            follower_broker_vm,
+        ),
+        30.0,
+    ),
+    Drill(
+        "leader-clean-bounce",
+        "partition 0's leader stopped cleanly (controlled shutdown) and started, 3 times",
+        _bounce("leader-clean-bounce", "leader clean bounce", False, leader_vm),
+        30.0,
+    ),
+    Drill(
+        "leader-hard-bounce",
+        "partition 0's leader killed (SIGKILL) and started, 3 times",
+        _bounce("leader-hard-bounce", "leader hard bounce", True, leader_vm),
+        30.0,
+    ),
+    Drill(
+        "controller-clean-bounce",
+        "the controller's broker stopped cleanly and started, 3 times",
+        _bounce("controller-clean-bounce", "controller clean bounce", False, controller_vm),
+        30.0,
+    ),
+    Drill(
+        "controller-hard-bounce",
+        "the controller's broker killed (SIGKILL) and started, 3 times",
+        _bounce("controller-hard-bounce", "controller hard bounce", True, controller_vm),
+        30.0,
+    ),
+    Drill(
+        "zookeeper-follower-kill",
+        "a ZooKeeper follower killed, started again after the duration",
+        _process(
+            "zookeeper-follower-kill",
+            "a ZooKeeper follower killed",
+            ProcessKind.ZOOKEEPER,
+            ProcessAction.KILL,
+            zookeeper_follower,
+        ),
+        30.0,
+    ),
+    Drill(
+        "zookeeper-leader-kill",
+        "the ZooKeeper leader killed, started again after the duration",
+        _process(
+            "zookeeper-leader-kill",
+            "the ZooKeeper leader killed",
+            ProcessKind.ZOOKEEPER,
+            ProcessAction.KILL,
+            zookeeper_leader,
+        ),
+        30.0,
+    ),
+    Drill(
+        "zookeeper-quorum-loss",
+        "two of three ZooKeeper servers (the leader and a follower) killed for the duration",
+        _process(
+            "zookeeper-quorum-loss",
+            "ZooKeeper quorum lost",
+            ProcessKind.ZOOKEEPER,
+            ProcessAction.KILL,
+            zookeeper_quorum,
+        ),
+        30.0,
+    ),
+    Drill(
+        "agent-kill",
+        "a VM's kaas-agent killed (SIGKILL), started again after the duration",
+        _process(
+            "agent-kill",
+            "an agent killed",
+            ProcessKind.AGENT,
+            ProcessAction.KILL,
+            follower_broker_vm,
+            needs_agents=True,
+        ),
+        30.0,
+    ),
+    Drill(
+        "network-partition",
+        "one broker's VM cut off from the other VMs and from clients (nftables), then healed",
+        lambda: (NetworkPartition(),),
+        30.0,
+    ),
+    Drill(
+        "degraded-network",
+        "one broker's VM losing 20% of its packets each way (nftables), then healed",
+        lambda: (DegradedNetwork(),),
+        30.0,
+    ),
+)
+
+# The rolling sequence: one fault of each family, with recovery checks between.
+GAME_DAY_DRILLS = (
+    "broker-sigkill",
+    "leader-clean-bounce",
+    "controller-hard-bounce",
+    "zookeeper-leader-kill",
+    "network-partition",
+)
+
+
+def _game_day() -> tuple[Fault, ...]:
+    by_name = {drill.name: drill for drill in _SINGLE}
+    return tuple(fault for name in GAME_DAY_DRILLS for fault in by_name[name].faults())
+
+
+DRILLS: tuple[Drill, ...] = (
+    *_SINGLE,
+    Drill(
+        "game-day",
+        "in turn: " + ", ".join(GAME_DAY_DRILLS) + ", each recovered before the next",
+        _game_day,
+        15.0,
+    ),
+)
+
+
+def find_drill(name: str) -> Drill:
+    for drill in DRILLS:
+        if drill.name == name:
+            return drill
+    raise DrillRefused(
+        f"unknown drill {name!r}: `kaas drill list` names them ({', '.join(d.name for d in DRILLS)})"
+    )

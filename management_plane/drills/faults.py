@@ -1,0 +1,324 @@
+"""The faults a drill injects, each behind one interface (`Fault`: describe, preflight,
+inject, heal), and the port (`FaultCluster`) through which they reach a cluster.
+
+A fault picks its target when it is injected (the leader of the drill topic's first
+partition, the controller, a ZooKeeper follower...), from what the port reports then, so the
+same drill runs on any cluster. Heal is idempotent: the drill calls it after the fault's
+duration and again when it is interrupted.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Protocol, runtime_checkable
+
+from management_plane.drills.errors import DrillError
+
+
+class ProcessKind(StrEnum):
+    KAFKA = "kafka"
+    ZOOKEEPER = "zookeeper"
+    AGENT = "agent"
+
+
+class ProcessAction(StrEnum):
+    KILL = "kill"  # SIGKILL
+    STOP = "stop"  # SIGTERM: Kafka's controlled shutdown
+    START = "start"  # start again (a no-op when it runs)
+    PAUSE = "pause"  # SIGSTOP
+    RESUME = "resume"  # SIGCONT
+
+
+class ZookeeperMode(StrEnum):
+    LEADER = "leader"
+    FOLLOWER = "follower"
+
+
+@runtime_checkable
+class FaultCluster(Protocol):
+    """What a fault needs of a cluster; `local_cluster.LocalFaultCluster` is the local
+    provider's, the unit tests use a fake."""
+
+    def vm_names(self) -> tuple[str, ...]: ...
+
+    def vm_address(self, vm: str) -> str: ...
+
+    def vm_pids(self, vm: str) -> tuple[int, ...]: ...  # its running processes
+
+    def runs_agents(self) -> bool: ...
+
+    def broker_vm(self, broker_id: int) -> str: ...
+
+    def partition_leader(self, topic: str, partition: int) -> int: ...
+
+    def controller_id(self) -> int: ...
+
+    def zookeeper_modes(self) -> Mapping[str, str]: ...
+
+    def act(self, vm: str, action: ProcessAction, kind: ProcessKind) -> str: ...
+
+    def wait_broker_serving(self, vm: str, timeout_s: float) -> None: ...
+
+
+class NetworkRules(Protocol):
+    """Rules that cut one address off from every other (`network.NftablesRules`)."""
+
+    def problem(self) -> str | None: ...
+
+    # `pids`: the VM's processes, whose outgoing packets leave from 127.0.0.1
+    def isolate(self, address: str, pids: Iterable[int]) -> str: ...  # a handle for `remove`
+
+    def degrade(self, address: str, pids: Iterable[int], loss_percent: int) -> str: ...
+
+    def remove(self, handle: str) -> None: ...
+
+
+@dataclass(frozen=True)
+class FaultContext:
+    cluster: FaultCluster
+    topic: str  # the drill's topic: the leader of its partition 0 is "the partition leader"
+    duration_s: float
+    bounces: int = 3
+    network: NetworkRules | None = None
+    sleep: Callable[[float], None] = time.sleep
+
+
+class Fault(Protocol):
+    name: str
+
+    def describe(self) -> str: ...
+
+    def preflight(self, context: FaultContext) -> str | None:
+        """Why this fault cannot run on that cluster here, or None; touches nothing."""
+        ...
+
+    def inject(self, context: FaultContext) -> str:
+        """Start the fault; returns its target in words ("vm2's broker")."""
+        ...
+
+    def hold(self, context: FaultContext) -> None:
+        """Keep the fault for the duration (bounces do their bouncing here)."""
+        ...
+
+    def heal(self, context: FaultContext) -> None:
+        """Undo the fault; does nothing when it is undone already."""
+        ...
+
+
+# --- process faults --------------------------------------------------------------------
+
+
+@dataclass
+class ProcessFault:
+    """One process of one VM killed, stopped or paused for the duration, then started or
+    resumed. `pick` chooses the VM when injected."""
+
+    name: str
+    summary: str
+    kind: ProcessKind
+    action: ProcessAction
+    pick: Callable[[FaultContext], tuple[str, ...]]
+    needs_agents: bool = False
+    victims: tuple[str, ...] = field(default=(), init=False)
+
+    def describe(self) -> str:
+        return self.summary
+
+    def preflight(self, context: FaultContext) -> str | None:
+        if self.needs_agents and not context.cluster.runs_agents():
+            return f"{self.name} needs a cluster whose VMs run kaas-agent; this one runs none"
+        return None
+
+    def inject(self, context: FaultContext) -> str:
+        self.victims = self.pick(context)
+        for vm in self.victims:
+            context.cluster.act(vm, self.action, self.kind)
+        return ", ".join(f"{vm}'s {self.kind.value}" for vm in self.victims)
+
+    def hold(self, context: FaultContext) -> None:
+        context.sleep(context.duration_s)
+
+    def heal(self, context: FaultContext) -> None:
+        undo = ProcessAction.RESUME if self.action is ProcessAction.PAUSE else ProcessAction.START
+        for vm in self.victims:
+            context.cluster.act(vm, undo, self.kind)
+        self.victims = ()
+
+
+@dataclass
+class BounceFault:
+    """Ducktape's bounce: the partition leader's or the controller's broker stopped (clean:
+    SIGTERM, controlled shutdown; hard: SIGKILL) and started again, `bounces` times, each
+    time choosing the target anew, waiting until it serves before the next."""
+
+    name: str
+    summary: str
+    hard: bool
+    pick: Callable[[FaultContext], tuple[str, ...]]
+    targets: list[str] = field(default_factory=list, init=False)
+    down: str | None = field(default=None, init=False)
+
+    def describe(self) -> str:
+        return self.summary
+
+    def preflight(self, context: FaultContext) -> str | None:
+        if context.bounces < 1:
+            return f"{self.name} needs at least one bounce; got {context.bounces}"
+        return None
+
+    def inject(self, context: FaultContext) -> str:
+        self._bounce_down(context)
+        return f"{context.bounces} x {'hard' if self.hard else 'clean'} bounce of {self.down}"
+
+    def _bounce_down(self, context: FaultContext) -> None:
+        vm = self.pick(context)[0]
+        self.down = vm
+        self.targets.append(vm)
+        action = ProcessAction.KILL if self.hard else ProcessAction.STOP
+        context.cluster.act(vm, action, ProcessKind.KAFKA)
+
+    def _bring_up(self, context: FaultContext) -> None:
+        if self.down is None:
+            return
+        vm = self.down
+        context.cluster.act(vm, ProcessAction.START, ProcessKind.KAFKA)
+        context.cluster.wait_broker_serving(vm, timeout_s=180)
+        self.down = None
+
+    def hold(self, context: FaultContext) -> None:
+        pause = context.duration_s / context.bounces
+        for bounce in range(context.bounces):
+            if bounce > 0:
+                self._bounce_down(context)
+            context.sleep(pause)
+            self._bring_up(context)
+
+    def heal(self, context: FaultContext) -> None:
+        self._bring_up(context)
+
+
+# --- targets ---------------------------------------------------------------------------
+
+
+def leader_vm(context: FaultContext) -> tuple[str, ...]:
+    cluster = context.cluster
+    return (cluster.broker_vm(cluster.partition_leader(context.topic, 0)),)
+
+
+def controller_vm(context: FaultContext) -> tuple[str, ...]:
+    cluster = context.cluster
+    return (cluster.broker_vm(cluster.controller_id()),)
+
+
+def follower_broker_vm(context: FaultContext) -> tuple[str, ...]:
+    """A broker that is neither the controller nor partition 0's leader, when there is one:
+    a broker lost by itself, without an election of either."""
+    cluster = context.cluster
+    busy = {controller_vm(context)[0], leader_vm(context)[0]}
+    spare = [vm for vm in cluster.vm_names() if vm not in busy]
+    return (spare[0] if spare else cluster.vm_names()[-1],)
+
+
+def _zookeeper_in_mode(context: FaultContext, mode: ZookeeperMode, count: int) -> tuple[str, ...]:
+    modes = context.cluster.zookeeper_modes()
+    chosen = tuple(vm for vm in sorted(modes) if modes[vm] == mode.value)[:count]
+    if len(chosen) < count:
+        raise DrillError(
+            f"the ensemble has {len(chosen)} ZooKeeper {mode.value}(s), the fault needs {count} "
+            f"(modes: {dict(sorted(modes.items()))})"
+        )
+    return chosen
+
+
+def zookeeper_leader(context: FaultContext) -> tuple[str, ...]:
+    return _zookeeper_in_mode(context, ZookeeperMode.LEADER, 1)
+
+
+def zookeeper_follower(context: FaultContext) -> tuple[str, ...]:
+    return _zookeeper_in_mode(context, ZookeeperMode.FOLLOWER, 1)
+
+
+def zookeeper_quorum(context: FaultContext) -> tuple[str, ...]:
+    """Two servers of three, the leader and a follower: the ensemble has no quorum left."""
+    return zookeeper_leader(context) + zookeeper_follower(context)
+
+
+# --- the network -----------------------------------------------------------------------
+
+
+@dataclass
+class NetworkPartition:
+    """One VM cut off from the other VMs and from the clients: every packet from or to its
+    address, but its own traffic to itself, dropped for the duration."""
+
+    name: str = "network-partition"
+    vm: str | None = field(default=None, init=False)
+    handle: str | None = field(default=None, init=False)
+
+    def describe(self) -> str:
+        return (
+            "one broker's VM (neither the controller nor the leader of partition 0, when there "
+            "is one) cut off from the others and from clients by firewall rules on its address"
+        )
+
+    def preflight(self, context: FaultContext) -> str | None:
+        if context.network is None:
+            return f"{self.name} needs network rules, and this drill has none"
+        return context.network.problem()
+
+    def inject(self, context: FaultContext) -> str:
+        if context.network is None:
+            raise DrillError(f"{self.name} needs network rules, and this drill has none")
+        self.vm = follower_broker_vm(context)[0]
+        self.handle = context.network.isolate(
+            context.cluster.vm_address(self.vm), context.cluster.vm_pids(self.vm)
+        )
+        return f"{self.vm} ({context.cluster.vm_address(self.vm)})"
+
+    def hold(self, context: FaultContext) -> None:
+        context.sleep(context.duration_s)
+
+    def heal(self, context: FaultContext) -> None:
+        if self.handle is not None and context.network is not None:
+            context.network.remove(self.handle)
+        self.handle = None
+
+
+@dataclass
+class DegradedNetwork:
+    """One VM's packets, both ways, dropped at random (`loss_percent` of them) for the
+    duration: TCP retransmits, so the VM's traffic slows and stalls without stopping.
+    Loss only: this kernel has no netem qdisc for delay."""
+
+    name: str = "degraded-network"
+    loss_percent: int = 20
+    handle: str | None = field(default=None, init=False)
+
+    def describe(self) -> str:
+        return f"one broker's VM losing {self.loss_percent}% of its packets each way"
+
+    def preflight(self, context: FaultContext) -> str | None:
+        if context.network is None:
+            return f"{self.name} needs network rules, and this drill has none"
+        return context.network.problem()
+
+    def inject(self, context: FaultContext) -> str:
+        if context.network is None:
+            raise DrillError(f"{self.name} needs network rules, and this drill has none")
+        vm = follower_broker_vm(context)[0]
+        address = context.cluster.vm_address(vm)
+        self.handle = context.network.degrade(
+            address, context.cluster.vm_pids(vm), self.loss_percent
+        )
+        return f"{vm} ({address}): {self.loss_percent}% loss"
+
+    def hold(self, context: FaultContext) -> None:
+        context.sleep(context.duration_s)
+
+    def heal(self, context: FaultContext) -> None:
+        if self.handle is not None and context.network is not None:
+            context.network.remove(self.handle)
+        self.handle = None

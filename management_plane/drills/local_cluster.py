@@ -1,0 +1,157 @@
+"""The local provider's side of a drill: a `LocalCluster` seen through the ports the faults
+(`faults.FaultCluster`) and the drill runner (`runner.DrillCluster`) use. Reads through
+`local/probes.py`, acts through `LocalCluster.vm_action` (pid and start time, never a name).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from pathlib import Path
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import KazooException, NoNodeError
+
+from management_plane.drills.errors import DrillError
+from management_plane.drills.faults import ProcessAction, ProcessKind
+from management_plane.drills.health import JournalLine
+from management_plane.errors import KaasError
+from management_plane.local import probes
+from management_plane.local.cluster import LocalCluster
+from management_plane.local.processes import is_alive
+from management_plane.local.state import ClusterState, require_state
+from planner.contracts.fields import ContractError
+from planner.contracts.journal import parse_journal_entry
+from planner.contracts.paths import ClusterPaths
+
+
+class LocalFaultCluster:
+    def __init__(self, home: Path) -> None:
+        self.home = home
+        self.local = LocalCluster(home)
+
+    def _state(self) -> ClusterState:
+        return require_state(self.home)
+
+    @property
+    def name(self) -> str:
+        return self._state().layout.name
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return self._state().layout.bootstrap_servers
+
+    def vm_names(self) -> tuple[str, ...]:
+        return tuple(vm.name for vm in self._state().layout.vms)
+
+    def vm_address(self, vm: str) -> str:
+        return self._state().layout.vm(vm).address
+
+    def vm_pids(self, vm: str) -> tuple[int, ...]:
+        state = self._state()
+        records = [state.record(vm, kind) for kind in state.kinds]
+        return tuple(r.pid for r in records if r is not None and is_alive(r))
+
+    def runs_agents(self) -> bool:
+        return self._state().agents
+
+    def broker_vm(self, broker_id: int) -> str:
+        layout = self._state().layout
+        registration = probes.broker_registrations(layout).get(broker_id)
+        if registration is None:
+            raise DrillError(f"broker {broker_id} is not registered in ZooKeeper")
+        for vm in layout.vms:
+            if vm.address == registration.host:
+                return vm.name
+        raise DrillError(f"broker {broker_id} ({registration.host}) is on no VM of this cluster")
+
+    def partition_leader(self, topic: str, partition: int) -> int:
+        metadata = probes.admin_client(self.bootstrap_servers).list_topics(topic, timeout=10)
+        described = metadata.topics.get(topic)
+        if described is None or partition not in described.partitions:
+            raise DrillError(f"topic {topic} has no partition {partition}")
+        leader = described.partitions[partition].leader
+        if leader < 0:
+            raise DrillError(f"{topic}-{partition} has no leader now")
+        return int(leader)
+
+    def controller_id(self) -> int:
+        metadata = probes.admin_client(self.bootstrap_servers).list_topics(timeout=10)
+        if metadata.controller_id < 0:
+            raise DrillError("the cluster has no controller now")
+        return int(metadata.controller_id)
+
+    def zookeeper_modes(self) -> Mapping[str, str]:
+        return {vm.name: probes.zookeeper_mode(vm) for vm in self._state().layout.vms}
+
+    def act(self, vm: str, action: ProcessAction, kind: ProcessKind) -> str:
+        return self.local.vm_action(action.value, vm, only=kind.value)
+
+    def wait_broker_serving(self, vm: str, timeout_s: float) -> None:
+        layout = self._state().layout
+        address = layout.vm(vm).address
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            try:
+                hosts = {r.host for r in probes.broker_registrations(layout, timeout=3).values()}
+            except Exception:  # ZooKeeper may be the thing that is down
+                hosts = set()
+            if address in hosts:
+                return
+            time.sleep(0.5)
+        raise DrillError(f"{vm}'s broker did not register within {timeout_s:.0f}s")
+
+    # -- what the drill runner reads --
+
+    def status(self) -> dict[str, object]:
+        return self.local.status()
+
+    def under_replicated(self) -> int | None:
+        """Partitions whose ISR lacks a replica, over every topic, or None while the metadata
+        does not answer or lacks a broker."""
+        try:
+            metadata = probes.admin_client(self.bootstrap_servers).list_topics(timeout=5)
+        except Exception:  # a cluster still recovering may not answer
+            return None
+        if len(metadata.brokers) < len(self.vm_names()):
+            return None
+        return sum(
+            1
+            for topic in metadata.topics.values()
+            for partition in topic.partitions.values()
+            if partition.leader < 0 or len(partition.isrs) < len(partition.replicas)
+        )
+
+    def journal_since(self, since_s: float) -> list[JournalLine]:
+        """KaaS's agents' journal entries from `since_s` on (empty without agents)."""
+        state = self._state()
+        if not state.agents:
+            return []
+        paths = ClusterPaths(state.layout.name)
+        client = KazooClient(hosts=state.layout.zookeeper_hosts, timeout=5, connection_retry=None)
+        lines: list[JournalLine] = []
+        try:
+            client.start(timeout=10)
+            for child in sorted(client.get_children(paths.journal)):
+                data, _ = client.get(f"{paths.journal}/{child}")
+                try:
+                    entry = parse_journal_entry(data)
+                except ContractError:
+                    continue
+                at_s = entry.at_ms / 1000
+                if at_s >= since_s:
+                    lines.append(
+                        JournalLine(
+                            time_s=at_s,
+                            text=f"broker {entry.broker_id}: {entry.action.value} "
+                            f"({entry.reason}): {entry.result}",
+                        )
+                    )
+        except (NoNodeError, KazooException, KaasError):
+            pass
+        except Exception:  # the journal is decoration for the report
+            pass
+        finally:
+            client.stop()
+            client.close()
+        return lines

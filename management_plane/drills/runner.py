@@ -1,0 +1,300 @@
+"""Run one drill: refuse before touching anything (an unknown drill is refused by the
+catalog; an unhealthy cluster, a fault that cannot run here, here), start the recording
+workload, wait for a steady state, then for each fault inject, hold, heal and wait until
+every ISR is complete again; stop the workload, read everything back, check the history and
+write the report. Faults still injected are healed also when the drill is interrupted
+(SIGINT, SIGTERM) or fails.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import FrameType
+from typing import Any, Protocol
+
+import structlog
+from confluent_kafka.admin import AdminClient
+
+from management_plane.drills.catalog import Drill
+from management_plane.drills.checker import Verdict, check
+from management_plane.drills.errors import DrillError, DrillRefused
+from management_plane.drills.faults import Fault, FaultCluster, FaultContext, NetworkRules
+from management_plane.drills.health import JournalLine, health_problems
+from management_plane.drills.history import FaultWindow, History
+from management_plane.drills.history_file import write_history
+from management_plane.drills.recorder import AckLatency, RecordingWorkload
+from management_plane.drills.report import build_report, write_report
+from management_plane.workload import create_topic
+from planner.client_logs import client_logger
+
+log = structlog.get_logger(__name__)
+
+
+class DrillCluster(FaultCluster, Protocol):
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def bootstrap_servers(self) -> str: ...
+
+    def status(self) -> Mapping[str, Any]: ...
+
+    def under_replicated(self) -> int | None: ...
+
+    def journal_since(self, since_s: float) -> list[JournalLine]: ...
+
+
+@dataclass(frozen=True)
+class DrillOptions:
+    duration_s: float | None = None  # of each fault; None: the drill's default
+    rate_per_s: float = 200.0
+    bounces: int = 3
+    partitions: int = 6
+    steady_s: float = 3.0  # acks flowing this long before the first fault
+    recovery_timeout_s: float = 240.0
+    settle_s: float = 2.0  # load kept after the last recovery
+
+    def problems(self) -> list[str]:
+        problems = []
+        if self.duration_s is not None and not 0 < self.duration_s <= 3600:
+            problems.append(f"duration must be above 0 and at most 3600 s; got {self.duration_s}")
+        if not 0 < self.rate_per_s <= 20_000:
+            problems.append(f"rate must be above 0 and at most 20000 msg/s; got {self.rate_per_s}")
+        if not 1 <= self.bounces <= 20:
+            problems.append(f"bounces must be 1 to 20; got {self.bounces}")
+        return problems
+
+
+@dataclass
+class FaultOutcome:
+    fault_id: str
+    fault: str
+    target: str
+    started_s: float
+    healed_s: float | None = None
+    isr_complete_s: float | None = None
+
+
+@dataclass
+class DrillResult:
+    drill: str
+    cluster: str
+    topic: str
+    started_s: float
+    ended_s: float
+    outcomes: list[FaultOutcome]
+    verdict: Verdict
+    latencies: list[AckLatency] = field(repr=False)
+    journal: list[JournalLine] = field(repr=False)
+    report: dict[str, Any] = field(repr=False)
+    report_dir: Path | None = None
+
+    @property
+    def recovered(self) -> bool:
+        return all(o.isr_complete_s is not None for o in self.outcomes)
+
+    @property
+    def passed(self) -> bool:
+        return self.verdict.valid and self.recovered
+
+
+def refusals(
+    drill: Drill,
+    faults: tuple[Fault, ...],
+    options: DrillOptions,
+    status: Mapping[str, Any],
+    context: FaultContext,
+) -> list[str]:
+    """Every reason not to start, each in words; nothing here changes the cluster."""
+    problems = list(options.problems())
+    problems += [f"cluster not healthy: {p}" for p in health_problems(status)]
+    for fault in faults:
+        problem = fault.preflight(context)
+        if problem is not None:
+            problems.append(problem)
+    return problems
+
+
+@contextlib.contextmanager
+def _terminate_as_interrupt() -> Iterator[None]:
+    """SIGTERM raises KeyboardInterrupt, as SIGINT does, so the drill heals before exiting."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, frame: FrameType | None) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def wait_recovered(
+    cluster: DrillCluster,
+    serving: Callable[[float], bool],
+    timeout_s: float,
+    clock: Callable[[], float] = time.time,
+    sleep: Callable[[float], None] = time.sleep,
+) -> float | None:
+    """When every broker was back, every partition's ISR complete and `serving(since)` true
+    (every partition the workload writes acknowledged a write lately), or None at
+    the timeout. The acks matter: right after a broker is killed its ZooKeeper session still
+    lives, so the metadata shows every ISR complete until the controller notices."""
+    deadline = clock() + timeout_s
+    while clock() < deadline:
+        checked = clock()
+        if cluster.under_replicated() == 0 and serving(checked - 3.0):
+            return clock()
+        sleep(0.5)
+    return None
+
+
+def run_drill(
+    drill: Drill,
+    cluster: DrillCluster,
+    options: DrillOptions,
+    report_dir: Path | None = None,
+    network: NetworkRules | None = None,
+    on_progress: Callable[[str], None] = lambda line: None,
+) -> DrillResult:
+    topic = f"drill-{drill.name}-{uuid.uuid4().hex[:6]}"
+    faults = drill.faults()
+    duration = options.duration_s if options.duration_s is not None else drill.duration_s
+    context = FaultContext(
+        cluster=cluster, topic=topic, duration_s=duration, bounces=options.bounces, network=network
+    )
+    problems = refusals(drill, faults, options, cluster.status(), context)
+    if problems:
+        raise DrillRefused(f"drill {drill.name} refused: " + "; ".join(problems))
+
+    started = time.time()
+    create_topic(cluster.bootstrap_servers, topic, options.partitions)
+    workload = RecordingWorkload(cluster.bootstrap_servers, topic, options.rate_per_s)
+    outcomes: list[FaultOutcome] = []
+    injected: list[Fault] = []
+    with _terminate_as_interrupt():
+        workload.start()
+        try:
+            _wait_steady(workload, options.steady_s)
+            # The partitions the workload's keys land on: each must take writes again.
+            written = workload.partitions_acked_since(0.0)
+            on_progress(f"steady: acks flowing on {topic}")
+            for number, fault in enumerate(faults, start=1):
+                outcome = FaultOutcome(f"f{number}", fault.name, "", time.time())
+                outcomes.append(outcome)
+                injected.append(fault)
+                outcome.target = fault.inject(context)
+                on_progress(f"{fault.name}: injected into {outcome.target}")
+                fault.hold(context)
+                fault.heal(context)
+                injected.remove(fault)
+                outcome.healed_s = time.time()
+                on_progress(f"{fault.name}: healed; waiting for every ISR")
+                outcome.isr_complete_s = wait_recovered(
+                    cluster,
+                    lambda since: workload.partitions_acked_since(since) >= written,
+                    options.recovery_timeout_s,
+                )
+                if outcome.isr_complete_s is None:
+                    on_progress(f"{fault.name}: not recovered in {options.recovery_timeout_s:.0f}s")
+                    break
+                on_progress(
+                    f"{fault.name}: recovered in {outcome.isr_complete_s - outcome.healed_s:.1f}s"
+                )
+            time.sleep(options.settle_s)
+        finally:
+            _heal_all(injected, context, network)
+            workload.stop()
+            _delete_topic(cluster.bootstrap_servers, topic)
+    ended = time.time()
+    history = History.of(
+        [
+            *workload.history_records(),
+            *(
+                FaultWindow(o.fault_id, o.fault, o.target, o.started_s, o.healed_s)
+                for o in outcomes
+            ),
+        ]
+    )
+    verdict = check(
+        history,
+        isr_complete_s={o.fault_id: o.isr_complete_s for o in outcomes if o.isr_complete_s},
+    )
+    journal = cluster.journal_since(started)
+    result = DrillResult(
+        drill=drill.name,
+        cluster=cluster.name,
+        topic=topic,
+        started_s=started,
+        ended_s=ended,
+        outcomes=outcomes,
+        verdict=verdict,
+        latencies=workload.latencies(),
+        journal=journal,
+        report={},
+    )
+    result.report = build_report(
+        drill=drill.name,
+        cluster=cluster.name,
+        topic=topic,
+        duration_s=duration,
+        rate_per_s=options.rate_per_s,
+        started_s=started,
+        ended_s=ended,
+        verdict=verdict,
+        latencies=result.latencies,
+        journal=journal,
+        recovered=result.recovered,
+    )
+    if report_dir is not None:
+        write_history(report_dir / "history.jsonl", history)
+        write_report(report_dir, result.report)
+        result.report_dir = report_dir
+    return result
+
+
+def _delete_topic(bootstrap_servers: str, topic: str) -> None:
+    """The drill's topic goes once read back (the history keeps what it held), so drills
+    leave the cluster as they found it."""
+    admin = AdminClient({"bootstrap.servers": bootstrap_servers}, logger=client_logger)
+    try:
+        admin.delete_topics([topic], operation_timeout=30)[topic].result(timeout=60)
+    except Exception as exc:  # the verdict matters more than the cleanup
+        log.warning("drill_topic_not_deleted", topic=topic, error=str(exc))
+
+
+def _wait_steady(workload: RecordingWorkload, steady_s: float) -> None:
+    """Acks have flowed for `steady_s` seconds without a gap of a second."""
+    deadline = time.monotonic() + 60
+    flowing_since: float | None = None
+    while time.monotonic() < deadline:
+        now = time.time()
+        if workload.acks_since(now - 1.0) > 0:
+            flowing_since = flowing_since or now
+            if now - flowing_since >= steady_s:
+                return
+        else:
+            flowing_since = None
+        time.sleep(0.2)
+    raise DrillError("the workload never reached a steady state (no acks for 60 s)")
+
+
+def _heal_all(injected: list[Fault], context: FaultContext, network: NetworkRules | None) -> None:
+    for fault in reversed(injected):
+        try:
+            fault.heal(context)
+        except Exception as exc:  # heal the rest, whatever one heal did
+            log.error("heal_failed", fault=fault.name, error=str(exc))
+    remove_all = getattr(network, "remove_all", None)
+    if remove_all is not None:
+        remove_all()

@@ -1,0 +1,227 @@
+"""`kaas drill` on a real 3-VM cluster with agents under load: every drill's checker verdict
+valid and its recovery measured, the network rules gone also when a drill is interrupted
+mid-fault, and the refusals made before anything is touched.
+
+Short fault durations (seconds) by default; `make drills` sets KAAS_DRILL_FULL=1 for each
+drill's own duration. None of these drills destroys the cluster, so they share one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from management_plane.drills.catalog import DRILLS, find_drill
+from management_plane.drills.errors import DrillRefused
+from management_plane.drills.local_cluster import LocalFaultCluster
+from management_plane.drills.network import NftablesRules, drill_tables, isolation_script
+from management_plane.drills.runner import DrillOptions, run_drill
+from management_plane.local import probes
+from tests import harness
+from tests.harness import ClusterHandle
+
+pytestmark = pytest.mark.drill
+
+FULL = os.environ.get("KAAS_DRILL_FULL") == "1"
+SHORT_S = 3.0
+
+
+@pytest.fixture(scope="module")
+def drill_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterHandle]:
+    handle = harness.start_cluster(
+        tmp_path_factory.mktemp("drill-cluster"),
+        nodes=3,
+        name="drills",
+        address_base=harness.FRESH_CLUSTER_BASE,
+        agents=True,
+    )
+    try:
+        harness.wait_until(
+            lambda: LocalFaultCluster(handle.home).under_replicated() == 0,
+            120,
+            "every ISR complete before the drills",
+        )
+        yield handle
+    finally:
+        harness.stop_cluster(handle)
+
+
+def _wait_healthy(home: Path) -> None:
+    from management_plane.drills.health import health_problems
+
+    cluster = LocalFaultCluster(home)
+    harness.wait_until(
+        lambda: health_problems(cluster.status()) == [], 180, "the cluster healthy again"
+    )
+
+
+@pytest.mark.parametrize("name", [d.name for d in DRILLS])
+def test_drill_is_valid_and_reports_its_recovery(
+    drill_cluster: ClusterHandle, name: str, tmp_path: Path
+) -> None:
+    _wait_healthy(drill_cluster.home)
+    drill = find_drill(name)
+    options = DrillOptions(
+        duration_s=None if FULL else (SHORT_S if name != "game-day" else 2.0),
+        rate_per_s=100.0,
+        bounces=3 if FULL else 2,
+    )
+    network = NftablesRules()
+    before = network.listing()
+    result = run_drill(
+        drill, LocalFaultCluster(drill_cluster.home), options, tmp_path / "report", network
+    )
+    verdict = result.verdict
+    assert verdict.valid, json.dumps(result.report["summary"], indent=2)
+    assert verdict.lost.count == verdict.unexpected.count == verdict.reordered.count == 0
+    assert verdict.totals.acknowledged > 0
+    assert verdict.totals.values_read >= verdict.totals.acknowledged
+    assert result.recovered, [vars(o) for o in result.outcomes]
+    faults = result.report["summary"]["faults"]
+    assert [f["fault"] for f in faults] == [f.name for f in drill.faults()]
+    assert all(f["recovery_s"] is not None and f["recovery_s"] >= 0 for f in faults)
+    assert result.report["summary"]["longest_stall_s"] is not None
+    assert network.listing() == before  # no rule left behind
+    admin = probes.admin_client(drill_cluster.bootstrap_servers)
+    harness.wait_until(  # read back, judged, and deleted
+        lambda: result.topic not in admin.list_topics(timeout=10).topics,
+        60,
+        f"the drill's topic {result.topic} deleted",
+    )
+    assert network.cgroup_root is not None
+    assert list(network.cgroup_root.glob(f"kaas_drill_{os.getpid()}_*")) == []
+    report = json.loads((tmp_path / "report" / "report.json").read_text())
+    assert report["passed"] is True and report["drill"] == name
+    assert "<svg" in (tmp_path / "report" / "report.html").read_text()
+    assert (tmp_path / "report" / "history.jsonl").stat().st_size > 0
+    print(
+        f"\nfigures {name}: duration {result.ended_s - result.started_s:.0f}s, "
+        f"stall {report['summary']['longest_stall_s']}s, recovery "
+        + ", ".join(str(f["recovery_s"]) for f in faults)
+        + f"s, valid {verdict.valid}"
+    )
+
+
+def _our_tables(pid: int) -> list[str]:
+    return [name for name, owner in drill_tables(NftablesRules().listing()) if owner == pid]
+
+
+def _our_cgroups(pid: int) -> list[Path]:
+    root = NftablesRules().cgroup_root
+    assert root is not None
+    return sorted(root.glob(f"kaas_drill_{pid}_*"))
+
+
+@pytest.mark.parametrize(
+    ("name", "signum"),
+    [("network-partition", signal.SIGTERM), ("degraded-network", signal.SIGINT)],
+)
+def test_an_interrupted_network_drill_removes_its_rules(
+    drill_cluster: ClusterHandle, name: str, signum: int, tmp_path: Path
+) -> None:
+    _wait_healthy(drill_cluster.home)
+    before = NftablesRules().listing()
+    drill = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "management_plane.cli",
+            "drill",
+            "--home",
+            str(drill_cluster.home),
+            "run",
+            name,
+            "--duration",
+            "120",
+            "--rate",
+            "50",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        harness.wait_until(lambda: _our_tables(drill.pid) != [], 90, f"{name}'s rules")
+        time.sleep(1.0)
+        drill.send_signal(signum)
+        output, _ = drill.communicate(timeout=240)
+    finally:
+        if drill.poll() is None:
+            drill.kill()
+            drill.wait()
+    assert drill.returncode == 130, output
+    assert "kaas: interrupted" in output
+    assert _our_tables(drill.pid) == []
+    assert _our_cgroups(drill.pid) == []
+    assert NftablesRules().listing() == before
+
+
+def test_a_killed_drills_rules_are_removed_by_the_next_drill(
+    drill_cluster: ClusterHandle,
+) -> None:
+    """SIGKILL leaves the drill no chance to clean up: the next drill removes the tables of
+    drills that are gone before it starts."""
+    network = NftablesRules()
+    stale = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    table = f"kaas_drill_{stale.pid}_1"
+    assert network.cgroup_root is not None
+    cgroup = network.cgroup_root / table
+    try:
+        cgroup.mkdir()
+        subprocess.run(
+            ["nft", "-f", "-"],
+            input=isolation_script(
+                table, "127.0.0.250", cgroup.relative_to("/sys/fs/cgroup").as_posix()
+            ),
+            text=True,
+            check=True,
+        )
+    finally:
+        stale.kill()
+        stale.wait()
+    try:
+        assert table in network.listing()
+        assert table in network.remove_stale()
+        assert table not in network.listing()
+        assert not cgroup.exists()
+    finally:
+        if table in network.listing() or cgroup.exists():
+            network.remove(table)
+
+
+def test_refusals_touch_nothing(drill_cluster: ClusterHandle) -> None:
+    _wait_healthy(drill_cluster.home)
+    bootstrap = drill_cluster.bootstrap_servers
+
+    def drill_topics() -> set[str]:
+        topics = probes.admin_client(bootstrap).list_topics(timeout=10).topics
+        return {t for t in topics if t.startswith("drill-")}
+
+    topics_before = drill_topics()
+    unknown = drill_cluster.kaas("drill", "run", "no-such-drill")
+    assert unknown.returncode == 1
+    assert "unknown drill 'no-such-drill'" in unknown.stderr
+
+    wrong = drill_cluster.kaas("drill", "run", "broker-sigkill", "--cluster", "other")
+    assert wrong.returncode == 1
+    assert "is 'drills', not 'other'" in wrong.stderr
+
+    drill_cluster.vm("pause", "vm3", "--only", "kafka")
+    try:
+        with pytest.raises(DrillRefused, match="cluster not healthy: vm3's kafka is paused"):
+            run_drill(
+                find_drill("broker-sigkill"),
+                LocalFaultCluster(drill_cluster.home),
+                DrillOptions(duration_s=1),
+            )
+    finally:
+        drill_cluster.vm("resume", "vm3", "--only", "kafka")
+    assert drill_topics() == topics_before
