@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import ssl
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -13,7 +14,7 @@ from typing import Any
 import structlog
 from confluent_kafka import ElectionType, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
-from kazoo.client import KazooClient, KazooState
+from kazoo.client import KazooState
 from kazoo.exceptions import KazooException, LockTimeout, NodeExistsError, NoNodeError
 from kazoo.recipe.lock import Lock
 
@@ -31,6 +32,8 @@ from agent.supervisor import kafka_libs
 from planner.contracts.kafka_state import PartitionState
 from planner.contracts.paths import ClusterPaths
 from planner.live_layout import read_live_layout
+from planner.pki.files import IdentityFiles
+from planner.zookeeper_client import zookeeper_client
 
 log = structlog.get_logger("kaas.agent")
 
@@ -64,10 +67,9 @@ class KazooAgentZooKeeper:
     """The agent's znodes through one kazoo client (shared with the planner election and the
     ensemble keeper, which use kazoo recipes of their own)."""
 
-    def __init__(self, hosts: str, paths: ClusterPaths, admin_secret: str | None) -> None:
-        self.client = KazooClient(hosts=hosts, timeout=10.0)
+    def __init__(self, hosts: str, paths: ClusterPaths, identity: IdentityFiles) -> None:
+        self.client = zookeeper_client(hosts, identity, timeout=10.0)
         self.paths = paths
-        self.admin_secret = admin_secret
         self._connected = False
         self._on_connected: list[Callable[[], None]] = []
         self.client.add_listener(self._on_state)
@@ -85,8 +87,6 @@ class KazooAgentZooKeeper:
     def connect(self, timeout: float) -> None:
         self.client.start(timeout=timeout)
         self._connected = True
-        if self.admin_secret is not None:
-            self.client.add_auth("digest", f"super:{self.admin_secret}")
         self.client.ensure_path(self.paths.members)
 
     def on_connected(self, callback: Callable[[], None]) -> None:
@@ -197,10 +197,17 @@ class ConfluentBrokerAdmin:
     """This VM's broker through librdkafka's Admin client, Jolokia for its gauges, and
     Kafka's ConfigCommand (from the image's jars) for cluster-wide config defaults."""
 
-    def __init__(self, bootstrap: str, java: str, image_root: Path) -> None:
+    def __init__(
+        self,
+        bootstrap: str,
+        java: str,
+        image_root: Path,
+        jolokia_context: ssl.SSLContext | None = None,
+    ) -> None:
         self.bootstrap = bootstrap
         self.java = java
         self.image_root = image_root
+        self.jolokia_context = jolokia_context  # presents the node's certificate to Jolokia
         self.client = brokerview.admin_client(bootstrap)
 
     def metadata_answers(self, broker_id: int, timeout: float) -> bool:
@@ -225,15 +232,18 @@ class ConfluentBrokerAdmin:
         return apply_config_diff(self.client, broker_id, diff, defaults).error
 
     def under_replicated(self, jolokia_url: str) -> int:
-        return brokerview.under_replicated(jolokia_url)
+        return brokerview.under_replicated(jolokia_url, self.jolokia_context)
 
 
 class ConfluentClusterAdmin:
     """The whole cluster for the elected planner: one Admin client per bootstrap list."""
 
-    def __init__(self, bootstrap: str, jolokia_port: int) -> None:
+    def __init__(
+        self, bootstrap: str, jolokia_port: int, jolokia_context: ssl.SSLContext | None = None
+    ) -> None:
         self.bootstrap = bootstrap
         self.jolokia_port = jolokia_port
+        self.jolokia_context = jolokia_context
 
     def _client(self) -> AdminClient:
         return AdminClient({"bootstrap.servers": self.bootstrap, "socket.timeout.ms": 10000})
@@ -248,7 +258,9 @@ class ConfluentClusterAdmin:
         return live, frozenset(metadata.brokers)
 
     def read_layout(self) -> dict[str, Any]:
-        return read_live_layout(self.bootstrap, self.jolokia_port, timeout_s=10.0)
+        return read_live_layout(
+            self.bootstrap, self.jolokia_port, timeout_s=10.0, jolokia_context=self.jolokia_context
+        )
 
     def elect_preferred_leaders(self, partitions: Sequence[tuple[str, int]]) -> None:
         if not partitions:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+import ssl
 import urllib.request
 from typing import Any
 
@@ -55,15 +56,18 @@ def topic_min_isr(admin: AdminClient, topics: set[str], timeout: float = 10.0) -
     return result
 
 
-def jolokia_read(url: str, mbean: str, timeout: float = 3.0) -> Any:
-    """One attribute read through Jolokia's REST interface (GET /read/<mbean>)."""
-    with urllib.request.urlopen(f"{url}read/{mbean}", timeout=timeout) as response:
+def jolokia_read(
+    url: str, mbean: str, context: ssl.SSLContext | None = None, timeout: float = 3.0
+) -> Any:
+    """One attribute read through Jolokia's REST interface (GET /read/<mbean>); `context`:
+    the TLS client context presenting the node's certificate (Jolokia requires one)."""
+    with urllib.request.urlopen(f"{url}read/{mbean}", timeout=timeout, context=context) as response:
         body = json.load(response)
     if body.get("status") != 200:
         raise RuntimeError(f"Jolokia read of {mbean} failed: {body.get('error')}")
     return body["value"]
 
 
-def under_replicated(jolokia_url: str) -> int:
-    value = jolokia_read(jolokia_url, URP_MBEAN)
+def under_replicated(jolokia_url: str, context: ssl.SSLContext | None = None) -> int:
+    value = jolokia_read(jolokia_url, URP_MBEAN, context)
     return int(value["Value"] if isinstance(value, dict) else value)

@@ -9,6 +9,7 @@ from collections.abc import Callable
 
 from agent.metrics import MetricsCollector, MetricsPublisher
 from agent.settings import AgentSettings
+from planner.pki.tls import client_context
 
 
 def start_metrics_loop(
@@ -32,6 +33,7 @@ def start_metrics_loop(
         [str(s.data_dir)],
         s.metrics_interval_s,
         agent_version=agent_version,
+        jolokia_context=client_context(s.identity),
     )
     publisher = MetricsPublisher(
         s.statsd_host,

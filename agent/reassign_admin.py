@@ -8,6 +8,7 @@ moves and the throttle writes come from `agent.pipeline`.
 from __future__ import annotations
 
 import logging
+import ssl
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -39,9 +40,13 @@ class ReassignmentAdminError(AgentError):
 class KafkaReassignmentAdmin:
     """One admin client for the elected planner, made on first use and kept."""
 
-    def __init__(self, bootstrap: str, jolokia_port: int) -> None:
+    def __init__(
+        self, bootstrap: str, jolokia_port: int, jolokia_context: ssl.SSLContext | None = None
+    ) -> None:
         self.bootstrap = bootstrap
         self.jolokia_port = jolokia_port
+        # Jolokia answers only over HTTPS to a client presenting the nodes' certificate.
+        self.jolokia_context = jolokia_context
         self._client: KafkaAdminClient | None = None
         self._lock = threading.Lock()
 
@@ -227,9 +232,10 @@ class KafkaReassignmentAdmin:
         cluster = self._call("describe cluster", lambda admin: admin.describe_cluster())
         queues: dict[int, int] = {}
         for broker in cluster.get("brokers", []):
-            url = f"http://{broker['host']}:{self.jolokia_port}/jolokia/"
+            scheme = "http" if self.jolokia_context is None else "https"
+            url = f"{scheme}://{broker['host']}:{self.jolokia_port}/jolokia/"
             try:
-                value = jolokia_read(url, REQUEST_QUEUE_MBEAN, timeout=2.0)
+                value = jolokia_read(url, REQUEST_QUEUE_MBEAN, self.jolokia_context, timeout=2.0)
             except (OSError, RuntimeError, ValueError):
                 continue
             queues[int(broker["broker_id"])] = int(

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import structlog
 
+from agent.broker_config.rendering import jolokia_files
 from agent.decide import BrokerLaunch
 from agent.ports import (
     STOPPED,
@@ -76,8 +77,12 @@ def read_properties(path: Path) -> dict[str, str]:
 
 
 def write_properties(path: Path, properties: Mapping[str, str]) -> None:
+    write_text(path, server_properties_text(dict(properties)))
+
+
+def write_text(path: Path, text: str) -> None:
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(server_properties_text(dict(properties)))
+    tmp.write_text(text)
     tmp.rename(path)
 
 
@@ -162,6 +167,8 @@ class RestartRunner:
                 return StepDone(clock.monotonic())
             case WriteConfig(properties):
                 write_properties(self.server_properties, properties)
+                for name, text in jolokia_files(self.settings).items():
+                    write_text(self.settings.config_dir / name, text)
                 return StepDone(clock.monotonic())
             case LaunchBroker(kafka_version):
                 self.supervisor.start(kafka_version)

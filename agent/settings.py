@@ -13,6 +13,8 @@ from typing import Any
 from agent.errors import AgentError
 from planner.contracts.paths import validate_cluster_name
 from planner.contracts.vm_config import SizingError, SizingProfile, sizing_profile
+from planner.pki.authority import Role
+from planner.pki.files import IdentityFiles
 
 
 class SettingsError(AgentError, ValueError):
@@ -52,6 +54,9 @@ class AgentSettings:
     host_sizing: SizingProfile = SizingProfile.STANDARD
     """Threads, internal topics' partitions and retention in server.properties: "standard"
     (Kafka's own defaults, a host per broker) or "local" (the local provider's shared cores)."""
+    tls_dir: Path = Path("/etc/kaas/tls")
+    """This VM's identity (planner.pki.files: ca.pem, node.key, node.crt, node.pem): what the
+    agent presents to ZooKeeper and Jolokia, and what the broker and ZooKeeper server present."""
     logs_dir: Path = Path("/var/log/kaas")
     state_dir: Path | None = None
     """Where the agent keeps local state (the broker's pid file); default: the data dir's parent."""
@@ -97,8 +102,9 @@ class AgentSettings:
     zookeeper_peer_port: int = 2888
     zookeeper_election_port: int = 3888
     zookeeper_client_port: int = 2181
-    zookeeper_admin_secret_file: Path | None = None
-    """File holding the ZooKeeper super user's password; without it the agent never reconfigures."""
+    """ZooKeeper's secure client port (TLS, the VM's certificate)."""
+    zookeeper_reconfig_client_port: int = 2182
+    """The plaintext client port a server line needs for reconfig; it serves no session."""
     zookeeper_gone_s: float = 60.0
     """A participant unreachable this long is removed from the ensemble by reconfig."""
     statsd_host: str | None = None
@@ -111,8 +117,13 @@ class AgentSettings:
         return f"{self.address}:{self.kafka_port}"
 
     @property
+    def identity(self) -> IdentityFiles:
+        """The VM's identity: ZooKeeper's super user, so the agent may reconfigure."""
+        return IdentityFiles(self.tls_dir, Role.NODE)
+
+    @property
     def jolokia_url(self) -> str:
-        return f"http://{self.address}:{self.jolokia_port}/jolokia/"
+        return f"https://{self.address}:{self.jolokia_port}/jolokia/"
 
     @property
     def local_state_dir(self) -> Path:

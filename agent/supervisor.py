@@ -17,6 +17,7 @@ import psutil
 from agent.errors import AgentError
 from agent.ports import PAUSED, RUNNING, STOPPED, BrokerSupervisor, ProcessState
 from agent.settings import AgentSettings
+from planner.contracts.vm_config.jolokia import jolokia_agent_option
 
 __all__ = ["BrokerSupervisor", "LocalProcessSupervisor", "SystemdSupervisor", "make_supervisor"]
 
@@ -96,7 +97,7 @@ class LocalProcessSupervisor:
             "-Djava.awt.headless=true",
             f"-Dkafka.logs.dir={s.logs_dir}",
             f"-Dlog4j.configuration=file:{s.config_dir / 'kafka-log4j.properties'}",
-            f"-javaagent:{jolokia_agent(s.image_root)}=host={s.address},port={s.jolokia_port},discoveryEnabled=false",
+            jolokia_agent_option(jolokia_agent(s.image_root), s.config_dir),
             "-cp",
             f"{kafka_libs(s.image_root, kafka_version)}/*",
             "kafka.Kafka",

@@ -18,15 +18,14 @@ from agent.settings import AgentSettings
 from agent.supervisor import make_supervisor
 from agent.zk_ensemble import EnsembleKeeper
 from planner.contracts.paths import ClusterPaths
+from planner.pki.tls import client_context
 from planner.store import PlanStore
 
 
 def build_agent(settings: AgentSettings, supervisor: BrokerSupervisor | None = None) -> Agent:
     paths = ClusterPaths(settings.cluster)
-    admin_secret = None
-    if settings.zookeeper_admin_secret_file is not None:
-        admin_secret = settings.zookeeper_admin_secret_file.read_text().strip()
-    zookeeper = KazooAgentZooKeeper(settings.zookeeper_hosts, paths, admin_secret)
+    zookeeper = KazooAgentZooKeeper(settings.zookeeper_hosts, paths, settings.identity)
+    jolokia = client_context(settings.identity)  # every broker's Jolokia takes the nodes' only
 
     # One admin client per bootstrap list, kept across the executor's looks.
     admins: dict[str, KafkaReassignmentAdmin] = {}
@@ -36,7 +35,7 @@ def build_agent(settings: AgentSettings, supervisor: BrokerSupervisor | None = N
             for stale in admins.values():
                 stale.close()
             admins.clear()
-            admins[bootstrap] = KafkaReassignmentAdmin(bootstrap, settings.jolokia_port)
+            admins[bootstrap] = KafkaReassignmentAdmin(bootstrap, settings.jolokia_port, jolokia)
         return admins[bootstrap]
 
     # The ensemble keeper journals through the agent, which is made after it.
@@ -44,19 +43,23 @@ def build_agent(settings: AgentSettings, supervisor: BrokerSupervisor | None = N
     ensemble = EnsembleKeeper(
         zookeeper.client,
         settings,
-        admin_secret is not None,
+        settings.identity,
         lambda action, reason, result: agents[0].journal(action, reason, result),
     )
     agent = Agent(
         settings,
         AgentPorts(
             zookeeper=zookeeper,
-            admin=ConfluentBrokerAdmin(settings.bootstrap, settings.java, settings.image_root),
+            admin=ConfluentBrokerAdmin(
+                settings.bootstrap, settings.java, settings.image_root, jolokia
+            ),
             supervisor=supervisor or make_supervisor(settings),
             ensemble=ensemble,
             planner_seat=PlannerRole(zookeeper.client, paths, f"broker-{settings.vm_id}"),
             plan_store=PlanStore(zookeeper.client, settings.cluster),
-            cluster_admin=lambda bootstrap: ConfluentClusterAdmin(bootstrap, settings.jolokia_port),
+            cluster_admin=lambda bootstrap: ConfluentClusterAdmin(
+                bootstrap, settings.jolokia_port, jolokia
+            ),
             reassignments=reassignments,
             clock=SystemClock(),
         ),

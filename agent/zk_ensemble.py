@@ -22,11 +22,12 @@ from agent.zk_membership import (
     MembershipView,
     ReconfigChange,
     decide_membership,
-    server_mode,
 )
 from planner.contracts.ensemble_repair import RepairRequestError, parse_repair_request
 from planner.contracts.paths import ClusterPaths
 from planner.contracts.spec import ClusterSpec
+from planner.pki.files import IdentityFiles
+from planner.zookeeper_client import server_mode
 from planner.zookeeper_ensemble import (
     EnsembleConfigError,
     ZkServer,
@@ -56,13 +57,13 @@ class EnsembleKeeper:
         self,
         zk: KazooClient,
         settings: AgentSettings,
-        may_reconfigure: bool,
+        identity: IdentityFiles,
         journal: Callable[[str, str, str], None],
     ) -> None:
         self.zk = zk
         self.settings = settings
         self.paths = ClusterPaths(settings.cluster)
-        self.may_reconfigure = may_reconfigure  # only with the ZooKeeper super user's password
+        self.identity = identity  # the nodes' identity is ZooKeeper's super user: it may reconfig
         self.journal = journal
         self.zookeeper_down_since: dict[int, float] = {}
 
@@ -83,7 +84,7 @@ class EnsembleKeeper:
             s.zookeeper_peer_port,
             s.zookeeper_election_port,
             ZookeeperRole.PARTICIPANT,
-            s.zookeeper_client_port,
+            s.zookeeper_reconfig_client_port,
             s.address,
         )
 
@@ -101,8 +102,8 @@ class EnsembleKeeper:
             return frozenset()
 
     def _membership_change(self, spec: ClusterSpec | None, now: float) -> ReconfigChange | None:
-        if not self.may_reconfigure or spec is None:
-            return None  # without the super user's password the agent never reconfigures
+        if spec is None:
+            return None
         # Decide from the config the leader has now, not from what a lagging follower saw.
         self.zk.sync(CONFIG_PATH)
         raw, _ = self.zk.get(CONFIG_PATH)
@@ -113,7 +114,9 @@ class EnsembleKeeper:
             servers.setdefault(me.server_id, me)
         serving = {}
         for server_id, server in servers.items():
-            serving[server_id] = server_mode(server.address, server.client_port) in SERVING_MODES
+            # Every server of a cluster serves the same secure client port.
+            mode = server_mode(server.address, self.settings.zookeeper_client_port, self.identity)
+            serving[server_id] = mode in SERVING_MODES
             if serving[server_id]:
                 self.zookeeper_down_since.pop(server_id, None)
             else:

@@ -15,7 +15,6 @@ the config) is simply the state the next cycle repairs.
 from __future__ import annotations
 
 import enum
-import socket
 from dataclasses import dataclass
 
 from planner.zookeeper_ensemble import (
@@ -133,25 +132,3 @@ def _my_change(view: MembershipView) -> ReconfigChange | None:
 def decide_membership(view: MembershipView) -> ReconfigChange | None:
     # Removal first: a gone server's place is what a new or observing one takes.
     return _removal(view) or _my_change(view)
-
-
-def server_mode(address: str, port: int, timeout: float = 2.0) -> str | None:
-    """The server's mode from ZooKeeper's `srvr` four-letter command, None if it is not serving.
-
-    The four-letter commands are ZooKeeper's documented plain-text diagnostics (`echo srvr |
-    nc host 2181`); a session-less read matters here, since a kazoo session per probe would
-    be a write to the ensemble every cycle.
-    """
-    try:
-        with socket.create_connection((address, port), timeout=timeout) as connection:
-            connection.sendall(b"srvr")
-            connection.shutdown(socket.SHUT_WR)
-            chunks = []
-            while chunk := connection.recv(4096):
-                chunks.append(chunk)
-    except OSError:
-        return None
-    for line in b"".join(chunks).decode(errors="replace").splitlines():
-        if line.startswith("Mode:"):
-            return line.split(":", 1)[1].strip()
-    return None

@@ -19,6 +19,7 @@ from planner.contracts.measured_load import (
 )
 from planner.contracts.paths import ClusterPaths
 from planner.contracts.plan_records import PlanScore, parse_plan_score
+from planner.pki.files import IdentityFiles
 
 ZK_TIMEOUT_S = 15.0
 
@@ -56,17 +57,19 @@ def score_document(
 class ZooKeeperScoreWriter:
     """Sets the score znode, creating it (and its parents) the first time."""
 
-    def __init__(self, hosts: str) -> None:
+    def __init__(self, hosts: str, identity: IdentityFiles) -> None:
         self.hosts = hosts
+        self.identity = identity
 
     def write(self, cluster: str, document: Mapping[str, Any]) -> str:
-        from kazoo.client import KazooClient
         from kazoo.exceptions import NoNodeError
+
+        from planner.zookeeper_client import zookeeper_client
 
         path = score_znode_path(cluster)
         data = json.dumps(document, sort_keys=True).encode()
         parse_plan_score(data)  # a value no reader could parse is never written
-        client = KazooClient(hosts=self.hosts, timeout=ZK_TIMEOUT_S)
+        client = zookeeper_client(self.hosts, self.identity, timeout=ZK_TIMEOUT_S)
         client.start(timeout=ZK_TIMEOUT_S)
         try:
             try:
@@ -149,11 +152,12 @@ class ZooKeeperLoadWriter:
     """Sets `/kaas/<cluster>/load` in one transaction that checks the version it read, so
     two jobs writing at once cannot interleave: the second one's transaction fails."""
 
-    def __init__(self, hosts: str) -> None:
+    def __init__(self, hosts: str, identity: IdentityFiles) -> None:
         self.hosts = hosts
+        self.identity = identity
 
     def write(self, load: MeasuredLoad) -> str:
-        from kazoo.client import KazooClient
+        from planner.zookeeper_client import zookeeper_client
 
         path = ClusterPaths(load.cluster).measured_load
         data = json.dumps(load.to_json(), sort_keys=True, separators=(",", ":")).encode()
@@ -163,7 +167,7 @@ class ZooKeeperLoadWriter:
                 f"above the {MAX_ENCODED_BYTES} a znode takes"
             )
         parse_measured_load(data)  # a value no reader could parse is never written
-        client = KazooClient(hosts=self.hosts, timeout=ZK_TIMEOUT_S)
+        client = zookeeper_client(self.hosts, self.identity, timeout=ZK_TIMEOUT_S)
         client.start(timeout=ZK_TIMEOUT_S)
         try:
             client.ensure_path(ClusterPaths(load.cluster).root)

@@ -20,14 +20,15 @@ from pathlib import Path
 
 import psutil
 from confluent_kafka import KafkaError, Message
-from kazoo.client import KazooClient
 
 from management_plane.local.cluster import LocalCluster
 from management_plane.local.state import require_state
+from management_plane.local.tls import admin_identity
 from management_plane.workload import create_topic, durable_producer
 from planner.contracts.journal import parse_journal_entry
 from planner.contracts.paths import ClusterPaths
 from planner.contracts.spec import ClusterSpec, parse_spec
+from planner.zookeeper_client import zookeeper_client
 
 
 def idle_cost(home: Path, seconds: float) -> None:
@@ -84,7 +85,7 @@ def rolling_restart(home: Path) -> None:
     thread.start()
     time.sleep(20)
     roll_started = time.monotonic()
-    zk = KazooClient(hosts=layout.zookeeper_hosts)
+    zk = zookeeper_client(layout.zookeeper_hosts, admin_identity(layout))
     zk.start(timeout=15)
     raw, stat = zk.get(paths.spec)
     spec = parse_spec(raw)

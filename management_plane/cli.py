@@ -305,10 +305,30 @@ def _plan_export(argv: list[str]) -> int:
     )
     parser.add_argument("--bootstrap-server", required=True, help="HOST:PORT of any broker")
     parser.add_argument("--jolokia-port", type=int, default=8778, help="the brokers' Jolokia port")
+    parser.add_argument(
+        "--node-identity",
+        type=Path,
+        required=True,
+        help="folder of a node certificate (ca.pem, node.crt, node.key: a local VM's tls/), "
+        "the one identity the brokers' Jolokia answers",
+    )
     parser.add_argument("--output", type=Path, help="file to write (default: standard output)")
     args = parser.parse_args(argv)
+    from planner.pki.authority import Role
+    from planner.pki.files import IdentityFiles
+    from planner.pki.tls import client_context
+
+    identity = IdentityFiles(args.node_identity, Role.NODE)
+    if not identity.exists():
+        print(
+            f"kaas: error: --node-identity {args.node_identity}: no node certificate there",
+            file=sys.stderr,
+        )
+        return 1
     try:
-        layout = read_live_layout(args.bootstrap_server, args.jolokia_port)
+        layout = read_live_layout(
+            args.bootstrap_server, args.jolokia_port, jolokia_context=client_context(identity)
+        )
     except LiveLayoutError as exc:
         print(f"kaas: error: {exc}", file=sys.stderr)
         return 1

@@ -30,7 +30,7 @@ DEMO_RETENTION_BYTES = 4 * 1024**3
 
 
 def run_managed_demo(service: BackgroundService, cluster: str, ledger_dir: Path) -> int:
-    admin = ApiClient(service.url, service.admin_key_file.read_text().strip())
+    admin = ApiClient(service.url, service.admin_key_file.read_text().strip(), service.trust_bundle)
     name = f"demo{uuid.uuid4().hex[:6]}"
     started = time.monotonic()
     created = admin.call("POST", f"/v1/clusters/{cluster}/tenants", {"name": name, "plan": "small"})
@@ -40,7 +40,7 @@ def run_managed_demo(service: BackgroundService, cluster: str, ledger_dir: Path)
         f"(SCRAM user, ACLs on prefix {created['tenant']['prefix']!r}, quotas); connects to "
         f"{connection['bootstrap_servers']} with {connection['sasl_mechanism']}"
     )
-    tenant_api = ApiClient(service.url, created["api_key"])
+    tenant_api = ApiClient(service.url, created["api_key"], service.trust_bundle)
     topic = f"{created['tenant']['prefix']}orders"
     # The tenant produces millions of messages during the replacement and reads them all
     # back: a partition may keep 4 GiB (6 x 3 replicas x 4 GiB fits the plan's storage), so

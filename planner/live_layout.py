@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import ssl
 import urllib.request
 from typing import Any
 
@@ -26,7 +27,9 @@ class LiveLayoutError(PlannerError, RuntimeError):
     pass
 
 
-def partition_sizes(jolokia_url: str, timeout_s: float = 10.0) -> dict[tuple[str, int], int]:
+def partition_sizes(
+    jolokia_url: str, timeout_s: float = 10.0, context: ssl.SSLContext | None = None
+) -> dict[tuple[str, int], int]:
     """Bytes on disk of every replica one broker hosts, by (topic, partition)."""
     request = urllib.request.Request(
         jolokia_url,
@@ -35,7 +38,7 @@ def partition_sizes(jolokia_url: str, timeout_s: float = 10.0) -> dict[tuple[str
         method="POST",
     )
     try:
-        with urllib.request.urlopen(request, timeout=timeout_s) as response:
+        with urllib.request.urlopen(request, timeout=timeout_s, context=context) as response:
             body = json.load(response)
     except (OSError, ValueError) as exc:
         raise LiveLayoutError(f"Jolokia at {jolokia_url} unreadable: {exc}") from None
@@ -56,6 +59,7 @@ def read_live_layout(
     bootstrap: str,
     jolokia_port: int = 8778,
     timeout_s: float = 10.0,
+    jolokia_context: ssl.SSLContext | None = None,
 ) -> dict[str, Any]:
     """The cluster as LAYOUT.json (planner/schemas/layout.schema.json): a partition's size is
     the largest of its replicas' sizes (a lagging follower holds less). Every topic is in
@@ -84,7 +88,7 @@ def read_live_layout(
             {"id": node.id, "rack": node.rack or "default", "state": BrokerState.ACTIVE.value}
         )
         for key, size in partition_sizes(
-            f"http://{node.host}:{jolokia_port}/jolokia/", timeout_s
+            f"https://{node.host}:{jolokia_port}/jolokia/", timeout_s, jolokia_context
         ).items():
             sizes[key] = max(size, sizes.get(key, 0))
     partitions = []

@@ -25,7 +25,6 @@ _SERVER_LINE = re.compile(
     r"(?::(?P<role>participant|observer))?"
     r"(?:;(?:(?P<client_address>[^:;]+):)?(?P<client_port>\d+))?$"
 )
-_DEFAULT_CLIENT_PORT = 2181
 
 
 @dataclass(frozen=True)
@@ -37,20 +36,25 @@ class ZkServer:
     peer_port: int
     election_port: int
     role: ZookeeperRole
-    client_port: int
+    # The plaintext client port the line names; None: none (a secured server's clients use
+    # the secure port of its zoo.cfg, which the dynamic config does not state).
+    client_port: int | None = None
     client_address: str | None = None  # None: the line names only the port (every interface)
 
     def line(self) -> str:
         """The line as reconfig takes it (a `joining` entry)."""
+        server = (
+            f"server.{self.server_id}={self.address}:{self.peer_port}:{self.election_port}:"
+            f"{self.role.value}"
+        )
+        if self.client_port is None:
+            return server
         client = (
             f"{self.client_address}:{self.client_port}"
             if self.client_address is not None
             else str(self.client_port)
         )
-        return (
-            f"server.{self.server_id}={self.address}:{self.peer_port}:{self.election_port}:"
-            f"{self.role.value};{client}"
-        )
+        return f"{server};{client}"
 
     def with_role(self, role: ZookeeperRole) -> ZkServer:
         return ZkServer(
@@ -94,7 +98,7 @@ def parse_server_line(line: str) -> ZkServer:
         peer_port=int(match["peer"]),
         election_port=int(match["election"]),
         role=ZookeeperRole(match["role"] or ZookeeperRole.PARTICIPANT),
-        client_port=int(match["client_port"] or _DEFAULT_CLIENT_PORT),
+        client_port=int(match["client_port"]) if match["client_port"] else None,
         client_address=match["client_address"],
     )
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from management_plane.local.probes import port_open
+from planner.pki.files import IdentityFiles
 from tests import harness
 from tests.harness import ClusterHandle
 from tests.mp_service import ServiceHandle, free_port
@@ -32,6 +33,12 @@ def kafka_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterH
 def zk_hosts(kafka_cluster: ClusterHandle) -> str:
     """host:port list of the shared cluster's real ZooKeeper ensemble (no chroot)."""
     return kafka_cluster.zookeeper_hosts
+
+
+@pytest.fixture(scope="session")
+def zk_identity(kafka_cluster: ClusterHandle) -> IdentityFiles:
+    """The admin certificate the shared cluster's ZooKeeper takes (its clients need one)."""
+    return kafka_cluster.admin_identity
 
 
 @pytest.fixture

@@ -26,10 +26,13 @@ from management_plane.local.cluster import LocalCluster
 from management_plane.local.layout import ClusterLayout
 from management_plane.local.processes import ProcessRecord, is_alive, kill_process
 from management_plane.local.state import require_state
+from management_plane.local.tls import admin_identity_in, vm_identity
 from management_plane.monitoring.pipeline import pipeline_records, plan_pipeline
 from planner.contracts.journal import JournalEntry, parse_journal_entry
 from planner.contracts.member import MemberRecord, MemberState, parse_members
 from planner.contracts.paths import ClusterPaths
+from planner.pki.files import IdentityFiles
+from planner.zookeeper_client import zookeeper_client
 
 
 def _claim_test_network() -> int:
@@ -122,6 +125,20 @@ class ClusterHandle:
     @property
     def kafka_chroot(self) -> str:
         return self.layout.kafka_chroot
+
+    @property
+    def admin_identity(self) -> IdentityFiles:
+        """The operator's certificate `kaas up` issued: what the tests present."""
+        return admin_identity_in(self.home)
+
+    @property
+    def node_identity(self) -> IdentityFiles:
+        """The first VM's certificate: what its agent and broker present."""
+        return vm_identity(self.layout.vms[0])
+
+    def zookeeper(self, hosts: str | None = None, **options: object) -> KazooClient:
+        """A kazoo client of this cluster's ZooKeeper (all of it unless `hosts`), as the admin."""
+        return zookeeper_client(hosts or self.zookeeper_hosts, self.admin_identity, **options)
 
     def kaas(self, *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
         command = args[0]

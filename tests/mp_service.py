@@ -15,9 +15,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kazoo.client import KazooClient
+
 from management_plane.local.background_service import serve_command
 from management_plane.local.cluster import LocalCluster
 from management_plane.local.state import read_state
+from management_plane.local.tls import admin_identity_in
+from management_plane.service.tls import api_client_context, api_trust_bundle
+from planner.zookeeper_client import zookeeper_client
 from tests import harness
 
 
@@ -40,7 +45,12 @@ class ServiceHandle:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"https://127.0.0.1:{self.port}"
+
+    @property
+    def trust_bundle(self) -> Path:
+        """The service's CA certificate, made at its first start: the API is verified with it."""
+        return api_trust_bundle(self.home)
 
     @property
     def key(self) -> str:
@@ -94,7 +104,8 @@ class ServiceHandle:
         data = json.dumps(body).encode() if body is not None else None
         request = urllib.request.Request(self.url + path, data=data, method=method, headers=headers)
         try:
-            with urllib.request.urlopen(request, timeout=60) as response:
+            context = api_client_context(self.trust_bundle)
+            with urllib.request.urlopen(request, timeout=60, context=context) as response:
                 return response.status, json.loads(response.read() or b"null")
         except urllib.error.HTTPError as exc:
             return exc.code, json.loads(exc.read() or b"null")
@@ -115,6 +126,10 @@ class ServiceHandle:
                 return op
             time.sleep(1)
         raise AssertionError(f"operation {op_id} not finished in {timeout}s: {op.get('message')}")
+
+    def zookeeper(self, cluster: str, hosts: str) -> KazooClient:
+        """A kazoo client of a cluster this service made, as the admin its provider holds."""
+        return zookeeper_client(hosts, admin_identity_in(self.home / "local" / cluster))
 
     def cluster_homes(self) -> list[Path]:
         local = self.home / "local"

@@ -7,7 +7,20 @@ from __future__ import annotations
 from agent.settings import AgentSettings
 from planner.contracts.paths import ClusterPaths
 from planner.contracts.spec import ClusterSpec
-from planner.contracts.vm_config import BrokerFacts, render_server_properties, sizing_properties
+from planner.contracts.vm_config import (
+    BrokerFacts,
+    ZookeeperTlsFiles,
+    render_server_properties,
+    sizing_properties,
+)
+from planner.contracts.vm_config.jolokia import (
+    JOLOKIA_POLICY,
+    JOLOKIA_PROPERTIES,
+    JolokiaTls,
+    render_jolokia_access_policy,
+    render_jolokia_properties,
+)
+from planner.pki.authority import Role, role_distinguished_name
 
 
 def broker_facts(settings: AgentSettings, broker_id: int) -> BrokerFacts:
@@ -21,6 +34,9 @@ def broker_facts(settings: AgentSettings, broker_id: int) -> BrokerFacts:
         log_dirs=(str(settings.data_dir),),
         zookeeper_connect=settings.zookeeper_hosts + ClusterPaths(settings.cluster).kafka_chroot,
         host_sizing=sizing_properties(settings.host_sizing),
+        zookeeper_tls=ZookeeperTlsFiles(
+            keystore=settings.identity.keystore, trust_bundle=settings.identity.trust_bundle
+        ),
     )
 
 
@@ -29,3 +45,21 @@ def desired_server_properties(
 ) -> dict[str, str]:
     """server.properties as the spec and this VM's facts say; BrokerConfigError names a bad key."""
     return render_server_properties(spec, broker_facts(settings, broker_id))
+
+
+def jolokia_files(settings: AgentSettings) -> dict[str, str]:
+    """The Jolokia agent's properties and access policy, by file name in the config folder:
+    HTTPS with the VM's certificate, the nodes' certificates only, reads only."""
+    identity = settings.identity
+    tls = JolokiaTls(identity.trust_bundle, identity.certificate, identity.key)
+    policy = settings.config_dir / JOLOKIA_POLICY
+    return {
+        JOLOKIA_PROPERTIES: render_jolokia_properties(
+            settings.address,
+            settings.jolokia_port,
+            tls,
+            policy,
+            role_distinguished_name(Role.NODE),
+        ),
+        JOLOKIA_POLICY: render_jolokia_access_policy(),
+    }

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ssl
 import time
 from collections.abc import Callable, Sequence
 
@@ -38,6 +39,7 @@ class MetricsCollector:
         *,
         agent_version: str | None = None,
         jolokia_timeout_s: float | None = None,
+        jolokia_context: ssl.SSLContext | None = None,
         read_host_values: Callable[[Sequence[str]], HostReading] = read_host,
     ) -> None:
         """`interval_s` is the agent's collection interval: the record's interval_s on the
@@ -52,7 +54,7 @@ class MetricsCollector:
         self.log_dirs = tuple(str(d) for d in log_dirs)
         self.interval_s = interval_s
         timeout = jolokia_timeout_s or min(DEFAULT_JOLOKIA_TIMEOUT_S, interval_s / 2)
-        self.jolokia = JolokiaBulkReader(jolokia_url, timeout)
+        self.jolokia = JolokiaBulkReader(jolokia_url, timeout, jolokia_context)
         self._read_host_values = read_host_values
         self._baseline: Baseline | None = None
 

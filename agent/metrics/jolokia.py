@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import socket
+import ssl
 import time
 import urllib.error
 import urllib.request
@@ -24,11 +25,13 @@ _CHUNK_BYTES = 64 * 1024
 class JolokiaBulkReader:
     """Reads every JmxRead in one POST to a Jolokia agent; never raises."""
 
-    def __init__(self, url: str, timeout_s: float) -> None:
+    def __init__(self, url: str, timeout_s: float, context: ssl.SSLContext | None = None) -> None:
+        """`context`: the TLS client context that presents the node's certificate."""
         if not url.startswith(("http://", "https://")):
             raise ValueError(f"Jolokia URL must start with http:// or https://, got {url!r}")
         self.url = url
         self.timeout_s = timeout_s
+        self.context = context
 
     def read(self, reads: Sequence[JmxRead]) -> JmxResult:
         try:
@@ -57,7 +60,9 @@ class JolokiaBulkReader:
             self.url, data=payload, headers={"Content-Type": "application/json"}, method="POST"
         )
         chunks = []
-        with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
+        with urllib.request.urlopen(
+            request, timeout=self.timeout_s, context=self.context
+        ) as response:
             while chunk := response.read(_CHUNK_BYTES):
                 chunks.append(chunk)
                 if time.monotonic() > deadline:

@@ -52,6 +52,8 @@ from analytics.writeback import (
     parse_statsd_address,
     score_document,
 )
+from planner.pki.authority import Role
+from planner.pki.files import IdentityFiles
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -96,6 +98,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--zookeeper", help="write the latest score to /kaas/<cluster>/plan/score on this ensemble"
     )
+    parser.add_argument(
+        "--zookeeper-identity",
+        type=Path,
+        help="with --zookeeper: the folder of the admin certificate (ca.pem, admin.crt, "
+        "admin.key; a local cluster's client/ folder) presented to ZooKeeper",
+    )
     parser.add_argument("--statsd", help="send the latest score to this statsd HOST:PORT")
     parser.add_argument("--no-charts", action="store_true", help="skip the PNG charts")
     parser.add_argument(
@@ -124,6 +132,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _options(args: argparse.Namespace) -> BalanceOptions:
+    if args.zookeeper and args.zookeeper_identity is None:
+        raise ValueError("--zookeeper needs --zookeeper-identity: ZooKeeper takes TLS clients only")
     if args.plan is not None and args.layout is None:
         raise ValueError(
             "--plan needs --layout: a reassignment only lists the partitions that move"
@@ -169,11 +179,12 @@ def _write_back(args: argparse.Namespace, result: BalanceResult) -> None:
         computed_at=now_iso(),
     )
     if args.zookeeper:
-        path = ZooKeeperScoreWriter(args.zookeeper).write(summary["cluster"], document)
+        identity = IdentityFiles(args.zookeeper_identity, Role.ADMIN)
+        path = ZooKeeperScoreWriter(args.zookeeper, identity).write(summary["cluster"], document)
         print(f"score written to ZooKeeper {path}")
         if result.measured_load is not None:
             load = result.measured_load
-            path = ZooKeeperLoadWriter(args.zookeeper).write(load)
+            path = ZooKeeperLoadWriter(args.zookeeper, identity).write(load)
             print(
                 f"measured load of {len(load.partitions)} partitions "
                 f"({load.window_start} .. {load.window_end}) written to ZooKeeper {path}"
@@ -271,7 +282,8 @@ def _incremental(spark: SparkSession, args: argparse.Namespace) -> int:
                 resources=summary["resources"],
                 computed_at=now_iso(),
             )
-            path = ZooKeeperScoreWriter(args.zookeeper).write(args.cluster, document)
+            identity = IdentityFiles(args.zookeeper_identity, Role.ADMIN)
+            path = ZooKeeperScoreWriter(args.zookeeper, identity).write(args.cluster, document)
             print(f"score written to ZooKeeper {path}")
 
     counts = run_incremental(

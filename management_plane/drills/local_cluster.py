@@ -9,7 +9,6 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
-from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException, NoNodeError
 
 from management_plane.drills.errors import DrillError
@@ -20,9 +19,11 @@ from management_plane.local import probes
 from management_plane.local.cluster import LocalCluster
 from management_plane.local.processes import is_alive
 from management_plane.local.state import ClusterState, require_state
+from management_plane.local.tls import admin_identity
 from planner.contracts.fields import ContractError
 from planner.contracts.journal import parse_journal_entry
 from planner.contracts.paths import ClusterPaths
+from planner.zookeeper_client import zookeeper_client
 
 
 class LocalFaultCluster:
@@ -82,7 +83,8 @@ class LocalFaultCluster:
         return int(metadata.controller_id)
 
     def zookeeper_modes(self) -> Mapping[str, str]:
-        return {vm.name: probes.zookeeper_mode(vm) for vm in self._state().layout.vms}
+        layout = self._state().layout
+        return {vm.name: probes.zookeeper_mode(layout, vm) for vm in layout.vms}
 
     def act(self, vm: str, action: ProcessAction, kind: ProcessKind) -> str:
         return self.local.vm_action(action.value, vm, only=kind.value)
@@ -128,7 +130,12 @@ class LocalFaultCluster:
         if not state.agents:
             return []
         paths = ClusterPaths(state.layout.name)
-        client = KazooClient(hosts=state.layout.zookeeper_hosts, timeout=5, connection_retry=None)
+        client = zookeeper_client(
+            state.layout.zookeeper_hosts,
+            admin_identity(state.layout),
+            timeout=5,
+            connection_retry=None,
+        )
         lines: list[JournalLine] = []
         try:
             client.start(timeout=10)

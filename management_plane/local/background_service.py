@@ -25,6 +25,7 @@ from management_plane.local.processes import (
     start_process,
     stop_process,
 )
+from management_plane.service.tls import api_client_context, api_trust_bundle
 from planner.private_files import private_dir
 
 SERVICE_DIR = "service"
@@ -49,6 +50,11 @@ class BackgroundService:
     @property
     def admin_key_file(self) -> Path:
         return self.home / ADMIN_KEY_FILE
+
+    @property
+    def trust_bundle(self) -> Path:
+        """The service's CA certificate: what its API is verified with."""
+        return api_trust_bundle(self.home)
 
 
 def service_home(cluster_home: Path) -> Path:
@@ -94,9 +100,12 @@ def pick_port(host: str, wanted: int | None) -> int:
         return int(probe.getsockname()[1])
 
 
-def _healthy(url: str) -> bool:
+def _healthy(url: str, home: Path) -> bool:
+    if not api_trust_bundle(home).exists():
+        return False  # the service has not made its certificate yet
     try:
-        with urllib.request.urlopen(f"{url}/v1/health", timeout=2) as response:
+        context = api_client_context(api_trust_bundle(home))
+        with urllib.request.urlopen(f"{url}/v1/health", timeout=2, context=context) as response:
             return bool(response.status == 200)
     except (OSError, urllib.error.URLError):
         return False
@@ -136,7 +145,7 @@ def start_background_service(
         return running
     home = private_dir(service_home(cluster_home))
     chosen = pick_port(host, port)
-    url = f"http://{host}:{chosen}"
+    url = f"https://{host}:{chosen}"
     command = serve_command(
         home, chosen, "--adopt-local-cluster", str(cluster_home.resolve()), *extra_args, host=host
     )
@@ -150,7 +159,7 @@ def start_background_service(
         if not is_alive(record):
             tail = (home / LOG_FILE).read_text(errors="replace").strip().splitlines()[-5:]
             raise KaasError(f"kaas serve exited at start; its log ({home / LOG_FILE}) ends: {tail}")
-        if _healthy(url):
+        if _healthy(url, home):
             return BackgroundService(url, record, home, False)
         time.sleep(0.5)
     stop_process(record, STOP_TIMEOUT_S)

@@ -8,7 +8,6 @@ cluster file, checked against their start time.
 from __future__ import annotations
 
 import json
-import secrets
 import shutil
 import signal
 import sys
@@ -19,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 import structlog
-from kazoo.client import KazooClient
 from kazoo.exceptions import NodeExistsError
 
 from management_plane.errors import KaasError
@@ -53,7 +51,7 @@ from management_plane.local.state import (
     require_state,
     write_state,
 )
-from management_plane.local.tls import ensure_admin_identity, ensure_vm_identity
+from management_plane.local.tls import admin_identity, ensure_admin_identity, ensure_vm_identity
 from management_plane.local.up_choice import (
     RecordedCluster,
     UpChoice,
@@ -75,7 +73,7 @@ from planner.contracts.monitoring import MonitoringTargets
 from planner.contracts.paths import ClusterPaths
 from planner.contracts.plan_status import PlanStatus
 from planner.contracts.vm_config import render_zookeeper_myid
-from planner.private_files import private_dir, write_private
+from planner.zookeeper_client import zookeeper_client
 
 log = structlog.get_logger("kaas.local")
 
@@ -129,7 +127,7 @@ def _wait_for(
 
 def _live_ensemble(layout: ClusterLayout) -> list[str]:
     """The server lines of the ensemble's current config (/zookeeper/config)."""
-    client = KazooClient(hosts=layout.zookeeper_hosts, timeout=10)
+    client = zookeeper_client(layout.zookeeper_hosts, admin_identity(layout), timeout=10)
     try:
         client.start(timeout=30)
         raw, _ = client.get("/zookeeper/config")
@@ -167,7 +165,12 @@ def _write_vm_files(
             path.write_text(text)
 
 
-ZOOKEEPER_PORT_ROLES = ("zookeeper_client", "zookeeper_peer", "zookeeper_election")
+ZOOKEEPER_PORT_ROLES = (
+    "zookeeper_client",
+    "zookeeper_reconfig_client",
+    "zookeeper_peer",
+    "zookeeper_election",
+)
 KAFKA_PORT_ROLES = ("kafka", "kafka_sasl", "jolokia", "kafka_controller")
 
 
@@ -200,28 +203,12 @@ class LocalCluster:
     def _start_zookeeper(self, state: ClusterState, vm: VmLayout, java: Path) -> None:
         if is_alive(state.record(vm.name, "zookeeper")):
             return
-        command = render.zookeeper_command(
-            str(java),
-            vm,
-            str(self.image().zookeeper_lib),
-            render.super_digest(self._admin_secret()),
-        )
+        command = render.zookeeper_command(str(java), vm, str(self.image().zookeeper_lib))
         state.set_record(
             vm.name,
             "zookeeper",
             start_process(command, vm.logs_dir / "zookeeper.log", vm.directory),
         )
-
-    def _admin_secret(self) -> str:
-        """The ZooKeeper super user's password of this cluster: made once, kept in its folder.
-        Dynamic reconfig needs it; the agents read it from the file."""
-        secret_file = self.home / "secrets" / "zookeeper-admin"
-        if not secret_file.exists():
-            # 0600 from its creation: never readable by others, not even for a moment.
-            write_private(
-                private_dir(secret_file.parent) / secret_file.name, secrets.token_urlsafe(24)
-            )
-        return secret_file.read_text().strip()
 
     def _start_agent(
         self, state: ClusterState, vm: VmLayout, java: Path, preferred_broker_id: int | None = None
@@ -229,14 +216,7 @@ class LocalCluster:
         if is_alive(state.record(vm.name, "agent")):
             return
         settings_file = vm.config_dir / "agent.json"
-        self._admin_secret()
-        settings = render.agent_settings(
-            state.layout,
-            vm,
-            str(self.image().root),
-            str(java),
-            str(self.home / "secrets" / "zookeeper-admin"),
-        )
+        settings = render.agent_settings(state.layout, vm, str(self.image().root), str(java))
         if preferred_broker_id is not None:
             settings["preferred_broker_id"] = preferred_broker_id
         settings_file.write_text(json.dumps(settings, indent=2) + "\n")
@@ -251,7 +231,7 @@ class LocalCluster:
     ) -> None:
         """The local provider stands in for the management plane: it writes the first spec."""
         spec = render.local_spec(layout, kafka_version, monitoring)
-        client = KazooClient(hosts=layout.zookeeper_hosts, timeout=10)
+        client = zookeeper_client(layout.zookeeper_hosts, admin_identity(layout), timeout=10)
         client.start(timeout=30)
         try:
             client.create(ClusterPaths(layout.name).spec, spec.encode(), makepath=True)
@@ -321,7 +301,7 @@ class LocalCluster:
         for vm in vms:
             _wait_for(
                 f"the ZooKeeper server of {vm.name} to join the quorum",
-                lambda vm=vm: probes.zookeeper_mode(vm) in probes.SERVING_MODES,  # type: ignore[misc]
+                lambda vm=vm: probes.zookeeper_mode(state.layout, vm) in probes.SERVING_MODES,  # type: ignore[misc]
                 ZOOKEEPER_READY_TIMEOUT,
                 f"see {vm.logs_dir / 'zookeeper.log'}",
                 self._watch(state, vms, "zookeeper"),
@@ -569,7 +549,7 @@ class LocalCluster:
                     "zone": vm.zone,
                     "broker_id": broker_id,
                     "processes": processes,
-                    "zookeeper_mode": probes.zookeeper_mode(vm)
+                    "zookeeper_mode": probes.zookeeper_mode(state.layout, vm)
                     if zookeeper_state == "running"
                     else zookeeper_state,
                     "broker_registered": broker_id in registered,

@@ -12,12 +12,14 @@ controller.quorum.bootstrap.servers.
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import PurePath
 
 from management_plane.local import render
 from management_plane.local.layout import ClusterLayout, VmLayout, zookeeper_participants
 from planner.contracts.kraft_quorum_state import QuorumReplica, QuorumRole
 from planner.contracts.spec import ClusterSpec
 from planner.contracts.vm_config import server_properties_text
+from planner.contracts.vm_config.jolokia import jolokia_agent_option
 from planner.contracts.vm_config.kraft import (
     ControllerFacts,
     InitialVoter,
@@ -190,7 +192,7 @@ def controller_command(java: str, vm: VmLayout, libs: str) -> list[str]:
 def broker_command(java: str, vm: VmLayout, libs: str, jolokia_agent: str) -> list[str]:
     return [
         *_kafka_jvm(java, render.KAFKA_HEAP, vm),
-        f"-javaagent:{jolokia_agent}=host={vm.address},port={vm.ports.jolokia},discoveryEnabled=false",
+        jolokia_agent_option(PurePath(jolokia_agent), vm.config_dir),
         "-cp",
         f"{libs}/*",
         "kafka.Kafka",

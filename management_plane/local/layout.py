@@ -22,7 +22,10 @@ def zookeeper_participants(nodes: int) -> int:
 class Ports:
     """Every VM serves the standard ports on its own address, as real VMs do."""
 
-    zookeeper_client: int = 2181
+    zookeeper_client: int = 2181  # TLS, client certificate required
+    # The client port ZooKeeper's reconfig requires in each server line; it serves no session
+    # (every session must authenticate by certificate, which plaintext cannot).
+    zookeeper_reconfig_client: int = 2182
     zookeeper_peer: int = 2888
     zookeeper_election: int = 3888
     kafka: int = 9092  # PLAINTEXT: inter-broker, agents, management plane
@@ -33,6 +36,7 @@ class Ports:
     def all(self) -> dict[str, int]:
         return {
             "zookeeper_client": self.zookeeper_client,
+            "zookeeper_reconfig_client": self.zookeeper_reconfig_client,
             "zookeeper_peer": self.zookeeper_peer,
             "zookeeper_election": self.zookeeper_election,
             "kafka": self.kafka,
@@ -87,7 +91,7 @@ class VmLayout:
 
     @property
     def jolokia_url(self) -> str:
-        return f"http://{self.address}:{self.ports.jolokia}/jolokia/"
+        return f"https://{self.address}:{self.ports.jolokia}/jolokia/"
 
 
 @dataclass(frozen=True)

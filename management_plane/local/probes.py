@@ -13,10 +13,12 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
 from management_plane.local.layout import ClusterLayout, VmLayout
+from management_plane.local.tls import admin_identity
 from planner.contracts.member import MemberRecord, parse_members
 from planner.contracts.paths import ClusterPaths
 from planner.contracts.plan_status import PlanStatus
 from planner.store import PlanStore
+from planner.zookeeper_client import server_mode, zookeeper_client
 
 # kazoo logs every failed connection attempt at WARNING; a probe expects some to fail.
 logging.getLogger("kazoo.client").setLevel(logging.ERROR)
@@ -28,21 +30,13 @@ _RDKAFKA_LOG.setLevel(logging.CRITICAL)
 SERVING_MODES = ("leader", "follower", "observer", "standalone")
 
 
-def zookeeper_mode(vm: VmLayout, timeout: float = 2.0) -> str:
-    """leader, follower, observer, standalone, 'not serving' or 'down' (ZooKeeper's `srvr` command)."""
-    client = KazooClient(hosts=vm.zookeeper_endpoint, timeout=timeout, connection_retry=None)
-    try:
-        client.start(timeout=timeout)
-        output = client.command(b"srvr")
-    except Exception:
-        return "down" if not port_open(vm.address, vm.ports.zookeeper_client) else "not serving"
-    finally:
-        client.stop()
-        client.close()
-    for line in output.splitlines():
-        if line.startswith("Mode:"):
-            return line.split(":", 1)[1].strip()
-    return "not serving"
+def zookeeper_mode(cluster: ClusterLayout, vm: VmLayout, timeout: float = 2.0) -> str:
+    """leader, follower, observer, standalone, 'not serving' or 'down' (ZooKeeper's `srvr`
+    command, over TLS as the cluster's admin)."""
+    mode = server_mode(vm.address, vm.ports.zookeeper_client, admin_identity(cluster), timeout)
+    if mode is not None:
+        return mode
+    return "down" if not port_open(vm.address, vm.ports.zookeeper_client) else "not serving"
 
 
 def port_open(address: str, port: int, timeout: float = 0.5) -> bool:
@@ -64,6 +58,12 @@ def port_bindable(address: str, port: int) -> bool:
     return True
 
 
+def _zookeeper(cluster: ClusterLayout, timeout: float) -> KazooClient:
+    return zookeeper_client(
+        cluster.zookeeper_hosts, admin_identity(cluster), timeout=timeout, connection_retry=None
+    )
+
+
 @dataclass(frozen=True)
 class BrokerRegistration:
     broker_id: int
@@ -77,7 +77,7 @@ def broker_registrations(
     cluster: ClusterLayout, timeout: float = 5.0
 ) -> dict[int, BrokerRegistration]:
     """The brokers registered under Kafka's chroot in ZooKeeper, by id."""
-    client = KazooClient(hosts=cluster.zookeeper_hosts, timeout=timeout, connection_retry=None)
+    client = _zookeeper(cluster, timeout)
     try:
         client.start(timeout=timeout)
         ids_path = f"{cluster.kafka_chroot}/brokers/ids"
@@ -134,7 +134,7 @@ def agent_members(
     """The agents' member records by VM id, who holds the restart lock (None if nobody), and
     where the stored plan stands (planner.store.PlanStore.read_status)."""
     paths = ClusterPaths(cluster.name)
-    client = KazooClient(hosts=cluster.zookeeper_hosts, timeout=timeout, connection_retry=None)
+    client = _zookeeper(cluster, timeout)
     try:
         client.start(timeout=timeout)
         values: dict[str, bytes] = {}
@@ -170,7 +170,7 @@ def serving_problem(cluster: ClusterLayout, kraft: bool = False) -> str | None:
     """Why a cluster whose processes all run does not serve (a ZooKeeper server outside
     the quorum, a broker not registered: with the controllers in KRaft mode), or None."""
     for vm in cluster.vms:
-        mode = zookeeper_mode(vm)
+        mode = zookeeper_mode(cluster, vm)
         if mode not in SERVING_MODES:
             return f"the ZooKeeper server of {vm.name} is {mode}"
     try:

@@ -7,10 +7,10 @@ sizing profile, passed to the renderer as an input.
 
 from __future__ import annotations
 
-import base64
-import hashlib
+from pathlib import PurePath
 
 from management_plane.local.layout import ClusterLayout, VmLayout, zookeeper_participants
+from management_plane.local.tls import vm_identity
 from planner.contracts.monitoring import MonitoringTargets
 from planner.contracts.spec import ClusterSpec
 from planner.contracts.vm_config import (
@@ -18,6 +18,8 @@ from planner.contracts.vm_config import (
     EnsembleServer,
     SizingProfile,
     ZookeeperRole,
+    ZookeeperSecurity,
+    ZookeeperTlsFiles,
     render_kafka_log4j,
     render_server_properties,
     render_zoo_cfg,
@@ -27,6 +29,15 @@ from planner.contracts.vm_config import (
     sizing_properties,
     voting_roles,
 )
+from planner.contracts.vm_config.jolokia import (
+    JOLOKIA_POLICY,
+    JOLOKIA_PROPERTIES,
+    JolokiaTls,
+    jolokia_agent_option,
+    render_jolokia_access_policy,
+    render_jolokia_properties,
+)
+from planner.pki.authority import Role, role_distinguished_name
 
 HOST_SIZING = SizingProfile.LOCAL
 KAFKA_HEAP = ("-Xms512m", "-Xmx512m")
@@ -62,7 +73,18 @@ def broker_facts(layout: ClusterLayout, vm: VmLayout) -> BrokerFacts:
         log_dirs=(str(vm.kafka_data_dir),),
         zookeeper_connect=layout.zookeeper_connect,
         host_sizing=sizing_properties(HOST_SIZING),
+        zookeeper_tls=node_tls_files(vm),
     )
+
+
+def node_tls_files(vm: VmLayout) -> ZookeeperTlsFiles:
+    identity = vm_identity(vm)
+    return ZookeeperTlsFiles(keystore=identity.keystore, trust_bundle=identity.trust_bundle)
+
+
+def zookeeper_security(vm: VmLayout) -> ZookeeperSecurity:
+    """The nodes' identity is ZooKeeper's super user: their agents run the reconfigs."""
+    return ZookeeperSecurity(node_tls_files(vm), role_distinguished_name(Role.NODE))
 
 
 def ensemble_server(
@@ -70,7 +92,12 @@ def ensemble_server(
 ) -> EnsembleServer:
     p = vm.ports
     return EnsembleServer(
-        vm.index, vm.address, p.zookeeper_peer, p.zookeeper_election, p.zookeeper_client, role
+        vm.index,
+        vm.address,
+        p.zookeeper_peer,
+        p.zookeeper_election,
+        p.zookeeper_reconfig_client,
+        role,
     )
 
 
@@ -89,11 +116,34 @@ ZOOKEEPER_DYNAMIC = "zoo.cfg.dynamic"
 ZOOKEEPER_LOGBACK = "zookeeper-logback.xml"
 
 
+def jolokia_files(vm: VmLayout) -> dict[str, str]:
+    """What the VM's agent writes before it starts the broker (agent.broker_config.rendering
+    .jolokia_files, from the settings agent_settings writes); `kaas up` writes it first."""
+    identity = vm_identity(vm)
+    return {
+        JOLOKIA_PROPERTIES: render_jolokia_properties(
+            vm.address,
+            vm.ports.jolokia,
+            JolokiaTls(identity.trust_bundle, identity.certificate, identity.key),
+            vm.config_dir / JOLOKIA_POLICY,
+            role_distinguished_name(Role.NODE),
+        ),
+        JOLOKIA_POLICY: render_jolokia_access_policy(),
+    }
+
+
 def config_files(layout: ClusterLayout, vm: VmLayout, kafka_version: str) -> dict[str, str]:
     """Every file of a local VM's config folder, rendered by the one renderer."""
     spec = local_spec(layout, kafka_version)
     return {
-        ZOO_CFG: render_zoo_cfg(vm.zookeeper_data_dir, vm.config_dir / ZOOKEEPER_DYNAMIC),
+        **jolokia_files(vm),
+        ZOO_CFG: render_zoo_cfg(
+            vm.zookeeper_data_dir,
+            vm.config_dir / ZOOKEEPER_DYNAMIC,
+            zookeeper_security(vm),
+            vm.ports.zookeeper_client,
+            vm.address,
+        ),
         ZOOKEEPER_DYNAMIC: render_zookeeper_dynamic(ensemble(layout)),
         ZOOKEEPER_LOGBACK: render_zookeeper_logback(),
         SERVER_PROPERTIES: server_properties_text(
@@ -121,7 +171,7 @@ def kafka_command(
         "-Djava.awt.headless=true",
         f"-Dkafka.logs.dir={vm.logs_dir}",
         f"-Dlog4j.configuration=file:{vm.config_dir / KAFKA_LOG4J}",
-        f"-javaagent:{jolokia_agent}=host={vm.address},port={vm.ports.jolokia},discoveryEnabled=false",
+        jolokia_agent_option(PurePath(jolokia_agent), vm.config_dir),
         "-cp",
         f"{libs}/*",
         "kafka.Kafka",
@@ -129,17 +179,10 @@ def kafka_command(
     ]
 
 
-def super_digest(password: str) -> str:
-    """ZooKeeper's digest of the super user: base64(sha1("super:<password>"))."""
-    return base64.b64encode(hashlib.sha1(f"super:{password}".encode()).digest()).decode()
-
-
-def zookeeper_command(java: str, vm: VmLayout, lib: str, admin_digest: str) -> list[str]:
+def zookeeper_command(java: str, vm: VmLayout, lib: str) -> list[str]:
     return [
         java,
         *ZOOKEEPER_HEAP,
-        # The super user may run reconfig; nobody else may (reconfig is restricted by default).
-        f"-Dzookeeper.DigestAuthenticationProvider.superDigest=super:{admin_digest}",
         "-XX:+UseSerialGC",
         f"-Dzookeeper.log.dir={vm.logs_dir}",
         f"-Dlogback.configurationFile={vm.config_dir / ZOOKEEPER_LOGBACK}",
@@ -151,7 +194,7 @@ def zookeeper_command(java: str, vm: VmLayout, lib: str, admin_digest: str) -> l
 
 
 def agent_settings(
-    cluster: ClusterLayout, vm: VmLayout, image_root: str, java: str, admin_secret_file: str
+    cluster: ClusterLayout, vm: VmLayout, image_root: str, java: str
 ) -> dict[str, object]:
     """The kaas-agent settings file of a local VM (see agent/settings.py for every field)."""
     return {
@@ -164,6 +207,7 @@ def agent_settings(
         "config_dir": str(vm.config_dir),
         "logs_dir": str(vm.logs_dir),
         "state_dir": str(vm.directory),
+        "tls_dir": str(vm_identity(vm).directory),
         "image_root": image_root,
         "java": java,
         "kafka_port": vm.ports.kafka,
@@ -177,7 +221,7 @@ def agent_settings(
         "zookeeper_peer_port": vm.ports.zookeeper_peer,
         "zookeeper_election_port": vm.ports.zookeeper_election,
         "zookeeper_client_port": vm.ports.zookeeper_client,
-        "zookeeper_admin_secret_file": admin_secret_file,
+        "zookeeper_reconfig_client_port": vm.ports.zookeeper_reconfig_client,
         # Local VMs are cheap to restart and tests should not wait a minute: shorter than the default.
         "zookeeper_gone_s": 20,
         "metrics_interval_s": 10,

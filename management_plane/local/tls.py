@@ -34,8 +34,12 @@ def vm_identity(vm: VmLayout) -> IdentityFiles:
     return IdentityFiles(vm.directory / "tls", Role.NODE)
 
 
+def admin_identity_in(cluster_home: Path) -> IdentityFiles:
+    return IdentityFiles(cluster_home / "client", Role.ADMIN)
+
+
 def admin_identity(layout: ClusterLayout) -> IdentityFiles:
-    return IdentityFiles(layout.home / "client", Role.ADMIN)
+    return admin_identity_in(layout.home)
 
 
 def _ensure(files: IdentityFiles, layout: ClusterLayout, hosts: tuple[str, ...]) -> IdentityFiles:
@@ -46,8 +50,13 @@ def _ensure(files: IdentityFiles, layout: ClusterLayout, hosts: tuple[str, ...])
     return files
 
 
+# A local VM's outgoing connections leave from 127.0.0.1, not from its own address, and the
+# ZooKeeper quorum checks a connecting server's source address against its certificate.
+LOCAL_SOURCE_ADDRESS = "127.0.0.1"
+
+
 def ensure_vm_identity(layout: ClusterLayout, vm: VmLayout) -> IdentityFiles:
-    return _ensure(vm_identity(vm), layout, (vm.address, vm.name))
+    return _ensure(vm_identity(vm), layout, (vm.address, vm.name, LOCAL_SOURCE_ADDRESS))
 
 
 def ensure_admin_identity(layout: ClusterLayout) -> IdentityFiles:

@@ -10,6 +10,7 @@ from management_plane.monitoring.alert_loop import RESTARTING_STATES, AlertLoop
 from management_plane.monitoring.history import AlertHistory
 from management_plane.monitoring.notify import WebhookNotifier
 from management_plane.monitoring.rules import DEFAULT_RULES_FILE
+from management_plane.providers.base import client_identity
 from management_plane.service.cluster_io import ClusterIO
 from management_plane.service.db import Database
 from planner.contracts.spec import ClusterSpec
@@ -34,7 +35,7 @@ class ClusterIOReader:
         return {b for b, record in records.items() if record.state in RESTARTING_STATES}
 
 
-def build_alert_loop(db: Database, settings: ServeSettings) -> AlertLoop:
+def build_alert_loop(db: Database, settings: ServeSettings, provider: object) -> AlertLoop:
     rules_file = settings.alert_rules_file or DEFAULT_RULES_FILE
     notifier = None
     if settings.alert_webhook_url is not None:
@@ -57,6 +58,6 @@ def build_alert_loop(db: Database, settings: ServeSettings) -> AlertLoop:
 
     def reader_of(cluster: str) -> ClusterIOReader:
         addresses = [vm["address"] for vm in db.cluster_vms(cluster) if vm["state"] == "running"]
-        return ClusterIOReader(ClusterIO(cluster, addresses))
+        return ClusterIOReader(ClusterIO(cluster, addresses, client_identity(provider, cluster)))
 
     return AlertLoop(running_clusters, reader_of, AlertHistory(db.engine), notifier, rules_file)

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 from management_plane.errors import TemporaryError
+from planner.pki.files import IdentityFiles
 
 VM_STATES = ("pending", "running", "stopped", "terminated")
 
@@ -93,10 +94,11 @@ class BootstrapsClusters(Protocol):
 
 
 @runtime_checkable
-class HoldsZookeeperAdminSecret(Protocol):
-    def zookeeper_admin_secret(self, cluster: str) -> str | None:
-        """The ZooKeeper super user's password (reconfig needs it); None when unknown. A
-        provider without it leaves the ensemble to its agents."""
+class HoldsClusterIdentity(Protocol):
+    def client_identity(self, cluster: str) -> IdentityFiles | None:
+        """The certificate KaaS's clients present to the cluster (ZooKeeper), issued by the
+        cluster's CA; None when the provider has none for it. Without one the service cannot
+        reach the cluster's ZooKeeper and leaves the ensemble to its agents."""
         ...
 
 
@@ -121,3 +123,10 @@ class ServiceProvider(Provider, Protocol):
     instance_types: tuple[str, ...]
 
     def kafka_versions(self) -> tuple[str, ...]: ...
+
+
+def client_identity(provider: object, cluster: str) -> IdentityFiles | None:
+    """The identity the service presents to the cluster, if its provider holds one."""
+    if isinstance(provider, HoldsClusterIdentity):
+        return provider.client_identity(cluster)
+    return None

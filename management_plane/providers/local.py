@@ -22,9 +22,11 @@ from management_plane.local.image import LocalImage, load_image
 from management_plane.local.layout import ZONES, VmLayout, address_base_of
 from management_plane.local.processes import is_alive
 from management_plane.local.state import read_state
+from management_plane.local.tls import admin_identity_in
 from management_plane.providers.base import ProviderError, VmInfo, VmRequest
 from planner.contracts.kafka_release import KAFKA_RELEASES, KafkaMode
 from planner.contracts.kafka_state import volume_broker_id
+from planner.pki.files import IdentityFiles
 
 log = structlog.get_logger("kaas.provider.local")
 
@@ -193,12 +195,10 @@ class LocalProvider:
     def release_broker_resources(self, cluster: str, broker_id: int) -> None:
         """Local VMs keep no per-broker resources."""
 
-    def zookeeper_admin_secret(self, cluster: str) -> str | None:
-        """The ZooKeeper super user's password of the cluster (reconfig needs it)."""
-        try:
-            return (self.cluster_home(cluster) / "secrets" / "zookeeper-admin").read_text().strip()
-        except OSError:
-            return None
+    def client_identity(self, cluster: str) -> IdentityFiles | None:
+        """The admin identity `kaas up` and the VM commands issue into the cluster's folder."""
+        identity = admin_identity_in(self.cluster_home(cluster))
+        return identity if identity.exists() else None
 
     def delete_cluster(self, cluster: str) -> None:
         """Stop every VM of the cluster and delete its folder."""

@@ -12,6 +12,7 @@ import structlog
 
 from management_plane.errors import KaasError
 from management_plane.local.state import read_state
+from management_plane.providers.base import client_identity
 from management_plane.providers.local import LocalProvider
 from management_plane.service.cluster_io import ClusterIO, ClusterUnreachable
 from management_plane.service.db import Database
@@ -41,7 +42,7 @@ def adopt_local_cluster(db: Database, provider: LocalProvider, home: Path) -> st
         )
     addresses = [vm.address for vm in state.layout.vms]
     try:
-        io = ClusterIO(name, addresses)
+        io = ClusterIO(name, addresses, client_identity(provider, name))
         spec = io.read_spec()
         members = io.members()
     except ClusterUnreachable as exc:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import structlog
 
-from management_plane.providers.base import Provider, ProviderError
+from management_plane.providers.base import Provider, ProviderError, client_identity
 from management_plane.service.cluster_io import ClusterIO, ClusterUnreachable
 from management_plane.service.db import ClusterBusy, Database
 from management_plane.service.operations import OperationKind, expand_steps
@@ -145,7 +145,9 @@ class BrokerLossWatcher:
         if not vms:
             return []
         try:
-            io = ClusterIO(cluster, [vm["address"] for vm in vms])
+            io = ClusterIO(
+                cluster, [vm["address"] for vm in vms], client_identity(self.provider, cluster)
+            )
             members = io.members().alive
             registered = io.registered_brokers()
         except ClusterUnreachable as exc:

@@ -14,8 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from management_plane.errors import KaasError
+from management_plane.service.tls import api_client_context, api_trust_bundle
 
-DEFAULT_URL = "http://127.0.0.1:8080"
+DEFAULT_URL = "https://127.0.0.1:8080"
 
 
 def default_service_home() -> Path:
@@ -23,9 +24,12 @@ def default_service_home() -> Path:
 
 
 class ApiClient:
-    def __init__(self, url: str, key: str) -> None:
+    def __init__(self, url: str, key: str, trust_bundle: Path) -> None:
+        """`trust_bundle`: the service's CA certificate (`tls/ca.pem` in its home), the one
+        the API's certificate is verified against."""
         self.url = url.rstrip("/")
         self.key = key
+        self.context = api_client_context(trust_bundle)
 
     def call(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
         data = json.dumps(body).encode() if body is not None else None
@@ -36,7 +40,7 @@ class ApiClient:
             headers={"X-API-Key": self.key, "Content-Type": "application/json"},
         )
         try:
-            with urllib.request.urlopen(request, timeout=60) as response:
+            with urllib.request.urlopen(request, timeout=60, context=self.context) as response:
                 return json.loads(response.read() or b"null")
         except urllib.error.HTTPError as exc:
             try:
@@ -75,6 +79,13 @@ def add_commands(commands: Any) -> None:
             type=Path,
             default=None,
             help="file holding the API key (default: $KAAS_API_KEY, else SERVICE_HOME/admin-key)",
+        )
+        sub.add_argument(
+            "--api-ca",
+            type=Path,
+            default=None,
+            help="the service's CA certificate the API is verified with "
+            "(default: $KAAS_API_CA, else SERVICE_HOME/tls/ca.pem)",
         )
         return sub
 
@@ -274,7 +285,14 @@ def _client(args: argparse.Namespace) -> ApiClient:
             raise KaasError(
                 f"no API key: set KAAS_API_KEY or pass --api-key-file (tried {key_file})"
             ) from None
-    return ApiClient(args.api_url, key)
+    ca = args.api_ca or Path(
+        os.environ.get("KAAS_API_CA", str(api_trust_bundle(default_service_home())))
+    )
+    if not ca.exists():
+        raise KaasError(
+            f"no CA certificate of the service at {ca}: pass --api-ca or set KAAS_API_CA"
+        )
+    return ApiClient(args.api_url, key, ca)
 
 
 def _config_pairs(pairs: list[str], allow_empty: bool) -> dict[str, str | None]:

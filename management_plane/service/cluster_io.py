@@ -24,7 +24,9 @@ from planner.contracts.member import MemberReadings, parse_members
 from planner.contracts.paths import ClusterPaths
 from planner.contracts.plan_status import PlanStatus
 from planner.contracts.spec import ClusterSpec, SpecError, parse_spec
+from planner.pki.files import IdentityFiles
 from planner.store import PlanStore
+from planner.zookeeper_client import zookeeper_client
 from planner.zookeeper_ensemble import EnsembleConfig, parse_ensemble_config
 
 logging.getLogger("kazoo.client").setLevel(logging.ERROR)
@@ -59,10 +61,19 @@ def _log_unreadable_once(cluster: str, broker_id: int, reason: str) -> None:
         log.warning("member_unreadable", cluster=cluster, broker_id=broker_id, reason=reason)
 
 
+class NoClientIdentity(ClusterUnreachable):
+    """The provider holds no certificate for the cluster: its ZooKeeper takes no other client."""
+
+
 class ClusterIO:
-    def __init__(self, cluster: str, addresses: list[str]) -> None:
+    def __init__(self, cluster: str, addresses: list[str], identity: IdentityFiles | None) -> None:
         if not addresses:
             raise ClusterUnreachable(f"cluster {cluster} has no running VM to reach")
+        if identity is None:
+            raise NoClientIdentity(
+                f"cluster {cluster}: the provider holds no client certificate of its CA"
+            )
+        self.identity = identity
         self.cluster = cluster
         self.paths = ClusterPaths(cluster)
         self.hosts = zookeeper_hosts(addresses)
@@ -70,7 +81,7 @@ class ClusterIO:
 
     @contextmanager
     def _zk(self) -> Iterator[KazooClient]:
-        client = KazooClient(hosts=self.hosts, timeout=10, connection_retry=None)
+        client = zookeeper_client(self.hosts, self.identity, timeout=10, connection_retry=None)
         try:
             client.start(timeout=15)
         except Exception as exc:

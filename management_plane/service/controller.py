@@ -24,10 +24,10 @@ from management_plane.errors import KaasError, StepVerdict, step_verdict
 from management_plane.providers.base import (
     BootstrapsClusters,
     DeletesClusters,
-    HoldsZookeeperAdminSecret,
     Provider,
     VmInfo,
     VmRequest,
+    client_identity,
 )
 from management_plane.service.cluster_io import ClusterIO, ClusterUnreachable, PartitionState
 from management_plane.service.db import Database, OperationRow
@@ -51,6 +51,7 @@ from management_plane.service.steps import (
 from planner.contracts.ensemble_repair import EnsembleRepairRequest
 from planner.contracts.member import MemberReadings
 from planner.contracts.spec import ClusterSpec, parse_spec
+from planner.pki.files import IdentityFiles
 from planner.zookeeper_ensemble import EnsembleConfig, EnsembleConfigError, repair_outstanding
 
 log = structlog.get_logger("kaas.controller")
@@ -80,8 +81,9 @@ class ClusterPort(Protocol):
     def partitions(self) -> list[PartitionState]: ...
 
 
-ClusterPortFactory = Callable[[str, list[str]], ClusterPort]
-"""(cluster, the addresses of its VMs) -> the port; ClusterUnreachable when it cannot be."""
+ClusterPortFactory = Callable[[str, list[str], IdentityFiles | None], ClusterPort]
+"""(cluster, the addresses of its VMs, the client identity the provider holds for it) -> the
+port; ClusterUnreachable when it cannot be."""
 
 K = OperationKind
 # The operations that replace every VM of a batch by a new one.
@@ -135,7 +137,7 @@ class Controller:
             for vm in self.db.cluster_vms(cluster)
             if vm["vm_id"] not in exclude and vm["state"] in ("running", "draining", "joining")
         ]
-        return self.cluster_io(cluster, addresses)
+        return self.cluster_io(cluster, addresses, client_identity(self.provider, cluster))
 
     def _record(self, info: VmInfo, state: str) -> None:
         self.db.upsert_vm(
@@ -412,12 +414,7 @@ class Controller:
 
     @step(StepName.ENSEMBLE, REMOVING | {K.REPLACE_LOST_VM})
     def ensemble(self, op: OperationRow, batch: int) -> Outcome:
-        secret = (
-            self.provider.zookeeper_admin_secret(op.cluster)
-            if isinstance(self.provider, HoldsZookeeperAdminSecret)
-            else None
-        )
-        if secret is None:
+        if client_identity(self.provider, op.cluster) is None:
             return done("the provider's agents keep the ZooKeeper ensemble")
         # The agents decide every membership change; this step only tells them which VMs are
         # recycled for good (so they need not wait out their gone threshold) and waits until

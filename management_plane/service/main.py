@@ -26,6 +26,7 @@ from management_plane.service.db import Database
 from management_plane.service.service import Service
 from management_plane.service.steps import StepTimeouts
 from management_plane.service.tenant_service import TENANT_KINDS, TenantService
+from management_plane.service.tls import ensure_service_tls
 from management_plane.tenants.kafka import KafkaTenants
 from management_plane.tenants.quotas import UserQuotaTool
 from planner.private_files import create_private_file, private_dir
@@ -119,7 +120,7 @@ def build_service(settings: ServeSettings) -> tuple[Service, str | None]:
                 db, provider, settings.broker_loss_after_s, on_queued=service.engine.wake
             )
         )
-    service.alerts = build_alert_loop(db, settings)
+    service.alerts = build_alert_loop(db, settings, provider)
     return service, ensure_admin_key(db, home)
 
 
@@ -154,7 +155,12 @@ def serve(settings: ServeSettings) -> int:
         service.engine.start()
     else:
         log.warning("engine_paused", note="operations are stored, not run")
-    print(f"kaas serve: listening on http://{settings.host}:{settings.port}", flush=True)
+    identity = ensure_service_tls(settings.home.resolve(), settings.host)
+    print(
+        f"kaas serve: listening on https://{settings.host}:{settings.port} "
+        f"(certificate authority: {identity.trust_bundle})",
+        flush=True,
+    )
     try:
         uvicorn.run(
             create_app(service),
@@ -162,6 +168,8 @@ def serve(settings: ServeSettings) -> int:
             port=settings.port,
             log_level="warning",
             access_log=False,
+            ssl_certfile=str(identity.certificate),
+            ssl_keyfile=str(identity.key),
         )
     finally:
         if service.alerts is not None:

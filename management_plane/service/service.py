@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy.exc import IntegrityError
 
 from management_plane.errors import ApiError
-from management_plane.providers.base import AdoptsClusters, ServiceProvider
+from management_plane.providers.base import AdoptsClusters, ServiceProvider, client_identity
 from management_plane.service.cluster_io import ClusterIO, bootstrap_servers
 from management_plane.service.controller import Controller
 from management_plane.service.db import ClusterBusy, Database, OperationRow
@@ -114,7 +114,9 @@ class Service:
         to move, rate, time left), read from its ZooKeeper."""
         self._cluster(name)
         addresses = [v["address"] for v in self.db.cluster_vms(name)]
-        return ClusterIO(name, addresses).plan_status().to_json()
+        return (
+            ClusterIO(name, addresses, client_identity(self.provider, name)).plan_status().to_json()
+        )
 
     def _resolve_vm(self, cluster: str, vm_id: str) -> dict[str, Any]:
         for vm in self.db.cluster_vms(cluster):

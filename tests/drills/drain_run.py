@@ -32,6 +32,7 @@ from planner.contracts.member import MemberRole
 from planner.contracts.paths import ClusterPaths
 from planner.contracts.spec import ReassignmentBudget, parse_spec
 from planner.live_layout import read_live_layout
+from planner.pki.tls import client_context
 from tests import harness
 from tests.harness import ClusterHandle, wait_for_healthy_agents, wait_until
 
@@ -137,9 +138,11 @@ def drain_under_load(
     name = cluster.layout.name
     bootstrap = cluster.bootstrap_servers
     paths = ClusterPaths(name)
-    zk = KazooClient(hosts=cluster.zookeeper_hosts)
+    zk = cluster.zookeeper()
     zk.start(timeout=15)
-    admin = KafkaReassignmentAdmin(bootstrap, jolokia_port=8778)
+    admin = KafkaReassignmentAdmin(
+        bootstrap, jolokia_port=8778, jolokia_context=client_context(cluster.node_identity)
+    )
     try:
         wait_for_healthy_agents(zk, name, count=4, timeout=240)
         wait_until(lambda: _planner_settled(zk, name), 300, "the planner to settle")

@@ -6,7 +6,6 @@ from __future__ import annotations
 import time
 
 import pytest
-from kazoo.client import KazooClient
 
 from planner.contracts.journal import parse_journal_entry
 from planner.contracts.paths import ClusterPaths
@@ -31,7 +30,7 @@ def test_malformed_spec_is_refused_and_nothing_restarts(
 ) -> None:
     cluster = fresh_cluster_with_agents
     paths = ClusterPaths(cluster.layout.name)
-    zk = KazooClient(hosts=cluster.zookeeper_hosts)
+    zk = cluster.zookeeper()
     zk.start(timeout=15)
     try:
 

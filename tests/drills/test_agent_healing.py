@@ -11,7 +11,6 @@ import sys
 from pathlib import Path
 
 import pytest
-from kazoo.client import KazooClient
 
 from management_plane.local.image import image_dir_from_env
 from planner.contracts.claim import parse_claim
@@ -36,7 +35,7 @@ def test_agent_starts_a_stopped_broker_and_restarts_a_paused_one(
 ) -> None:
     vm = fresh_cluster.layout.vm("vm2")
     paths = ClusterPaths(fresh_cluster.layout.name)
-    zk = KazooClient(hosts=fresh_cluster.zookeeper_hosts)
+    zk = fresh_cluster.zookeeper()
     zk.start(timeout=15)
     spec = ClusterSpec(
         cluster="fresh", kafka_version="3.9.2", broker_count=3, zones=("zone-a", "zone-b", "zone-c")

@@ -13,7 +13,6 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer
 from confluent_kafka.admin import AdminClient
-from kazoo.client import KazooClient
 
 from management_plane.local.probes import port_open
 from management_plane.local.state import require_state
@@ -38,9 +37,11 @@ def assignment(bootstrap: str, topic: str) -> dict[int, tuple[list[int], list[in
     }
 
 
-def assert_three_voters_without(vms: list[dict[str, Any]], gone_address: str) -> None:
+def assert_three_voters_without(
+    service: ServiceHandle, cluster: str, vms: list[dict[str, Any]], gone_address: str
+) -> None:
     """The voting ensemble is back at three and no longer names the gone VM's server."""
-    zk = KazooClient(hosts=",".join(f"{vm['address']}:2181" for vm in vms))
+    zk = service.zookeeper(cluster, ",".join(f"{vm['address']}:2181" for vm in vms))
     zk.start(timeout=15)
     try:
         config = zk.get("/zookeeper/config")[0].decode()
@@ -151,7 +152,7 @@ def test_replace_one_vm_under_load_with_the_service_killed_mid_way(
     assert old["vm_id"].split("/")[1] not in [vm.name for vm in state.layout.vms]
     assert not port_open(old["address"], 9092) and not port_open(old["address"], 2181)
     # The voting ensemble is back at three without the old VM's server.
-    assert_three_voters_without(cluster["vms"], old["address"])
+    assert_three_voters_without(service, "mp", cluster["vms"], old["address"])
     # The new broker holds every replica the old one held; the old holds none.
     after = assignment(cluster["bootstrap_servers"], topic)
     assert all(new_vm["broker_id"] in after[p][0] for p in held_by_old)

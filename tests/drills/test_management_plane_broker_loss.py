@@ -91,7 +91,7 @@ def test_a_lost_vm_is_replaced_keeping_its_broker_id_with_no_loss(service: Servi
     assert all(1 in after[p][0] and 1 in after[p][1] for p in naming_lost), after
     assert all(sorted(r) == sorted(i) for r, i in after.values()), after
 
-    assert_three_voters_without(list(vms.values()), lost["address"])
+    assert_three_voters_without(service, "loss", list(vms.values()), lost["address"])
 
     acknowledged = load.assert_nothing_lost(cluster["bootstrap_servers"], seed)
     print(

@@ -8,7 +8,6 @@ import os
 import re
 
 import pytest
-from kazoo.client import KazooClient
 
 from management_plane.local.state import read_state
 from management_plane.workload import create_topic, durable_producer, produce_keyed
@@ -49,7 +48,7 @@ def test_create_scale_configure_shrink_delete(service: ServiceHandle) -> None:
     assert "succeeded" in out, out
     _status, cluster = service.call("GET", "/v1/clusters/life")
     assert cluster["spec"]["broker_config"]["log.retention.hours"] == "48"
-    zk = KazooClient(hosts=",".join(f"{vm['address']}:2181" for vm in cluster["vms"]))
+    zk = service.zookeeper("life", ",".join(f"{vm['address']}:2181" for vm in cluster["vms"]))
     zk.start(timeout=15)
     try:
         spec = parse_spec(zk.get(ClusterPaths("life").spec)[0])

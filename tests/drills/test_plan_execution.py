@@ -126,7 +126,7 @@ def test_join_drain_and_planner_takeover(
     name = cluster.layout.name
     bootstrap = cluster.bootstrap_servers
     paths = ClusterPaths(name)
-    zk = KazooClient(hosts=cluster.zookeeper_hosts)
+    zk = cluster.zookeeper()
     zk.start(timeout=15)
     try:
         wait_for_healthy_agents(zk, name, count=4, timeout=180)
@@ -258,7 +258,7 @@ def test_a_corrupt_plan_is_refused_not_executed(fresh_cluster_with_agents: Clust
     cluster = fresh_cluster_with_agents
     name = cluster.layout.name
     paths = ClusterPaths(name)
-    zk = KazooClient(hosts=cluster.zookeeper_hosts)
+    zk = cluster.zookeeper()
     zk.start(timeout=15)
     try:
         wait_for_healthy_agents(zk, name)

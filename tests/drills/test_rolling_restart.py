@@ -11,7 +11,6 @@ from collections import Counter
 
 import pytest
 from confluent_kafka.admin import AdminClient, ConfigResource
-from kazoo.client import KazooClient
 
 from management_plane.workload import (
     consume_group,
@@ -35,7 +34,7 @@ def test_read_only_change_rolls_brokers_one_at_a_time_controller_last(
 ) -> None:
     cluster = fresh_cluster_with_agents
     paths = ClusterPaths(cluster.layout.name)
-    zk = KazooClient(hosts=cluster.zookeeper_hosts)
+    zk = cluster.zookeeper()
     zk.start(timeout=15)
     try:
 
@@ -135,7 +134,7 @@ def test_dynamic_change_reaches_every_broker_without_a_restart(
 ) -> None:
     cluster = fresh_cluster_with_agents
     paths = ClusterPaths(cluster.layout.name)
-    zk = KazooClient(hosts=cluster.zookeeper_hosts)
+    zk = cluster.zookeeper()
     zk.start(timeout=15)
     try:
 

@@ -4,7 +4,6 @@ it back once it runs again: failure and recovery go through the same two steps."
 from __future__ import annotations
 
 import pytest
-from kazoo.client import KazooClient
 
 from planner.contracts.journal import parse_journal_entry
 from planner.contracts.paths import ClusterPaths
@@ -16,7 +15,7 @@ pytestmark = pytest.mark.drill
 
 def test_gone_server_is_removed_and_rejoins(fresh_cluster_with_agents: ClusterHandle) -> None:
     cluster = fresh_cluster_with_agents
-    zk = KazooClient(hosts=",".join(vm.zookeeper_endpoint for vm in cluster.layout.vms[:2]))
+    zk = cluster.zookeeper(",".join(vm.zookeeper_endpoint for vm in cluster.layout.vms[:2]))
     zk.start(timeout=15)
     try:
 

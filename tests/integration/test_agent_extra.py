@@ -13,9 +13,9 @@ import uuid
 from pathlib import Path
 
 import pytest
-from kazoo.client import KazooClient
 
 from planner.contracts.paths import ClusterPaths
+from tests.harness import ClusterHandle
 
 pytestmark = pytest.mark.integration
 
@@ -136,7 +136,7 @@ def test_the_agent_environment_has_the_agent_and_nothing_of_the_other_planes(
 
 
 def test_the_agent_from_its_extra_runs_a_cycle_against_real_zookeeper(
-    agent_image: Path, zk_hosts: str, tmp_path: Path
+    agent_image: Path, zk_hosts: str, kafka_cluster: ClusterHandle, tmp_path: Path
 ) -> None:
     cluster = f"extra-{uuid.uuid4().hex[:8]}"
     settings = tmp_path / "agent.json"
@@ -155,6 +155,7 @@ def test_the_agent_from_its_extra_runs_a_cycle_against_real_zookeeper(
                 "kafka_port": _free_port(),
                 "kafka_sasl_port": _free_port(),
                 "jolokia_port": _free_port(),
+                "tls_dir": str(kafka_cluster.node_identity.directory),
             }
         )
     )
@@ -170,7 +171,7 @@ def test_the_agent_from_its_extra_runs_a_cycle_against_real_zookeeper(
     assert result.returncode == 0, result.stderr
     # No spec was ever written under this cluster name: the agent says it waits for one.
     assert "broker 0: waiting for a valid cluster spec" in result.stdout, result.stdout
-    client = KazooClient(hosts=zk_hosts)
+    client = kafka_cluster.zookeeper()
     client.start(timeout=15)
     try:
         claim, _ = client.get(ClusterPaths(cluster).broker_id_claim(0))

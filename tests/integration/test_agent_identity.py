@@ -7,17 +7,20 @@ import uuid
 from pathlib import Path
 
 import pytest
-from kazoo.client import KazooClient
 
 from agent.identity import claim_broker_id, volume_id
 from planner.contracts.claim import parse_claim
 from planner.contracts.paths import ClusterPaths
+from planner.pki.files import IdentityFiles
+from planner.zookeeper_client import zookeeper_client
 
 pytestmark = pytest.mark.integration
 
 
-def _claim(zk_hosts: str, paths: ClusterPaths, vm: str, volume: str, out: dict[str, int]) -> None:
-    client = KazooClient(hosts=zk_hosts)
+def _claim(
+    zk: tuple[str, IdentityFiles], paths: ClusterPaths, vm: str, volume: str, out: dict[str, int]
+) -> None:
+    client = zookeeper_client(*zk)
     client.start(timeout=15)
     try:
         out[vm] = claim_broker_id(client, paths, vm, volume, limit=5)
@@ -26,11 +29,15 @@ def _claim(zk_hosts: str, paths: ClusterPaths, vm: str, volume: str, out: dict[s
         client.close()
 
 
-def test_vms_starting_at_once_get_distinct_lowest_ids(zk_hosts: str) -> None:
+def test_vms_starting_at_once_get_distinct_lowest_ids(
+    zk_hosts: str, zk_identity: IdentityFiles
+) -> None:
     paths = ClusterPaths(f"ids-{uuid.uuid4().hex[:8]}")
     claimed: dict[str, int] = {}
     threads = [
-        threading.Thread(target=_claim, args=(zk_hosts, paths, f"vm{i}", f"vol-{i}", claimed))
+        threading.Thread(
+            target=_claim, args=((zk_hosts, zk_identity), paths, f"vm{i}", f"vol-{i}", claimed)
+        )
         for i in range(3)
     ]
     for thread in threads:
@@ -40,9 +47,11 @@ def test_vms_starting_at_once_get_distinct_lowest_ids(zk_hosts: str) -> None:
     assert sorted(claimed.values()) == [0, 1, 2]
 
 
-def test_a_volume_keeps_its_id_across_restarts_and_vms(zk_hosts: str, tmp_path: Path) -> None:
+def test_a_volume_keeps_its_id_across_restarts_and_vms(
+    zk_hosts: str, zk_identity: IdentityFiles, tmp_path: Path
+) -> None:
     paths = ClusterPaths(f"ids-{uuid.uuid4().hex[:8]}")
-    client = KazooClient(hosts=zk_hosts)
+    client = zookeeper_client(zk_hosts, zk_identity)
     client.start(timeout=15)
     try:
         volume_a = volume_id(tmp_path / "a")

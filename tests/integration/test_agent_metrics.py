@@ -20,6 +20,7 @@ from confluent_kafka.admin import AdminClient
 
 from agent.metrics import MetricsCollector, MetricsPublisher, MetricsSample
 from management_plane.workload import create_topic, durable_producer, produce_keyed
+from planner.pki.tls import client_context
 from tests.harness import ClusterHandle
 
 pytestmark = pytest.mark.integration
@@ -44,6 +45,7 @@ def collector_for(kafka_cluster: ClusterHandle, broker_id: int) -> MetricsCollec
         [str(vm.kafka_data_dir)],
         interval_s=30.0,
         agent_version="test",
+        jolokia_context=client_context(kafka_cluster.node_identity),
     )
 
 

@@ -14,7 +14,6 @@ import pyarrow.parquet as pq
 import pytest
 from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from kazoo.client import KazooClient
 from pyspark.sql import SparkSession
 
 from analytics.balance_run import BalanceOptions, run_balance
@@ -33,6 +32,8 @@ from analytics.writeback import (
 from management_plane.workload import LEDGER_DIR_ENV, durable_producer, produce_keyed
 from planner.contracts.measured_load import MeasuredLoad, PartitionLoad, parse_measured_load
 from planner.contracts.paths import ClusterPaths
+from planner.pki.files import IdentityFiles
+from planner.zookeeper_client import zookeeper_client
 
 pytestmark = pytest.mark.integration
 
@@ -142,14 +143,16 @@ def test_a_missing_metrics_topic_is_named(kafka_cluster: Any, spark: SparkSessio
         read_kafka_topics(spark, kafka_cluster.bootstrap_servers, [missing])
 
 
-def test_score_is_written_next_to_the_plan_in_zookeeper(zk_hosts: str) -> None:
+def test_score_is_written_next_to_the_plan_in_zookeeper(
+    zk_hosts: str, zk_identity: IdentityFiles
+) -> None:
     cluster = f"analytics-{uuid.uuid4().hex[:8]}"
     document = score_document(cluster, 91.5, "a", "b", 3, {"leaders": {"cv": 0.0}}, "now")
-    writer = ZooKeeperScoreWriter(zk_hosts)
+    writer = ZooKeeperScoreWriter(zk_hosts, zk_identity)
     assert writer.write(cluster, document) == f"/kaas/{cluster}/plan/score"
     writer.write(cluster, {**document, "score": 92.0})  # the second write replaces the value
 
-    client = KazooClient(hosts=zk_hosts)
+    client = zookeeper_client(zk_hosts, zk_identity)
     client.start(timeout=15)
     try:
         data, _ = client.get(score_znode_path(cluster))
@@ -162,7 +165,9 @@ def test_score_is_written_next_to_the_plan_in_zookeeper(zk_hosts: str) -> None:
     assert stored["score"] == 92.0
 
 
-def test_measured_load_is_written_in_one_versioned_transaction(zk_hosts: str) -> None:
+def test_measured_load_is_written_in_one_versioned_transaction(
+    zk_hosts: str, zk_identity: IdentityFiles
+) -> None:
     cluster = f"analytics-{uuid.uuid4().hex[:8]}"
     load = MeasuredLoad(
         cluster=cluster,
@@ -172,12 +177,12 @@ def test_measured_load_is_written_in_one_versioned_transaction(zk_hosts: str) ->
         computed_at="2026-01-01T01:00:05+00:00",
         partitions=(PartitionLoad("orders", 0, 1000.0, 2000.0),),
     )
-    writer = ZooKeeperLoadWriter(zk_hosts)
+    writer = ZooKeeperLoadWriter(zk_hosts, zk_identity)
     assert writer.write(load) == f"/kaas/{cluster}/load"
     hotter = dataclasses.replace(load, partitions=(PartitionLoad("orders", 0, 5000.0, 2000.0),))
     writer.write(hotter)  # the second write checks the version the first left
 
-    client = KazooClient(hosts=zk_hosts)
+    client = zookeeper_client(zk_hosts, zk_identity)
     client.start(timeout=15)
     try:
         data, stat = client.get(ClusterPaths(cluster).measured_load)

@@ -4,7 +4,9 @@ second `kaas up` starts no second service, and `kaas down` stops it."""
 
 from __future__ import annotations
 
+import http.client
 import json
+import ssl
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -14,16 +16,23 @@ import pytest
 
 from management_plane.local.background_service import running_service
 from management_plane.local.processes import is_alive
+from management_plane.service.tls import api_client_context
 from tests.harness import SCRATCH_BASE, kaas_cli
 from tests.mp_service import free_port
 
 pytestmark = pytest.mark.integration
 
 
-def call(url: str, method: str, path: str, key: str) -> tuple[int, Any]:
+def system_trust_store() -> str:
+    """The system's trust store: what a client that does not know the service's CA uses."""
+    return ssl.get_default_verify_paths().openssl_cafile
+
+
+def call(url: str, method: str, path: str, key: str, trust: Path) -> tuple[int, Any]:
     request = urllib.request.Request(url + path, method=method, headers={"X-API-Key": key})
     try:
-        with urllib.request.urlopen(request, timeout=30) as response:
+        context = api_client_context(trust)
+        with urllib.request.urlopen(request, timeout=30, context=context) as response:
             return response.status, json.loads(response.read())
     except urllib.error.HTTPError as exc:
         return exc.code, json.loads(exc.read())
@@ -38,20 +47,26 @@ def test_kaas_up_starts_one_service_that_manages_the_cluster_and_down_stops_it(
     try:
         first = kaas_cli(*up, "--home", str(home), "--service-port", str(port))
         assert first.returncode == 0, first.stderr
-        url = f"http://127.0.0.1:{port}"
+        url = f"https://127.0.0.1:{port}"
         assert f"management plane started: {url}" in first.stdout
         key_file = home.resolve() / "service" / "admin-key"
         assert f"admin API key: in {key_file}" in first.stdout
         service = running_service(home)
         assert service is not None and service.url == url
         key = key_file.read_text().strip()
+        trust = service.trust_bundle
+        # The API speaks HTTPS only, with a certificate of the service's own CA.
+        with pytest.raises(urllib.error.URLError):
+            call(url, "GET", "/v1/clusters", key, Path(system_trust_store()))
+        with pytest.raises((urllib.error.URLError, ConnectionError, http.client.HTTPException)):
+            urllib.request.urlopen(url.replace("https://", "http://") + "/v1/health", timeout=10)
 
-        status, clusters = call(url, "GET", "/v1/clusters", key)
+        status, clusters = call(url, "GET", "/v1/clusters", key, trust)
         assert status == 200, clusters
         assert [(c["name"], c["status"]) for c in clusters] == [("upsvc", "running")]
         assert [(vm["vm_id"], vm["broker_id"]) for vm in clusters[0]["vms"]] == [("upsvc/vm1", 0)]
-        assert call(url, "GET", "/v1/clusters", "wrong")[0] == 401
-        status, refused = call(url, "DELETE", "/v1/clusters/upsvc", key)
+        assert call(url, "GET", "/v1/clusters", "wrong", trust)[0] == 401
+        status, refused = call(url, "DELETE", "/v1/clusters/upsvc", key, trust)
         assert status == 409 and "kaas down" in refused["message"], refused
 
         second = kaas_cli(*up, "--home", str(home))

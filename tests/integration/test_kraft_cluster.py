@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
-from kazoo.client import KazooClient
 
 from agent.kraft_quorum import ControllerIdentity, QuorumChangeKind, QuorumView, decide_quorum
 from agent.kraft_quorum_tool import MetadataQuorumTool
@@ -92,7 +91,7 @@ def test_controllers_and_brokers_are_separate_processes(kraft_cluster: ClusterHa
     pids = {record.pid for record in controllers + brokers if record is not None}
     assert len(pids) == 6
     # No Kafka metadata in ZooKeeper: the ensemble is KaaS's own store only.
-    client = KazooClient(hosts=kraft_cluster.zookeeper_hosts)
+    client = kraft_cluster.zookeeper()
     client.start(timeout=30)
     try:
         assert client.exists(f"{kraft_cluster.kafka_chroot}/brokers/ids") is None

@@ -20,6 +20,7 @@ from management_plane.workload import (
     produce_keyed,
     verify_per_key_order,
 )
+from planner.pki.tls import client_context
 from tests.harness import SHARED_CLUSTER_BASE, ClusterHandle
 
 pytestmark = pytest.mark.integration
@@ -168,7 +169,8 @@ def test_jolokia_serves_broker_mbeans(kafka_cluster: ClusterHandle) -> None:
 
     vm = kafka_cluster.layout.vms[0]
     url = vm.jolokia_url + "read/kafka.server:type=ReplicaManager,name=UnderReplicatedPartitions"
-    with urllib.request.urlopen(url, timeout=10) as response:
+    context = client_context(kafka_cluster.node_identity)
+    with urllib.request.urlopen(url, timeout=10, context=context) as response:
         body = json.load(response)
     assert body["status"] == 200
     assert body["value"]["Value"] == 0

@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kazoo.client import KazooClient
 
 from management_plane.workload import create_topic
 from planner.contracts.paths import ClusterPaths
@@ -78,7 +77,7 @@ def test_killed_broker_pages_once_and_resolves_and_a_rolling_restart_pages_nothi
             "0",
         ),
     )
-    zk = KazooClient(hosts=cluster.zookeeper_hosts)
+    zk = cluster.zookeeper()
     zk.start(timeout=30)
     try:
         service.start()

@@ -10,7 +10,6 @@ import urllib.parse
 import urllib.request
 
 import pytest
-from kazoo.client import KazooClient
 
 from management_plane.local.processes import is_alive
 from management_plane.monitoring.pipeline import pipeline_records, plan_pipeline
@@ -39,7 +38,7 @@ def test_graphite_holds_every_brokers_under_replicated_series_soon_after_up(
     cluster = handle.layout.name
 
     # The agents send where the spec says, not where their settings point.
-    zk = KazooClient(hosts=handle.zookeeper_hosts)
+    zk = handle.zookeeper()
     zk.start(timeout=30)
     try:
         raw, _ = zk.get(ClusterPaths(cluster).spec)

@@ -15,6 +15,7 @@ import pytest
 import schemathesis
 from hypothesis import HealthCheck, given, settings
 
+from management_plane.service.tls import ensure_service_tls
 from tests import harness
 from tests.mp_service import ServiceHandle, free_port
 
@@ -134,7 +135,9 @@ def test_schemathesis_finds_no_server_error(api: ServiceHandle) -> None:
     this project's pytest 9.)"""
     key = api.key
     # The document, like every route but the health check, needs a key.
-    schema = schemathesis.openapi.from_url(f"{api.url}/openapi.json", headers={"X-API-Key": key})
+    schema = schemathesis.openapi.from_url(
+        f"{api.url}/openapi.json", headers={"X-API-Key": key}, verify=str(api.trust_bundle)
+    )
     calls: list[str] = []
     for result in schema.get_all_operations():
         operation = result.ok()  # type: ignore[union-attr]  # an Err raises here, failing the test
@@ -148,7 +151,7 @@ def test_schemathesis_finds_no_server_error(api: ServiceHandle) -> None:
         )
         @given(case=operation.as_strategy())
         def check(case: Any) -> None:
-            response = case.call(headers={"X-API-Key": key})
+            response = case.call(headers={"X-API-Key": key}, verify=str(api.trust_bundle))
             calls.append(f"{case.method} {case.path}")
             assert response.status_code < 500, (case.method, case.formatted_path, response.text)
             if response.status_code >= 400:
@@ -166,12 +169,16 @@ def test_the_command_line_reports_an_unreachable_service_and_a_missing_key(
     env = {
         **os.environ,
         "KAAS_SERVICE_HOME": str(tmp_path / "nowhere"),
-        "KAAS_API_URL": f"http://127.0.0.1:{free_port()}",
+        "KAAS_API_URL": f"https://127.0.0.1:{free_port()}",
     }
     env.pop("KAAS_API_KEY", None)
     missing = harness.kaas_cli("cluster", "list", env=env)
     assert missing.returncode == 1 and "no API key" in missing.stderr
     env["KAAS_API_KEY"] = "kaas_x_y"
+    no_ca = harness.kaas_cli("cluster", "list", env=env)
+    assert no_ca.returncode == 1 and "no CA certificate of the service at" in no_ca.stderr
+    identity = ensure_service_tls(tmp_path / "elsewhere", "127.0.0.1")
+    env["KAAS_API_CA"] = str(identity.trust_bundle)
     unreachable = harness.kaas_cli("cluster", "list", env=env)
     assert unreachable.returncode == 1 and "cannot reach the management plane" in unreachable.stderr
 

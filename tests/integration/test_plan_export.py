@@ -28,7 +28,12 @@ def test_export_lists_brokers_racks_replicas_and_sizes(kafka_cluster: ClusterHan
     consumed = consume_group(kafka_cluster.bootstrap_servers, topic, f"{topic}-group", 1, 3000)
     assert sum(len(r) for r in consumed.records_by_consumer) == 3000
     result = kaas_cli(
-        "plan", "export", "--bootstrap-server", kafka_cluster.layout.vms[0].kafka_endpoint
+        "plan",
+        "export",
+        "--bootstrap-server",
+        kafka_cluster.layout.vms[0].kafka_endpoint,
+        "--node-identity",
+        str(kafka_cluster.node_identity.directory),
     )
     assert result.returncode == 0, result.stderr
     layout = json.loads(result.stdout)
@@ -44,8 +49,11 @@ def test_export_lists_brokers_racks_replicas_and_sizes(kafka_cluster: ClusterHan
     assert all(len(p["replicas"]) == 3 for p in offsets)
 
 
-def test_export_of_an_unreachable_cluster_is_one_clear_line() -> None:
-    result = kaas_cli("plan", "export", "--bootstrap-server", "127.0.0.1:1")
+def test_export_of_an_unreachable_cluster_is_one_clear_line(kafka_cluster: ClusterHandle) -> None:
+    identity = kafka_cluster.node_identity.directory
+    result = kaas_cli(
+        "plan", "export", "--bootstrap-server", "127.0.0.1:1", "--node-identity", str(identity)
+    )
     assert result.returncode == 1
     assert (
         result.stderr.strip()

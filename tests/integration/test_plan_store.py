@@ -13,6 +13,7 @@ from kazoo.client import KazooClient
 from planner.contracts.paths import ClusterPaths
 from planner.contracts.plan_records import Progress
 from planner.model import Broker, BrokerState, Cluster, Partition
+from planner.pki.files import IdentityFiles
 from planner.plan import make_plan
 from planner.store import (
     PlanConflictError,
@@ -21,13 +22,14 @@ from planner.store import (
     PlanTooLargeError,
     StoredPlan,
 )
+from planner.zookeeper_client import zookeeper_client
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.fixture
-def zk(zk_hosts: str) -> Iterator[KazooClient]:
-    client = KazooClient(hosts=zk_hosts, timeout=10)
+def zk(zk_hosts: str, zk_identity: IdentityFiles) -> Iterator[KazooClient]:
+    client = zookeeper_client(zk_hosts, zk_identity, timeout=10)
     client.start(timeout=15)
     yield client
     client.stop()

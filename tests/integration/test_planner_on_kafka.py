@@ -46,7 +46,14 @@ def test_kafka_executes_and_verifies_a_generated_plan(
     ].result(60)
     assert produce_keyed(durable_producer(bootstrap), topic, 3000, 30).errors == []
 
-    exported = kaas_cli("plan", "export", "--bootstrap-server", bootstrap.split(",")[0])
+    exported = kaas_cli(
+        "plan",
+        "export",
+        "--bootstrap-server",
+        bootstrap.split(",")[0],
+        "--node-identity",
+        str(kafka_cluster.node_identity.directory),
+    )
     assert exported.returncode == 0, exported.stderr
     layout = json.loads(exported.stdout)
     layout["partitions"] = [p for p in layout["partitions"] if p["topic"] == topic]
@@ -85,7 +92,14 @@ def test_kafka_executes_and_verifies_a_generated_plan(
     assert leaders_per_broker == {0: 2, 1: 2, 2: 2}, current
 
     # Planned again from the cluster as it is now: nothing left to do.
-    again = kaas_cli("plan", "export", "--bootstrap-server", bootstrap.split(",")[0])
+    again = kaas_cli(
+        "plan",
+        "export",
+        "--bootstrap-server",
+        bootstrap.split(",")[0],
+        "--node-identity",
+        str(kafka_cluster.node_identity.directory),
+    )
     layout = json.loads(again.stdout)
     layout["partitions"] = [p for p in layout["partitions"] if p["topic"] == topic]
     layout_file.write_text(json.dumps(layout))

@@ -27,6 +27,7 @@ from management_plane.service.cluster_io import ClusterIO
 from planner.contracts.ensemble_repair import EnsembleRepairRequest
 from planner.contracts.paths import ClusterPaths
 from planner.contracts.spec import ClusterSpec
+from planner.zookeeper_client import zookeeper_client
 from planner.zookeeper_ensemble import (
     EnsembleConfig,
     ZkServer,
@@ -44,10 +45,9 @@ Journal = list[tuple[str, str, str]]
 
 
 def super_client(cluster: ClusterHandle) -> KazooClient:
-    secret = (cluster.home / "secrets" / "zookeeper-admin").read_text().strip()
-    client = KazooClient(hosts=cluster.zookeeper_hosts, timeout=10)
+    """A client as the nodes' identity, ZooKeeper's super user (the one that may reconfig)."""
+    client = zookeeper_client(cluster.zookeeper_hosts, cluster.node_identity, timeout=10)
     client.start(timeout=15)
-    client.add_auth("digest", f"super:{secret}")
     return client
 
 
@@ -59,7 +59,7 @@ def read_config(zk: KazooClient) -> EnsembleConfig:
 def ghost(server_id: int) -> ZkServer:
     """An observer at a scratch address where no server runs."""
     address = f"{harness.SCRATCH_BASE}.{server_id}"
-    return ZkServer(server_id, address, 2888, 3888, ZookeeperRole.OBSERVER, 2181, address)
+    return ZkServer(server_id, address, 2888, 3888, ZookeeperRole.OBSERVER, 2182, address)
 
 
 @contextmanager
@@ -101,10 +101,10 @@ def keeper(
         zookeeper_server_id=me.server_id,
         zookeeper_peer_port=me.peer_port,
         zookeeper_election_port=me.election_port,
-        zookeeper_client_port=me.client_port,
         zookeeper_gone_s=gone_s,
+        tls_dir=cluster.node_identity.directory,
     )
-    return EnsembleKeeper(zk, settings, True, lambda *entry: journal.append(entry))
+    return EnsembleKeeper(zk, settings, settings.identity, lambda *entry: journal.append(entry))
 
 
 def spec(cluster: str) -> ClusterSpec:
@@ -113,7 +113,7 @@ def spec(cluster: str) -> ClusterSpec:
 
 def voter(cluster: ClusterHandle, index: int) -> ZkServer:
     vm = cluster.layout.vms[index]
-    return ZkServer(vm.index, vm.address, 2888, 3888, ZookeeperRole.PARTICIPANT, 2181, vm.address)
+    return ZkServer(vm.index, vm.address, 2888, 3888, ZookeeperRole.PARTICIPANT, 2182, vm.address)
 
 
 def test_two_deciders_racing_from_one_config_version_land_exactly_one_change(
@@ -229,7 +229,9 @@ def test_a_repair_request_makes_an_agent_remove_a_recycled_server_at_once(
 ) -> None:
     name = f"repair-{uuid.uuid4().hex[:8]}"
     zk = super_client(kafka_cluster)
-    io = ClusterIO(name, [vm.address for vm in kafka_cluster.layout.vms])
+    io = ClusterIO(
+        name, [vm.address for vm in kafka_cluster.layout.vms], kafka_cluster.admin_identity
+    )
     live = frozenset(vm.address for vm in kafka_cluster.layout.vms)
     try:
         with ghost_observers(zk, 245) as (recycled,):

@@ -6,12 +6,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 from management_plane.providers.base import ProviderError, VmInfo, VmRequest
 from management_plane.service.cluster_io import ClusterUnreachable, PartitionState
 from planner.contracts.ensemble_repair import EnsembleRepairRequest
 from planner.contracts.member import MemberReadings, MemberRecord, MemberRole, MemberState
 from planner.contracts.spec import ClusterSpec, parse_spec
+from planner.pki.authority import Role
+from planner.pki.files import IdentityFiles
 from planner.zookeeper_ensemble import EnsembleConfig, parse_ensemble_config
 
 
@@ -83,10 +86,10 @@ class BootstrappingProvider(FakeProvider):
 
 
 class ZookeeperKeepingProvider(FakeProvider):
-    """Knows the ZooKeeper super user's password, so the service repairs the ensemble."""
+    """Holds a client certificate of the cluster, so the service repairs the ensemble."""
 
-    def zookeeper_admin_secret(self, cluster: str) -> str | None:
-        return f"secret-of-{cluster}"
+    def client_identity(self, cluster: str) -> IdentityFiles | None:
+        return IdentityFiles(Path(f"/clusters/{cluster}/client"), Role.ADMIN)
 
 
 class ClusterDeletingProvider(FakeProvider):
@@ -116,9 +119,13 @@ class FakeCluster:
     repair_requests: list[EnsembleRepairRequest] = field(default_factory=list)
     repair_withdrawn: int = 0
     addresses_seen: list[list[str]] = field(default_factory=list)
+    identities_seen: list[IdentityFiles | None] = field(default_factory=list)
 
-    def connect(self, cluster: str, addresses: list[str]) -> FakeCluster:
+    def connect(
+        self, cluster: str, addresses: list[str], identity: IdentityFiles | None
+    ) -> FakeCluster:
         """The controller's port factory."""
+        self.identities_seen.append(identity)
         if not addresses:
             raise ClusterUnreachable(f"cluster {cluster} has no running VM to reach")
         if not self.reachable:

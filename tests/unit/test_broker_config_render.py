@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import replace
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import pytest
@@ -20,6 +20,7 @@ from planner.contracts import vm_config
 from planner.contracts.spec import ClusterSpec
 from planner.contracts.vm_config import (
     AGENT_OWNED_KEYS,
+    BROKER_CONFIGS,
     BrokerConfigError,
     BrokerFacts,
     SizingProfile,
@@ -33,6 +34,10 @@ from planner.contracts.vm_config.listeners import (
     RENDERED_OUTSIDE_CATALOG,
     TENANT_LISTENER_SECURITY,
     TENANT_SECURITY_KEYS,
+)
+from planner.contracts.vm_config.zookeeper_security import (
+    ZOOKEEPER_CLIENT_SECURITY_KEYS,
+    ZookeeperTlsFiles,
 )
 
 pytestmark = pytest.mark.unit
@@ -58,6 +63,7 @@ FACTS = BrokerFacts(
     log_dirs=("/data/kafka-1", "/data/kafka-2"),
     zookeeper_connect="10.0.0.1:2181,10.0.0.2:2181/kafka/c1",
     host_sizing=sizing_properties(SizingProfile.LOCAL),
+    zookeeper_tls=ZookeeperTlsFiles(PurePosixPath("/tls/node.pem"), PurePosixPath("/tls/ca.pem")),
 )
 
 
@@ -89,7 +95,7 @@ def test_the_agent_and_kaas_up_without_agents_render_the_same_bytes_by_the_same_
         by_kaas_up = (vm.config_dir / "server.properties").read_bytes()
 
         settings = parse_settings(
-            local_render.agent_settings(layout, vm, "/image", "java", "/secret"), "agent.json"
+            local_render.agent_settings(layout, vm, "/image", "java"), "agent.json"
         )
         by_agent = tmp_path / f"agent-{vm.name}.properties"
         write_properties(
@@ -111,7 +117,7 @@ def test_the_agent_and_kaas_up_without_agents_render_the_same_bytes_by_the_same_
 def test_the_local_sizing_is_an_input_of_the_local_provider_and_its_agents(tmp_path: Path) -> None:
     layout = plan_layout("c1", tmp_path, 3)
     vm = layout.vms[0]
-    settings = parse_settings(local_render.agent_settings(layout, vm, "/image", "java", "/s"))
+    settings = parse_settings(local_render.agent_settings(layout, vm, "/image", "java"))
     assert settings.host_sizing is SizingProfile.LOCAL
     assert local_render.broker_facts(layout, vm).host_sizing == sizing_properties(
         SizingProfile.LOCAL
@@ -317,3 +323,22 @@ def test_the_spec_may_not_open_the_authorizer_to_everyone() -> None:
     # The authorizer's own setting, unknown to KafkaConfig: refused as an unknown key.
     problems = broker_config_problems({"allow.everyone.if.no.acl.found": "true"})
     assert "unknown key 'allow.everyone.if.no.acl.found'" in problems[0].message
+
+
+def test_the_brokers_zookeeper_client_runs_over_tls_with_acls() -> None:
+    rendered = render_server_properties(spec(), FACTS)
+    assert rendered["zookeeper.clientCnxnSocket"] == "org.apache.zookeeper.ClientCnxnSocketNetty"
+    assert rendered["zookeeper.ssl.client.enable"] == "true"
+    assert rendered["zookeeper.ssl.keystore.location"] == "/tls/node.pem"
+    assert rendered["zookeeper.ssl.truststore.location"] == "/tls/ca.pem"
+    assert rendered["zookeeper.ssl.keystore.type"] == "PEM"
+    assert rendered["zookeeper.ssl.truststore.type"] == "PEM"
+    assert rendered["zookeeper.set.acl"] == "true"
+    assert set(ZOOKEEPER_CLIENT_SECURITY_KEYS) <= set(BROKER_CONFIGS)
+
+
+@pytest.mark.parametrize("key", sorted(ZOOKEEPER_CLIENT_SECURITY_KEYS))
+def test_the_spec_may_not_touch_the_zookeeper_client_security(key: str) -> None:
+    value = {"boolean": "false", "password": "x"}.get(BROKER_CONFIGS[key].type.value, "x")
+    with pytest.raises(BrokerConfigError, match=key):
+        render_server_properties(spec({key: value}), FACTS)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
+from pathlib import PurePosixPath
 
 import pytest
 
@@ -29,6 +30,7 @@ from planner.contracts.vm_config.kraft import (
     storage_format,
 )
 from planner.contracts.vm_config.sizing import SizingProfile, sizing_properties
+from planner.contracts.vm_config.zookeeper_security import ZookeeperTlsFiles
 
 pytestmark = pytest.mark.unit
 
@@ -42,6 +44,7 @@ FACTS = BrokerFacts(
     advertised_address="127.0.9.2",
     log_dirs=("/data/kafka",),
     zookeeper_connect="",
+    zookeeper_tls=ZookeeperTlsFiles(PurePosixPath("/tls/node.pem"), PurePosixPath("/tls/ca.pem")),
     host_sizing=sizing_properties(SizingProfile.LOCAL),
 )
 CONTROLLER = ControllerFacts(3001, "127.0.9.2", 9093, "/data/kraft-controller")

@@ -108,7 +108,8 @@ def test_command_lines_use_log4j2_and_the_config_files(tmp_path: Path) -> None:
     assert controller[-2:] == ["kafka.Kafka", str(vm.config_dir / kraft.CONTROLLER_PROPERTIES)]
     broker = kraft.broker_command("java", vm, "/libs", "/jolokia.jar")
     assert broker[-1] == str(vm.config_dir / render.SERVER_PROPERTIES)
-    assert any(arg.startswith("-javaagent:/jolokia.jar=host=127.0.9.1") for arg in broker)
+    # Jolokia reads its HTTPS settings from the VM's rendered jolokia.properties.
+    assert f"-javaagent:/jolokia.jar=config={vm.config_dir / 'jolokia.properties'}" in broker
     for command in (controller, broker):
         assert f"-Dlog4j2.configurationFile=file:{vm.config_dir / kraft.KAFKA_LOG4J2}" in command
     tool = kraft.metadata_quorum_command("java", vm, "/libs", "h:9093", "describe", "--status")

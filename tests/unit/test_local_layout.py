@@ -81,11 +81,16 @@ def test_zookeeper_config_enables_reconfig_without_standalone(tmp_path: Path) ->
     cfg = _properties(files[render.ZOO_CFG])
     assert cfg["reconfigEnabled"] == "true"
     assert cfg["standaloneEnabled"] == "false"
-    assert "clientPort" not in cfg  # the client port lives in the dynamic file, per server
+    assert "clientPort" not in cfg  # no plaintext client port anywhere
+    assert cfg["secureClientPort"] == "2181"
+    assert cfg["secureClientPortAddress"] == layout.vms[0].address
+    assert cfg["ssl.keyStore.location"] == str(layout.vms[0].directory / "tls" / "node.pem")
     assert cfg["dynamicConfigFile"] == str(layout.vms[0].config_dir / render.ZOOKEEPER_DYNAMIC)
     assert cfg["dataDir"] == str(layout.vms[0].zookeeper_data_dir)
     dynamic = files[render.ZOOKEEPER_DYNAMIC].splitlines()
-    assert dynamic[1] == "server.2=127.0.1.2:2888:3888:participant;127.0.1.2:2181"
+    # The client part is the port reconfig needs, which serves no session; clients use the
+    # secure port above.
+    assert dynamic[1] == "server.2=127.0.1.2:2888:3888:participant;127.0.1.2:2182"
     # Beyond the ensemble size (3 for 3 or 4 VMs) a VM's server observes.
     four_vms = plan_layout("c1", tmp_path, 4)
     four_files = render.config_files(four_vms, four_vms.vms[0], "3.9.2")
@@ -204,11 +209,11 @@ def test_a_joining_vm_keeps_the_live_ensemble_and_adds_itself_as_participant(
 ) -> None:
     layout = plan_layout("c1", tmp_path, 3, "127.0.9")
     live = [
-        "server.1=127.0.9.1:2888:3888:participant;0.0.0.0:2181",
-        "server.2=127.0.9.2:2888:3888:participant;0.0.0.0:2181",
+        "server.1=127.0.9.1:2888:3888:participant",
+        "server.2=127.0.9.2:2888:3888:participant",
     ]
     added = next_vm(layout, "zone-b")
     assert render.joining_dynamic_file(live, added).splitlines() == [
         *live,
-        "server.4=127.0.9.4:2888:3888:participant;127.0.9.4:2181",
+        "server.4=127.0.9.4:2888:3888:participant;127.0.9.4:2182",
     ]

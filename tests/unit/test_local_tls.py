@@ -28,7 +28,11 @@ def test_each_vm_gets_a_node_certificate_for_its_address_that_a_restart_keeps(
     before = first.certificate.read_bytes()
     certificate = load_certificate(before)
     names = certificate.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
-    assert [str(a) for a in names.get_values_for_type(x509.IPAddress)] == ["127.0.1.1"]
+    # Its own address, and the address local VMs connect from.
+    assert [str(a) for a in names.get_values_for_type(x509.IPAddress)] == [
+        "127.0.1.1",
+        "127.0.0.1",
+    ]
     assert names.get_values_for_type(x509.DNSName) == ["vm1"]
     ca = cluster_authority(layout)
     assert issued_by(before, ca.certificate_pem)

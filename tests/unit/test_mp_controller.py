@@ -365,9 +365,14 @@ def test_the_ensemble_step_asks_the_agents_and_waits_until_they_repaired_it(
     ]
     assert "participants [1, 2, 4]" in done_entries[-1]["message"]
     assert world.cluster.repair_withdrawn == 1
+    # Every reading went through the provider's client certificate of the cluster.
+    assert world.cluster.identities_seen
+    assert set(world.cluster.identities_seen) == {
+        world.provider.client_identity("orders")  # type: ignore[attr-defined]
+    }
 
 
-def test_the_ensemble_step_leaves_the_ensemble_to_agents_that_cannot_reconfigure(
+def test_the_ensemble_step_leaves_the_ensemble_to_agents_without_a_client_identity(
     world: World,
 ) -> None:
     world.running_cluster()

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from planner.contracts.vm_config.image import image_config_files
+from planner.pki.authority import Role, role_distinguished_name
 
 pytestmark = pytest.mark.unit
 
@@ -53,7 +54,7 @@ def test_the_image_build_writes_the_renderers_files(tmp_path: Path) -> None:
     root.mkdir()
     done = provision(root, fake_artifacts(tmp_path / "cache"), "--python", sys.executable)
     assert done.returncode == 0, done.stderr
-    for path, text in image_config_files().items():
+    for path, text in image_config_files(role_distinguished_name(Role.NODE)).items():
         assert (root / path.relative_to("/")).read_text() == text
     manifest = json.loads((root / "opt/kaas/image.json").read_text())
     assert sorted(manifest["kafka_versions"]) == ["3.8.1", "3.9.2", "4.3.1"]

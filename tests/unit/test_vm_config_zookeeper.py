@@ -25,6 +25,8 @@ from planner.contracts.vm_config import (
     voting_roles,
 )
 from planner.contracts.vm_config.image import image_config_files
+from planner.contracts.vm_config.zookeeper_security import ZookeeperSecurity, ZookeeperTlsFiles
+from planner.pki.authority import Role, role_distinguished_name
 
 pytestmark = pytest.mark.unit
 
@@ -80,13 +82,60 @@ def test_a_bad_ensemble_is_refused_naming_the_problem(
         render_zookeeper_dynamic(servers, live)
 
 
+SECURITY = ZookeeperSecurity(
+    ZookeeperTlsFiles(PurePosixPath("/t/node.pem"), PurePosixPath("/t/ca.pem")),
+    "CN=kaas-node,O=KaaS",
+)
+
+
 def test_zoo_cfg_names_its_paths_and_keeps_reconfig_on() -> None:
-    lines = render_zoo_cfg(PurePosixPath("/d"), PurePosixPath("/c/zoo.cfg.dynamic")).splitlines()
+    lines = render_zoo_cfg(
+        PurePosixPath("/d"), PurePosixPath("/c/zoo.cfg.dynamic"), SECURITY, 2181
+    ).splitlines()
     assert "dataDir=/d" in lines
     assert "dynamicConfigFile=/c/zoo.cfg.dynamic" in lines
     assert {"reconfigEnabled=true", "standaloneEnabled=false"} <= set(lines)
     assert not any(line.startswith("clientPort") for line in lines)
     assert render_zookeeper_myid(3) == "3\n"
+
+
+def test_zoo_cfg_serves_clients_and_peers_over_tls_only() -> None:
+    lines = render_zoo_cfg(
+        PurePosixPath("/d"), PurePosixPath("/c/dyn"), SECURITY, 2281, "127.0.1.4"
+    ).splitlines()
+    settings = dict(line.split("=", 1) for line in lines)
+    assert settings["secureClientPort"] == "2281"
+    assert settings["secureClientPortAddress"] == "127.0.1.4"
+    assert settings["serverCnxnFactory"] == "org.apache.zookeeper.server.NettyServerCnxnFactory"
+    assert settings["ssl.clientAuth"] == "need"
+    assert settings["ssl.authProvider"] == "x509"
+    assert settings["sslQuorum"] == "true"
+    for prefix in ("ssl", "ssl.quorum"):
+        assert settings[f"{prefix}.keyStore.location"] == "/t/node.pem"
+        assert settings[f"{prefix}.trustStore.location"] == "/t/ca.pem"
+        assert settings[f"{prefix}.keyStore.type"] == settings[f"{prefix}.trustStore.type"] == "PEM"
+    assert settings["X509AuthenticationProvider.superUser"] == "CN=kaas-node,O=KaaS"
+    # The plaintext port reconfig needs serves no session: every one must present a certificate.
+    assert settings["enforce.auth.enabled"] == "true"
+    assert settings["enforce.auth.schemes"] == "x509"
+    assert "clientPort" not in settings and "clientPortAddress" not in settings
+    # The image's identity-free file binds every interface.
+    image_lines = render_zoo_cfg(PurePosixPath("/d"), PurePosixPath("/c/dyn"), SECURITY, 2181)
+    assert "secureClientPortAddress" not in image_lines
+
+
+@pytest.mark.parametrize(
+    ("port", "super_user", "says"),
+    [
+        (0, "CN=kaas-node,O=KaaS", "secure client port must be 1-65535, got 0"),
+        (2181, " ", "super user must be one distinguished name"),
+        (2181, "CN=a\nserverCnxnFactory=x", "super user must be one distinguished name"),
+    ],
+)
+def test_zoo_cfg_refuses_a_bad_port_or_super_user(port: int, super_user: str, says: str) -> None:
+    security = ZookeeperSecurity(SECURITY.tls, super_user)
+    with pytest.raises(ValueError, match=says):
+        render_zoo_cfg(PurePosixPath("/d"), PurePosixPath("/c/dyn"), security, port)
 
 
 def test_sizing_profiles_are_named_and_an_unknown_one_is_refused() -> None:
@@ -124,6 +173,13 @@ def test_the_image_files_are_written_by_the_renderer(tmp_path: Path) -> None:
         "etc/kaas/zookeeper/zoo.cfg": render_zoo_cfg(
             PurePosixPath("/var/lib/kaas/zookeeper"),
             PurePosixPath("/etc/kaas/zookeeper/zoo.cfg.dynamic"),
+            ZookeeperSecurity(
+                ZookeeperTlsFiles(
+                    PurePosixPath("/etc/kaas/tls/node.pem"), PurePosixPath("/etc/kaas/tls/ca.pem")
+                ),
+                role_distinguished_name(Role.NODE),
+            ),
+            2181,
         ),
         "etc/kaas/zookeeper/logback.xml": render_zookeeper_logback(),
     }
@@ -133,7 +189,9 @@ def test_the_image_files_are_written_by_the_renderer(tmp_path: Path) -> None:
         if path.is_file()
     }
     assert written == expected
-    assert {str(p) for p in image_config_files()} == {"/" + name for name in expected}
+    assert {str(p) for p in image_config_files(role_distinguished_name(Role.NODE))} == {
+        "/" + name for name in expected
+    }
 
 
 def test_the_image_files_need_an_existing_root(tmp_path: Path) -> None:

@@ -47,13 +47,14 @@ def test_parse_reads_servers_roles_and_hex_version() -> None:
             2181,
             "server.7=10.0.0.7:2888:3888:participant;2181",
         ),
-        # No client part at all: the default client port.
+        # No client part at all (a secured server: its clients use zoo.cfg's secure port):
+        # none is added, since one would open a plaintext client port.
         (
             "server.7=10.0.0.7:2888:3888:observer",
             ZookeeperRole.OBSERVER,
             None,
-            2181,
-            "server.7=10.0.0.7:2888:3888:observer;2181",
+            None,
+            "server.7=10.0.0.7:2888:3888:observer",
         ),
         (
             "server.7=10.0.0.7:2888:3888:observer;0.0.0.0:2281",
@@ -65,7 +66,11 @@ def test_parse_reads_servers_roles_and_hex_version() -> None:
     ],
 )
 def test_parse_keeps_the_client_part_as_written(
-    line: str, role: ZookeeperRole, client_address: str | None, client_port: int, written: str
+    line: str,
+    role: ZookeeperRole,
+    client_address: str | None,
+    client_port: int | None,
+    written: str,
 ) -> None:
     server = parse_ensemble_config(line).servers[7]
     assert (server.role, server.client_address, server.client_port) == (

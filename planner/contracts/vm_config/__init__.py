@@ -42,6 +42,10 @@ from planner.contracts.vm_config.zookeeper import (
     render_zookeeper_myid,
     voting_roles,
 )
+from planner.contracts.vm_config.zookeeper_security import (
+    ZookeeperSecurity,
+    ZookeeperTlsFiles,
+)
 
 __all__ = [
     "AGENT_OWNED_KEYS",
@@ -58,6 +62,8 @@ __all__ = [
     "UpdateMode",
     "ZookeeperConfigError",
     "ZookeeperRole",
+    "ZookeeperSecurity",
+    "ZookeeperTlsFiles",
     "agent_owned_properties",
     "broker_config_problems",
     "check_broker_config",

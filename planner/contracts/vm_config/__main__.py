@@ -9,11 +9,12 @@ import sys
 from pathlib import Path
 
 from planner.contracts.vm_config.image import image_config_files
+from planner.pki.authority import Role, role_distinguished_name
 
 
 def write_image_config_files(root: Path) -> list[Path]:
     written = []
-    for path, text in image_config_files().items():
+    for path, text in image_config_files(role_distinguished_name(Role.NODE)).items():
         target = root / path.relative_to("/")
         target.parent.mkdir(parents=True, exist_ok=True)
         tmp = target.with_name(target.name + ".tmp")

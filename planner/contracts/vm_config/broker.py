@@ -27,6 +27,10 @@ from planner.contracts.vm_config.validation import (
     broker_config_problems,
     spec_broker_config_problems,
 )
+from planner.contracts.vm_config.zookeeper_security import (
+    ZookeeperTlsFiles,
+    broker_zookeeper_client_properties,
+)
 
 ZOOKEEPER_SESSION: Final[Mapping[str, str]] = MappingProxyType(
     {
@@ -66,6 +70,7 @@ class BrokerFacts:
     log_dirs: tuple[str, ...]
     zookeeper_connect: str  # host:port list with Kafka's chroot, e.g. "h1:2181,h2:2181/kafka/c1"
     host_sizing: Mapping[str, str]  # sizing_properties(profile): chosen by whoever starts the VM
+    zookeeper_tls: ZookeeperTlsFiles  # the VM's identity, for the broker's ZooKeeper client
 
     def problems(self) -> tuple[ConfigProblem, ...]:
         found = []
@@ -140,6 +145,7 @@ def render_server_properties(spec: ClusterSpec, facts: BrokerFacts) -> dict[str,
     properties = {
         **agent_owned_properties(facts),
         **ZOOKEEPER_SESSION,
+        **broker_zookeeper_client_properties(facts.zookeeper_tls),
         **TENANT_LISTENER_SECURITY,
         **durable_defaults(spec.broker_count),
         **facts.host_sizing,

@@ -20,6 +20,7 @@ from planner.contracts.vm_config.definitions import (
     ValidValues,
 )
 from planner.contracts.vm_config.listeners import RENDERED_OUTSIDE_CATALOG, TENANT_SECURITY_KEYS
+from planner.contracts.vm_config.zookeeper_security import ZOOKEEPER_CLIENT_SECURITY_KEYS
 from planner.errors import PlannerError
 
 BROKER_CONFIGS: Final[Mapping[str, ConfigDefinition]] = {
@@ -56,18 +57,21 @@ REPLICATION_THROTTLE_KEYS: Final = frozenset(
 # listeners and the authorizer are. A spec setting one could map a tenant to a super user or
 # turn client authentication off. Refused in the spec only (spec_broker_config_problems):
 # what KaaS renders itself may set them.
-SECURITY_KEYS: Final = frozenset(
-    {
-        "listener.security.protocol.map",
-        "principal.builder.class",
-        "ssl.principal.mapping.rules",
-        "sasl.kerberos.principal.to.local.rules",
-        "sasl.server.callback.handler.class",
-        "sasl.mechanism.inter.broker.protocol",
-        "ssl.client.auth",
-        "security.providers",
-        "zookeeper.set.acl",
-    }
+SECURITY_KEYS: Final = (
+    frozenset(
+        {
+            "listener.security.protocol.map",
+            "principal.builder.class",
+            "ssl.principal.mapping.rules",
+            "sasl.kerberos.principal.to.local.rules",
+            "sasl.server.callback.handler.class",
+            "sasl.mechanism.inter.broker.protocol",
+            "ssl.client.auth",
+            "security.providers",
+            "zookeeper.set.acl",
+        }
+    )
+    | ZOOKEEPER_CLIENT_SECURITY_KEYS
 )
 
 

@@ -12,6 +12,10 @@ from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import PurePath
 
+from planner.contracts.vm_config.zookeeper_security import (
+    ZookeeperSecurity,
+    zoo_cfg_security_lines,
+)
 from planner.errors import PlannerError
 
 
@@ -27,7 +31,12 @@ class ZookeeperConfigError(PlannerError, ValueError):
 @dataclass(frozen=True)
 class EnsembleServer:
     """One server line of the dynamic file: server.<id>=<address>:<peer>:<election>:<role>;
-    <address>:<client>."""
+    <address>:<client>.
+
+    ZooKeeper's reconfig refuses a server line without a client part, and a server whose line
+    gains one must already listen there, so the line names a plaintext client port; that
+    port serves no session (zookeeper_security: every session must authenticate by
+    certificate). Clients use the secure port of each server's zoo.cfg."""
 
     server_id: int
     address: str
@@ -83,10 +92,17 @@ def render_zookeeper_dynamic(
     return "".join(line + "\n" for line in (*live_lines, *(s.line() for s in servers)))
 
 
-def render_zoo_cfg(data_dir: PurePath, dynamic_file: PurePath) -> str:
-    """zoo.cfg: the same on every server except its paths. reconfigEnabled must be the same
-    on every server; standaloneEnabled=false keeps a one-server ensemble a real ensemble that
-    can grow by reconfig; the client port is in the dynamic file, per server."""
+def render_zoo_cfg(
+    data_dir: PurePath,
+    dynamic_file: PurePath,
+    security: ZookeeperSecurity,
+    client_port: int,
+    client_address: str | None = None,
+) -> str:
+    """zoo.cfg: the same on every server except its paths and client address. reconfigEnabled
+    must be the same on every server; standaloneEnabled=false keeps a one-server ensemble a
+    real ensemble that can grow by reconfig; clients reach only the secure client port
+    (zookeeper_security), bound to `client_address` (None: every interface)."""
     return "\n".join(
         [
             "tickTime=2000",
@@ -101,6 +117,7 @@ def render_zoo_cfg(data_dir: PurePath, dynamic_file: PurePath) -> str:
             "autopurge.snapRetainCount=3",
             "autopurge.purgeInterval=1",
             "maxClientCnxns=200",
+            *zoo_cfg_security_lines(security, client_port, client_address),
             "",
         ]
     )
