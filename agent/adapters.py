@@ -31,6 +31,7 @@ from agent.supervisor import kafka_libs
 from planner.contracts.kafka_state import PartitionState
 from planner.contracts.paths import ClusterPaths
 from planner.live_layout import read_live_layout
+from planner.pki.client_settings import InternalClient
 
 log = structlog.get_logger("kaas.agent")
 
@@ -197,11 +198,11 @@ class ConfluentBrokerAdmin:
     """This VM's broker through librdkafka's Admin client, Jolokia for its gauges, and
     Kafka's ConfigCommand (from the image's jars) for cluster-wide config defaults."""
 
-    def __init__(self, bootstrap: str, java: str, image_root: Path) -> None:
-        self.bootstrap = bootstrap
+    def __init__(self, kafka: InternalClient, java: str, image_root: Path) -> None:
+        self.kafka = kafka
         self.java = java
         self.image_root = image_root
-        self.client = brokerview.admin_client(bootstrap)
+        self.client = brokerview.admin_client(kafka)
 
     def metadata_answers(self, broker_id: int, timeout: float) -> bool:
         return brokerview.metadata_answers(self.client, broker_id, timeout)
@@ -220,7 +221,7 @@ class ConfluentBrokerAdmin:
 
     def apply_config(self, broker_id: int, diff: ConfigDiff, kafka_version: str) -> str | None:
         defaults = ConfigCommandClusterDefaults(
-            self.java, kafka_libs(self.image_root, kafka_version), self.bootstrap
+            self.java, kafka_libs(self.image_root, kafka_version), self.kafka
         )
         return apply_config_diff(self.client, broker_id, diff, defaults).error
 
@@ -231,12 +232,12 @@ class ConfluentBrokerAdmin:
 class ConfluentClusterAdmin:
     """The whole cluster for the elected planner: one Admin client per bootstrap list."""
 
-    def __init__(self, bootstrap: str, jolokia_port: int) -> None:
-        self.bootstrap = bootstrap
+    def __init__(self, kafka: InternalClient, jolokia_port: int) -> None:
+        self.kafka = kafka
         self.jolokia_port = jolokia_port
 
     def _client(self) -> AdminClient:
-        return AdminClient({"bootstrap.servers": self.bootstrap, "socket.timeout.ms": 10000})
+        return AdminClient(self.kafka.librdkafka(**{"socket.timeout.ms": 10000}))
 
     def assignment(self) -> tuple[dict[tuple[str, int], tuple[int, ...]], frozenset[int]]:
         metadata = self._client().list_topics(timeout=10)
@@ -248,7 +249,7 @@ class ConfluentClusterAdmin:
         return live, frozenset(metadata.brokers)
 
     def read_layout(self) -> dict[str, Any]:
-        return read_live_layout(self.bootstrap, self.jolokia_port, timeout_s=10.0)
+        return read_live_layout(self.kafka, self.jolokia_port, timeout_s=10.0)
 
     def elect_preferred_leaders(self, partitions: Sequence[tuple[str, int]]) -> None:
         if not partitions:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agent.errors import AgentError
+from planner.pki.client_settings import InternalClient
 
 TOOL = "org.apache.kafka.tools.reassign.ReassignPartitionsCommand"
 
@@ -67,15 +68,18 @@ def parse_verify_output(output: str) -> VerifyResult:
 
 class ReassignmentTool:
     def __init__(
-        self, java: str, kafka_libs: Path, bootstrap: str, timeout_s: float = 120.0
+        self, java: str, kafka_libs: Path, kafka: InternalClient, timeout_s: float = 120.0
     ) -> None:
         self.java = java
         self.kafka_libs = kafka_libs
-        self.bootstrap = bootstrap
+        self.kafka = kafka
         self.timeout_s = timeout_s
 
     def _run(self, *args: str, moves: Sequence[PartitionMove] | None = None) -> str:
-        with tempfile.TemporaryDirectory(prefix="kaas-reassign-") as scratch:
+        with (
+            tempfile.TemporaryDirectory(prefix="kaas-reassign-") as scratch,
+            self.kafka.java_properties_file() as command_config,
+        ):
             command = [
                 self.java,
                 "-Xmx256m",
@@ -83,7 +87,9 @@ class ReassignmentTool:
                 f"{self.kafka_libs}/*",
                 TOOL,
                 "--bootstrap-server",
-                self.bootstrap,
+                self.kafka.bootstrap_servers,
+                "--command-config",
+                str(command_config),
             ]
             if moves is not None:
                 plan = Path(scratch) / "reassignment.json"

@@ -13,6 +13,9 @@ from typing import Any
 from agent.errors import AgentError
 from planner.contracts.paths import validate_cluster_name
 from planner.contracts.vm_config import SizingError, SizingProfile, sizing_profile
+from planner.pki.authority import Role
+from planner.pki.client_settings import InternalClient
+from planner.pki.files import IdentityFiles
 
 
 class SettingsError(AgentError, ValueError):
@@ -39,9 +42,12 @@ class AgentSettings:
 
     # -- optional ---------------------------------------------------------------------------
     kafka_port: int = 9092
-    """The internal PLAINTEXT listener (inter-broker, agents, management plane)."""
-    kafka_sasl_port: int = 9094
-    """The tenants' SASL_PLAINTEXT (SCRAM-SHA-512) listener."""
+    """The internal listener, mutual TLS (inter-broker, agents, management plane, tools)."""
+    kafka_tenant_port: int = 9094
+    """The tenants' SASL_SSL (SCRAM-SHA-512) listener."""
+    tls_dir: Path = Path("/etc/kaas/tls")
+    """The VM's identity from the cluster CA (node.key, node.crt, node.pem, ca.pem): what the
+    broker serves and what the agent presents to the internal listener."""
     jolokia_port: int = 8778
     supervisor: str = "local"
     """How the broker process is controlled: "systemd" (unit kaas-kafka) or "local" (a child JVM)."""
@@ -103,6 +109,11 @@ class AgentSettings:
         return f"{self.address}:{self.kafka_port}"
 
     @property
+    def kafka_client(self) -> InternalClient:
+        """This VM's broker on the internal listener, as the VM's node identity."""
+        return InternalClient(self.bootstrap, IdentityFiles(self.tls_dir, Role.NODE))
+
+    @property
     def jolokia_url(self) -> str:
         return f"http://{self.address}:{self.jolokia_port}/jolokia/"
 
@@ -135,7 +146,7 @@ def parse_settings(value: object, source: str = "settings") -> AgentSettings:
         raise SettingsError(
             f'{source}: supervisor must be "local" or "systemd", got {converted["supervisor"]!r}'
         )
-    for port in ("kafka_port", "kafka_sasl_port", "jolokia_port", "statsd_port"):
+    for port in ("kafka_port", "kafka_tenant_port", "jolokia_port", "statsd_port"):
         if port in converted and not 0 < converted[port] < 65536:
             raise SettingsError(f"{source}: {port} must be 1-65535, got {converted[port]}")
     return AgentSettings(**converted)

@@ -29,7 +29,9 @@ def build_agent(settings: AgentSettings, supervisor: BrokerSupervisor | None = N
 
     def reassigner(kafka_version: str, bootstrap: str) -> Reassigner:
         return ReassignmentTool(
-            settings.java, kafka_libs(settings.image_root, kafka_version), bootstrap
+            settings.java,
+            kafka_libs(settings.image_root, kafka_version),
+            settings.kafka_client.with_servers(bootstrap),
         )
 
     # The ensemble keeper journals through the agent, which is made after it.
@@ -44,12 +46,14 @@ def build_agent(settings: AgentSettings, supervisor: BrokerSupervisor | None = N
         settings,
         AgentPorts(
             zookeeper=zookeeper,
-            admin=ConfluentBrokerAdmin(settings.bootstrap, settings.java, settings.image_root),
+            admin=ConfluentBrokerAdmin(settings.kafka_client, settings.java, settings.image_root),
             supervisor=supervisor or make_supervisor(settings),
             ensemble=ensemble,
             planner_seat=PlannerRole(zookeeper.client, paths, f"broker-{settings.vm_id}"),
             plan_store=PlanStore(zookeeper.client, settings.cluster),
-            cluster_admin=lambda bootstrap: ConfluentClusterAdmin(bootstrap, settings.jolokia_port),
+            cluster_admin=lambda bootstrap: ConfluentClusterAdmin(
+                settings.kafka_client.with_servers(bootstrap), settings.jolokia_port
+            ),
             reassigner=reassigner,
             clock=SystemClock(),
         ),

@@ -262,19 +262,34 @@ def _run(args: argparse.Namespace) -> int:
     raise KaasError(f"unknown command {args.command}")
 
 
+def add_client_dir_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--client-dir",
+        type=Path,
+        help="folder of the admin identity the internal listener wants (cluster.json's client "
+        "files; default: $KAAS_HOME/client, the local cluster's)",
+    )
+
+
 def _plan_export(argv: list[str]) -> int:
     from planner.live_layout import LiveLayoutError, read_live_layout
+    from planner.pki.authority import PkiError
+    from planner.pki.client_settings import admin_client_in
 
     parser = argparse.ArgumentParser(
         prog="kaas plan export", description="write the LAYOUT.json of a live cluster"
     )
     parser.add_argument("--bootstrap-server", required=True, help="HOST:PORT of any broker")
     parser.add_argument("--jolokia-port", type=int, default=8778, help="the brokers' Jolokia port")
+    add_client_dir_argument(parser)
     parser.add_argument("--output", type=Path, help="file to write (default: standard output)")
     args = parser.parse_args(argv)
     try:
-        layout = read_live_layout(args.bootstrap_server, args.jolokia_port)
-    except LiveLayoutError as exc:
+        client = admin_client_in(
+            args.client_dir or default_home() / "client", args.bootstrap_server
+        )
+        layout = read_live_layout(client, args.jolokia_port)
+    except (LiveLayoutError, PkiError) as exc:
         print(f"kaas: error: {exc}", file=sys.stderr)
         return 1
     text = json.dumps(layout, indent=1) + "\n"

@@ -57,13 +57,12 @@ def run_managed_demo(service: BackgroundService, cluster: str, ledger_dir: Path)
     old = vms[0]
     replace_started = time.monotonic()
     load = BackgroundProducer(
-        connection["bootstrap_servers"],
+        client_config,
         topic,
         BATCH_MESSAGES,
         BATCH_KEYS,
         pause_s=0.0,
         ledger=ProducedLedger(producer="demo-tenant"),
-        client_config=client_config,
     )
     with load:
         # Some data on every broker before the VM goes, so the drain has something to move.
@@ -83,11 +82,10 @@ def run_managed_demo(service: BackgroundService, cluster: str, ledger_dir: Path)
     acknowledged = load.acknowledged
     slowest = load.slowest_batch_s
     check = read_back(
-        connection["bootstrap_servers"],
+        client_config,
         topic,
         acknowledged,
         group=f"{topic}.audit",  # the tenant's ACLs cover groups with its prefix only
-        client_config=client_config,
         timeout=max(READ_BACK_MIN_TIMEOUT_S, len(acknowledged) / READ_BACK_MIN_RATE),
     )
     print(

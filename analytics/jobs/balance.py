@@ -32,6 +32,7 @@ from analytics.metrics import ParsedMetrics, parse_metric_records
 from analytics.session import SparkSettings, launched_by_spark_submit
 from analytics.sources import (
     METRICS_TOPIC,
+    SourceError,
     ensure_kafka_connector,
     read_json_lines,
     read_kafka_topics,
@@ -43,6 +44,7 @@ from analytics.writeback import (
     parse_statsd_address,
     score_document,
 )
+from planner.pki.client_settings import admin_client_in
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -52,6 +54,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--bootstrap-servers", help="read the metrics topic of this Kafka cluster")
+    parser.add_argument(
+        "--client-dir",
+        type=Path,
+        help="with --bootstrap-servers: folder of the admin identity for the internal listener "
+        "(cluster.json's client files)",
+    )
     source.add_argument("--json", type=Path, help="read raw metric records from JSON-lines file(s)")
     source.add_argument("--parquet", type=Path, help="read the flat tables an earlier run wrote")
     parser.add_argument(
@@ -120,9 +128,12 @@ def _parsed(spark: SparkSession, args: argparse.Namespace) -> ParsedMetrics:
     else:
         ensure_kafka_connector(SparkSettings.from_env().jars_dir, launched_by_spark_submit())
         # Kept once: parsing, quarantine and counts would otherwise each re-read the topic.
-        raw = read_kafka_topics(spark, args.bootstrap_servers, [args.topic]).persist(
-            StorageLevel.MEMORY_AND_DISK
-        )
+        if args.client_dir is None:
+            raise SourceError(
+                "--bootstrap-servers needs --client-dir (the internal listener is TLS)"
+            )
+        kafka = admin_client_in(args.client_dir, args.bootstrap_servers)
+        raw = read_kafka_topics(spark, kafka, [args.topic]).persist(StorageLevel.MEMORY_AND_DISK)
     return parse_metric_records(raw)
 
 

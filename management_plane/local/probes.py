@@ -16,6 +16,7 @@ from management_plane.local.layout import ClusterLayout, VmLayout
 from planner.contracts.member import MemberRecord, parse_members
 from planner.contracts.paths import ClusterPaths
 from planner.contracts.plan_status import PlanStatus
+from planner.pki.client_settings import InternalClient
 from planner.store import PlanStore
 
 # kazoo logs every failed connection attempt at WARNING; a probe expects some to fail.
@@ -105,21 +106,19 @@ def broker_registrations(
         client.close()
 
 
-def admin_client(bootstrap_servers: str) -> AdminClient:
-    return AdminClient(
-        {"bootstrap.servers": bootstrap_servers, "socket.timeout.ms": 5000}, logger=_RDKAFKA_LOG
-    )
+def admin_client(client: InternalClient) -> AdminClient:
+    return AdminClient(client.librdkafka(**{"socket.timeout.ms": 5000}), logger=_RDKAFKA_LOG)
 
 
-def metadata_broker_ids(bootstrap_servers: str, timeout: float = 5.0) -> set[int]:
-    metadata = admin_client(bootstrap_servers).list_topics(timeout=timeout)
+def metadata_broker_ids(client: InternalClient, timeout: float = 5.0) -> set[int]:
+    metadata = admin_client(client).list_topics(timeout=timeout)
     return set(metadata.brokers)
 
 
-def under_replicated_by_leader(bootstrap_servers: str, timeout: float = 5.0) -> dict[int, int]:
+def under_replicated_by_leader(client: InternalClient, timeout: float = 5.0) -> dict[int, int]:
     """Partitions whose ISR is smaller than their replica list, counted per leader broker
     (the same definition as Kafka's UnderReplicatedPartitions metric); -1 counts leaderless ones."""
-    metadata = admin_client(bootstrap_servers).list_topics(timeout=timeout)
+    metadata = admin_client(client).list_topics(timeout=timeout)
     counts: dict[int, int] = {broker_id: 0 for broker_id in metadata.brokers}
     for topic in metadata.topics.values():
         for partition in topic.partitions.values():

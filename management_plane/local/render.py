@@ -11,6 +11,7 @@ import base64
 import hashlib
 
 from management_plane.local.layout import ClusterLayout, VmLayout, zookeeper_participants
+from management_plane.local.tls import vm_identity
 from planner.contracts.spec import ClusterSpec
 from planner.contracts.vm_config import (
     BrokerFacts,
@@ -26,6 +27,7 @@ from planner.contracts.vm_config import (
     sizing_properties,
     voting_roles,
 )
+from planner.contracts.vm_config.kafka_tls import TlsFiles
 
 HOST_SIZING = SizingProfile.LOCAL
 KAFKA_HEAP = ("-Xms512m", "-Xmx512m")
@@ -45,6 +47,11 @@ def local_spec(layout: ClusterLayout, kafka_version: str) -> ClusterSpec:
     )
 
 
+def broker_tls_files(vm: VmLayout) -> TlsFiles:
+    identity = vm_identity(vm)
+    return TlsFiles(str(identity.keystore), str(identity.trust_bundle))
+
+
 def broker_facts(layout: ClusterLayout, vm: VmLayout) -> BrokerFacts:
     """What the renderer needs to know about a local VM: the same facts its agent derives
     from the settings agent_settings writes (the broker id is the one `kaas up` assigns)."""
@@ -52,12 +59,13 @@ def broker_facts(layout: ClusterLayout, vm: VmLayout) -> BrokerFacts:
         broker_id=vm.broker_id,
         rack=vm.zone,
         listener_address=vm.address,
-        port=vm.ports.kafka,
-        tenant_port=vm.ports.kafka_sasl,
+        port=vm.ports.kafka_internal,
+        tenant_port=vm.ports.kafka_tenant,
         advertised_address=vm.address,
         log_dirs=(str(vm.kafka_data_dir),),
         zookeeper_connect=layout.zookeeper_connect,
         host_sizing=sizing_properties(HOST_SIZING),
+        tls=broker_tls_files(vm),
     )
 
 
@@ -162,8 +170,9 @@ def agent_settings(
         "state_dir": str(vm.directory),
         "image_root": image_root,
         "java": java,
-        "kafka_port": vm.ports.kafka,
-        "kafka_sasl_port": vm.ports.kafka_sasl,
+        "kafka_port": vm.ports.kafka_internal,
+        "kafka_tenant_port": vm.ports.kafka_tenant,
+        "tls_dir": str(vm_identity(vm).directory),
         "jolokia_port": vm.ports.jolokia,
         "kafka_heap": " ".join(KAFKA_HEAP),
         "host_sizing": HOST_SIZING.value,

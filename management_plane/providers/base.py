@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 from management_plane.errors import TemporaryError
+from planner.pki.files import IdentityFiles
 
 VM_STATES = ("pending", "running", "stopped", "terminated")
 
@@ -89,6 +90,14 @@ class BootstrapsClusters(Protocol):
     def bootstrap_cluster(self, requests: list[VmRequest]) -> list[VmInfo]:
         """Start a new cluster's first VMs together (their ZooKeeper servers form one
         ensemble from the start); a cluster already up is returned as it is."""
+        ...
+
+
+@runtime_checkable
+class HoldsClientIdentity(Protocol):
+    def client_identity(self, cluster: str) -> IdentityFiles | None:
+        """The admin identity (key, certificate, the cluster CA) the service presents to the
+        cluster's internal listener; None when the provider keeps none for it."""
         ...
 
 

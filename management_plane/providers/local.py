@@ -22,8 +22,10 @@ from management_plane.local.image import LocalImage, load_image
 from management_plane.local.layout import ZONES, VmLayout, address_base_of
 from management_plane.local.processes import is_alive
 from management_plane.local.state import read_state
+from management_plane.local.tls import admin_identity_at
 from management_plane.providers.base import ProviderError, VmInfo, VmRequest
 from planner.contracts.kafka_state import volume_broker_id
+from planner.pki.files import IdentityFiles
 
 log = structlog.get_logger("kaas.provider.local")
 
@@ -183,6 +185,10 @@ class LocalProvider:
 
     def release_broker_resources(self, cluster: str, broker_id: int) -> None:
         """Local VMs keep no per-broker resources."""
+
+    def client_identity(self, cluster: str) -> IdentityFiles | None:
+        identity = admin_identity_at(self.cluster_home(cluster))
+        return identity if identity.exists() else None
 
     def zookeeper_admin_secret(self, cluster: str) -> str | None:
         """The ZooKeeper super user's password of the cluster (reconfig needs it)."""

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from management_plane.errors import KaasError
+from planner.pki.client_settings import TenantClient
 
 DEFAULT_URL = "http://127.0.0.1:8080"
 
@@ -54,13 +55,12 @@ class ApiClient:
 def tenant_client_config(created: dict[str, Any]) -> dict[str, str | int | float | bool]:
     """librdkafka settings from the onboarding answer (the password is shown only there)."""
     connection = created["tenant"]["connection"]
-    return {
-        "bootstrap.servers": connection["bootstrap_servers"],
-        "security.protocol": connection["security_protocol"],
-        "sasl.mechanism": connection["sasl_mechanism"],
-        "sasl.username": connection["username"],
-        "sasl.password": created["password"],
-    }
+    return TenantClient(
+        connection["bootstrap_servers"],
+        connection["username"],
+        created["password"],
+        connection["ca_certificate"],
+    ).librdkafka()
 
 
 def add_commands(commands: Any) -> None:
@@ -420,6 +420,7 @@ def _print_tenant(tenant: dict[str, Any]) -> None:
         f"security.protocol={connection['security_protocol']} "
         f"sasl.mechanism={connection['sasl_mechanism']} sasl.username={connection['username']}"
     )
+    print("ssl.ca.pem: the cluster CA, in the connection details' ca_certificate")
 
 
 def _tenant_command(client: ApiClient, args: argparse.Namespace) -> int:

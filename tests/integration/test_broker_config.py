@@ -34,7 +34,7 @@ from planner.contracts.vm_config import (
     UpdateMode,
     render_server_properties,
 )
-from planner.contracts.vm_config.listeners import RENDERED_OUTSIDE_CATALOG
+from planner.contracts.vm_config.kafka_tls import RENDERED_OUTSIDE_CATALOG
 from tests.harness import ClusterHandle
 
 pytestmark = pytest.mark.integration
@@ -42,7 +42,7 @@ pytestmark = pytest.mark.integration
 
 @pytest.fixture(scope="module")
 def admin(kafka_cluster: ClusterHandle) -> AdminClient:
-    return AdminClient({"bootstrap.servers": kafka_cluster.bootstrap_servers})
+    return AdminClient(kafka_cluster.client_config())
 
 
 @pytest.fixture(scope="module")
@@ -50,7 +50,7 @@ def cluster_defaults(kafka_cluster: ClusterHandle) -> ConfigCommandClusterDefaul
     return ConfigCommandClusterDefaults(
         java=str(find_java()),
         kafka_libs=load_image(verify=False).kafka_libs(),
-        bootstrap=kafka_cluster.bootstrap_servers,
+        kafka=kafka_cluster.admin,
     )
 
 

@@ -32,11 +32,11 @@ def test_verify_output_is_read() -> None:
 
 
 def test_a_throttled_move_completes_and_its_throttles_go(kafka_cluster: ClusterHandle) -> None:
-    bootstrap = kafka_cluster.bootstrap_servers
+    connection = kafka_cluster.client_config()
     topic = kafka_cluster.unique_topic("reassign")
-    create_topic(bootstrap, topic, partitions=2, replication_factor=2)
-    assert produce_keyed(durable_producer(bootstrap), topic, 2000, 10).errors == []
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    create_topic(connection, topic, partitions=2, replication_factor=2)
+    assert produce_keyed(durable_producer(connection), topic, 2000, 10).errors == []
+    admin = AdminClient(connection)
     before = {
         p.id: tuple(p.replicas)
         for p in admin.list_topics(topic, timeout=10).topics[topic].partitions.values()
@@ -46,7 +46,7 @@ def test_a_throttled_move_completes_and_its_throttles_go(kafka_cluster: ClusterH
     for partition, replicas in before.items():
         missing = ({0, 1, 2} - set(replicas)).pop()
         moves.append(PartitionMove(topic, partition, (replicas[0], missing)))
-    tool = ReassignmentTool("java", load_image().kafka_libs(), bootstrap)
+    tool = ReassignmentTool("java", load_image().kafka_libs(), kafka_cluster.admin)
     tool.execute(moves, throttle_bytes_per_s=10_000_000)
 
     resource = ConfigResource("topic", topic)
@@ -77,7 +77,7 @@ def test_a_throttled_move_completes_and_its_throttles_go(kafka_cluster: ClusterH
 
 
 def test_a_failed_call_names_the_problem(kafka_cluster: ClusterHandle) -> None:
-    tool = ReassignmentTool("java", load_image().kafka_libs(), kafka_cluster.bootstrap_servers)
+    tool = ReassignmentTool("java", load_image().kafka_libs(), kafka_cluster.admin)
     with pytest.raises(Exception, match="kafka-reassign-partitions --execute"):
         tool.execute(
             [PartitionMove("no-such-topic-" + kafka_cluster.unique_topic("x"), 0, (0, 1))], 1000

@@ -334,7 +334,7 @@ def test_an_onboarding_killed_midway_is_rolled_back_at_the_next_start(
     request.join(60)
     assert step is not None, "the onboarding never reached its quotas step"
     assert len(answers) == 1 and not isinstance(answers[0], tuple), answers
-    admin = AdminClient({"bootstrap.servers": kafka_cluster.bootstrap_servers})
+    admin = AdminClient(kafka_cluster.client_config())
     described = admin.describe_user_scram_credentials([name])
     assert isinstance(described, dict)
     described[name].result(timeout=30)  # the credential exists now: the kill left it behind
@@ -368,7 +368,7 @@ def harness_acls(kafka_cluster: ClusterHandle, user: str) -> list[str]:
         ResourceType,
     )
 
-    admin = AdminClient({"bootstrap.servers": kafka_cluster.bootstrap_servers})
+    admin = AdminClient(kafka_cluster.client_config())
     found = admin.describe_acls(
         AclBindingFilter(
             ResourceType.ANY,
@@ -407,7 +407,7 @@ def test_the_storage_budget_is_kept_through_topic_configs(
     name, key = made["tenant"]["name"], made["api_key"]
     assert made["tenant"]["plan"]["storage_bytes"] == 1024 * mib
     path = f"{tenants}/{name}/topics"
-    admin = AdminClient({"bootstrap.servers": kafka_cluster.bootstrap_servers})
+    admin = AdminClient(kafka_cluster.client_config())
     # 2 partitions x 3 replicas x the plan's 64 MiB: 384 of 1024 MiB.
     status, first = api.call("POST", path, {"name": f"{name}.a", "partitions": 2}, key=key)
     assert status == 201, first

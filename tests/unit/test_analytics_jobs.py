@@ -201,7 +201,17 @@ def test_balance_job_refuses_an_unknown_cluster(
             "needs a zone",
         ),
         (
-            ["audit", "--bootstrap-servers", "x:9092", "--ledger", "absent.jsonl", "--out", "o"],
+            [
+                "audit",
+                "--bootstrap-servers",
+                "x:9092",
+                "--client-dir",
+                "c",
+                "--ledger",
+                "absent.jsonl",
+                "--out",
+                "o",
+            ],
             "does not exist",
         ),
     ],
