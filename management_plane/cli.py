@@ -125,6 +125,21 @@ def _parser() -> argparse.ArgumentParser:
         help="leave out the management-plane part (a tenant over SCRAM, one VM replaced)",
     )
 
+    security = commands.add_parser("security", help="check a cluster's ports (kaas security check)")
+    security_commands = security.add_subparsers(dest="security_command", required=True)
+    check = with_home(
+        security_commands.add_parser(
+            "check",
+            help="probe every listening TCP port of every VM without credentials; exit 1 if "
+            "any accepts plaintext or anonymous access",
+        )
+    )
+    check.add_argument(
+        "name",
+        help="the cluster: the one at --home, or one the management plane that `kaas up` "
+        "started runs (HOME/service/local/NAME)",
+    )
+
     from management_plane.service.client import add_commands
 
     add_commands(commands)
@@ -210,6 +225,8 @@ def _run(args: argparse.Namespace) -> int:
     from management_plane.local.cluster import LocalCluster
 
     home: Path = args.home or default_home()
+    if args.command == "security":
+        return _security_check(home, args.name)
     cluster = LocalCluster(home)
     if args.command == "up":
         result = cluster.up(
@@ -260,6 +277,28 @@ def _run(args: argparse.Namespace) -> int:
             managed=args.managed,
         )
     raise KaasError(f"unknown command {args.command}")
+
+
+def _security_check(home: Path, name: str) -> int:
+    from management_plane.local.state import read_state
+    from management_plane.security.scan import report_lines, scan
+
+    candidates = (home, home / "service" / "local" / name)
+    for folder in candidates:
+        state = read_state(folder)
+        if state is not None and state.layout.name == name:
+            break
+    else:
+        raise KaasError(f"no cluster {name} at {' or '.join(str(c) for c in candidates)}")
+    reports = scan(state)
+    for line in report_lines(reports):
+        print(line)
+    open_ports = [r for r in reports if not r.verdict.ok]
+    print(
+        f"{len(reports)} ports on {len(state.layout.vms)} VMs: "
+        + (f"{len(open_ports)} open" if open_ports else "every one requires TLS and authentication")
+    )
+    return 1 if open_ports or not reports else 0
 
 
 def add_client_dir_argument(parser: argparse.ArgumentParser) -> None:

@@ -93,12 +93,19 @@ def broker_registrations(
             except NoNodeError:
                 continue
             value: dict[str, Any] = json.loads(data)
+            endpoints = tuple(value.get("endpoints", []))
+            host, port = value.get("host"), int(value.get("port", -1))
+            if host is None and endpoints:
+                # Kafka fills the legacy host and port only for a PLAINTEXT listener; the
+                # first endpoint is the internal listener's.
+                host, _, port_text = endpoints[0].partition("://")[2].rpartition(":")
+                port = int(port_text)
             registrations[int(child)] = BrokerRegistration(
                 broker_id=int(child),
-                host=str(value.get("host")),
-                port=int(value.get("port", -1)),
+                host=str(host),
+                port=port,
                 rack=value.get("rack"),
-                endpoints=tuple(value.get("endpoints", [])),
+                endpoints=endpoints,
             )
         return registrations
     finally:
