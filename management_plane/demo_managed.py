@@ -11,6 +11,7 @@ from pathlib import Path
 from analytics.ledger import ProducedLedger
 from management_plane.errors import KaasError
 from management_plane.local.background_service import BackgroundService
+from management_plane.security.probes import negotiate
 from management_plane.service.client import ApiClient, tenant_client_config, watch_operation
 from management_plane.workload import (
     BackgroundProducer,
@@ -39,6 +40,15 @@ def run_managed_demo(service: BackgroundService, cluster: str, ledger_dir: Path)
         f"tenant {name}: onboarded through {service.url} in {time.monotonic() - started:.1f}s "
         f"(SCRAM user, ACLs on prefix {created['tenant']['prefix']!r}, quotas); connects to "
         f"{connection['bootstrap_servers']} with {connection['sasl_mechanism']}"
+    )
+    # What the tenant's client negotiates: the brokers' certificate checked against the CA
+    # in its connection details.
+    host, _, port = connection["bootstrap_servers"].split(",")[0].rpartition(":")
+    session = negotiate(host, int(port), connection["ca_certificate"])
+    print(
+        f"tenant {name}: {connection['security_protocol']} to {host}:{port}, "
+        f"{session.version} with {session.cipher}, the broker's certificate checked against "
+        "the cluster CA from the connection details"
     )
     tenant_api = ApiClient(service.url, created["api_key"])
     topic = f"{created['tenant']['prefix']}orders"

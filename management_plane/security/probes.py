@@ -23,14 +23,14 @@ class TlsSession:
 def negotiate(
     host: str,
     port: int,
-    ca_file: str,
+    ca_pem: str,
     server_name: str | None = None,
     timeout_s: float = 10.0,
     maximum_version: ssl.TLSVersion | None = None,
 ) -> TlsSession:
-    """A TLS handshake that verifies the server against `ca_file` and presents no
+    """A TLS handshake that verifies the server against the CA `ca_pem` and presents no
     certificate: the version and cipher the server chose. ssl.SSLError on refusal."""
-    context = ssl.create_default_context(cafile=ca_file)
+    context = ssl.create_default_context(cadata=ca_pem)
     if maximum_version is not None:
         context.maximum_version = maximum_version
     with (

@@ -130,7 +130,7 @@ def test_the_listeners_speak_tls_1_3_and_1_2_and_the_internal_one_wants_a_certif
     kafka_cluster: ClusterHandle,
 ) -> None:
     vm = kafka_cluster.layout.vms[0]
-    ca = str(kafka_cluster.admin.identity.trust_bundle)
+    ca = kafka_cluster.admin.identity.trust_bundle.read_text()
     session = negotiate(vm.address, vm.ports.kafka_tenant, ca)
     assert session.version == "TLSv1.3"
     capped = negotiate(
