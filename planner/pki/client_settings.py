@@ -2,9 +2,10 @@
 
 `InternalClient` is a role identity of the cluster CA (a VM's kaas-node, the operator's and
 the management plane's kaas-admin) on the internal listener (mutual TLS). It gives the same
-settings three ways because its readers differ: librdkafka's keys (confluent-kafka), the Java
-client's (Kafka's command-line tools through --command-config, Spark's Kafka source with a
-"kafka." prefix), each file by path so a renewed certificate needs no new settings.
+settings in the forms its readers need: librdkafka's keys (confluent-kafka), kafka-python's
+arguments, the Java client's (Kafka's command-line tools through --command-config, Spark's
+Kafka source with a "kafka." prefix), each file by path so a renewed certificate needs no
+new settings.
 
 `TenantClient` is a tenant's SCRAM user on the tenant listener (SASL_SSL), trusting the
 cluster CA given as PEM text, as the tenant's connection details carry it.
@@ -63,6 +64,17 @@ class InternalClient:
         }
         config.update(overrides)
         return config
+
+    def kafka_python(self) -> dict[str, object]:
+        """kafka-python's keyword arguments (KafkaAdminClient, KafkaConsumer, ...)."""
+        return {
+            "bootstrap_servers": self.bootstrap_servers.split(","),
+            "security_protocol": SSL,
+            "ssl_cafile": str(self.identity.trust_bundle),
+            "ssl_certfile": str(self.identity.certificate),
+            "ssl_keyfile": str(self.identity.key),
+            "ssl_check_hostname": True,
+        }
 
     def java(self) -> dict[str, str]:
         """The Java client's settings (PEM stores: no JKS, no store password)."""

@@ -48,6 +48,17 @@ def test_java_settings_use_pem_stores_without_passwords() -> None:
     assert CLIENT.spark_options()["kafka.bootstrap.servers"] == "h1:9092,h2:9092"
 
 
+def test_kafka_python_settings_name_the_same_files() -> None:
+    assert CLIENT.kafka_python() == {
+        "bootstrap_servers": ["h1:9092", "h2:9092"],
+        "security_protocol": "SSL",
+        "ssl_cafile": "/c/client/ca.pem",
+        "ssl_certfile": "/c/client/admin.crt",
+        "ssl_keyfile": "/c/client/admin.key",
+        "ssl_check_hostname": True,
+    }
+
+
 def test_with_servers_keeps_the_identity() -> None:
     other = CLIENT.with_servers("h3:9092")
     assert other.identity == IDENTITY and other.librdkafka()["bootstrap.servers"] == "h3:9092"
