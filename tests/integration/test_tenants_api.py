@@ -11,6 +11,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -100,6 +101,13 @@ def test_onboarding_returns_connection_details_once_and_stores_no_secret(
     assert tenant["status"] == "active" and tenant["prefix"] == f"{tenant['name']}."
     assert tenant["connection"]["bootstrap_servers"].count(":9094") == 3
     assert tenant["connection"]["sasl_mechanism"] == "SCRAM-SHA-512"
+    assert tenant["connection"]["security_protocol"] == "SASL_SSL"
+    # The CA the brokers' certificates chain to, as the cluster's view names its file.
+    status, view = api.call("GET", f"/v1/clusters/{cluster}")
+    assert status == 200, view
+    ca_file = Path(view["client"]["ca_file"])
+    assert tenant["connection"]["ca_certificate"] == ca_file.read_text()
+    assert Path(view["client"]["java_properties"]).is_file()
     assert tenant["connection"]["username"] == tenant["name"]
     assert len(a["password"]) >= 24 and a["api_key"].startswith("kaas_")
     # Reading it again shows no secret.
