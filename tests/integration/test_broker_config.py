@@ -32,6 +32,7 @@ from planner.contracts.vm_config import (
     BrokerConfigError,
     BrokerFacts,
     UpdateMode,
+    parse_server_properties,
     render_server_properties,
 )
 from planner.contracts.vm_config.kafka_tls import RENDERED_OUTSIDE_CATALOG
@@ -107,13 +108,24 @@ def cleanup(
             remove_per_broker(admin, broker_id, key)
 
 
-def test_the_catalog_is_the_running_brokers_own_list(admin: AdminClient) -> None:
+def test_the_catalog_is_the_running_brokers_own_list(
+    admin: AdminClient, kafka_cluster: ClusterHandle
+) -> None:
     resource = ConfigResource("broker", "0")
     entries = admin.describe_configs([resource])[resource].result(timeout=15)
-    # Besides the table, a broker reports the keys of its file Kafka cannot type (values
-    # hidden): the tenant listener's super.users and JAAS config.
+    # Besides the table, a broker reports the keys of its file outside it: super.users and
+    # the listener-prefixed ones, each with its value hidden (a key Kafka cannot type, or a
+    # password) or as the file has it.
     assert set(entries) == set(BROKER_CONFIGS) | RENDERED_OUTSIDE_CATALOG
-    assert all(entries[key].value is None for key in RENDERED_OUTSIDE_CATALOG)
+    vm = next(v for v in kafka_cluster.layout.vms if v.broker_id == 0)
+    in_file = parse_server_properties((vm.config_dir / "server.properties").read_text())
+    shown = {
+        key: entries[key].value
+        for key in RENDERED_OUTSIDE_CATALOG
+        if entries[key].value not in (None, in_file[key])
+    }
+    assert shown == {}
+    assert entries["super.users"].value is None  # the authorizer's key: Kafka cannot type it
     disagree = [
         name
         for name, entry in entries.items()
