@@ -4,6 +4,7 @@ a small HTTP client that returns status and JSON body (errors included)."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import signal
 import socket
