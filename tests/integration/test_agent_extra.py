@@ -3,6 +3,7 @@ image gets it: a wheel of the repository, installed by packer/scripts/provision.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import shutil
@@ -16,6 +17,8 @@ import pytest
 from kazoo.client import KazooClient
 
 from planner.contracts.paths import ClusterPaths
+from planner.pki.authority import Role, create_authority, issue
+from planner.pki.files import IdentityFiles, write_identity
 
 pytestmark = pytest.mark.integration
 
@@ -135,6 +138,17 @@ def test_the_agent_environment_has_the_agent_and_nothing_of_the_other_planes(
         assert f"pip install 'kaas[{extra}]'" in refused.stderr
 
 
+def node_identity(directory: Path) -> IdentityFiles:
+    """A VM's identity from a CA of its own: the agent's clients need one to start."""
+    now = dt.datetime.now(dt.UTC)
+    authority = create_authority("extra", now)
+    files = IdentityFiles(directory, Role.NODE)
+    write_identity(
+        files, issue(authority, Role.NODE, ("127.0.0.1",), now), authority.certificate_pem
+    )
+    return files
+
+
 def test_the_agent_from_its_extra_runs_a_cycle_against_real_zookeeper(
     agent_image: Path, zk_hosts: str, tmp_path: Path
 ) -> None:
@@ -153,8 +167,9 @@ def test_the_agent_from_its_extra_runs_a_cycle_against_real_zookeeper(
                 "logs_dir": str(tmp_path / "logs"),
                 "image_root": str(agent_image),
                 "kafka_port": _free_port(),
-                "kafka_sasl_port": _free_port(),
+                "kafka_tenant_port": _free_port(),
                 "jolokia_port": _free_port(),
+                "tls_dir": str(node_identity(tmp_path / "tls").directory),
             }
         )
     )
