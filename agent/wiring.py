@@ -13,7 +13,7 @@ from agent.cycle import Agent, AgentPorts
 from agent.planner_role import PlannerRole
 from agent.ports import BrokerSupervisor, Reassigner
 from agent.reassign import ReassignmentTool
-from agent.settings import AgentSettings
+from agent.settings import AgentSettings, SettingsError
 from agent.supervisor import kafka_libs, make_supervisor
 from agent.zk_ensemble import EnsembleKeeper
 from planner.contracts.paths import ClusterPaths
@@ -21,6 +21,14 @@ from planner.store import PlanStore
 
 
 def build_agent(settings: AgentSettings, supervisor: BrokerSupervisor | None = None) -> Agent:
+    identity = settings.kafka_client.identity
+    if not identity.exists():
+        # librdkafka would refuse the missing files with a less telling message.
+        raise SettingsError(
+            f"tls_dir {identity.directory}: the VM's identity is missing (expected "
+            f"{identity.trust_bundle.name}, {identity.key.name}, {identity.certificate.name} "
+            f"and {identity.keystore.name} from the cluster CA)"
+        )
     paths = ClusterPaths(settings.cluster)
     admin_secret = None
     if settings.zookeeper_admin_secret_file is not None:
