@@ -32,6 +32,7 @@ from agent.supervisor import kafka_libs
 from planner.contracts.kafka_state import PartitionState
 from planner.contracts.paths import ClusterPaths
 from planner.live_layout import read_live_layout
+from planner.pki.client_settings import InternalClient
 from planner.pki.files import IdentityFiles
 from planner.zookeeper_client import zookeeper_client
 
@@ -199,16 +200,16 @@ class ConfluentBrokerAdmin:
 
     def __init__(
         self,
-        bootstrap: str,
+        kafka: InternalClient,
         java: str,
         image_root: Path,
         jolokia_context: ssl.SSLContext | None = None,
     ) -> None:
-        self.bootstrap = bootstrap
+        self.kafka = kafka
         self.java = java
         self.image_root = image_root
         self.jolokia_context = jolokia_context  # presents the node's certificate to Jolokia
-        self.client = brokerview.admin_client(bootstrap)
+        self.client = brokerview.admin_client(kafka)
 
     def metadata_answers(self, broker_id: int, timeout: float) -> bool:
         return brokerview.metadata_answers(self.client, broker_id, timeout)
@@ -227,7 +228,7 @@ class ConfluentBrokerAdmin:
 
     def apply_config(self, broker_id: int, diff: ConfigDiff, kafka_version: str) -> str | None:
         defaults = ConfigCommandClusterDefaults(
-            self.java, kafka_libs(self.image_root, kafka_version), self.bootstrap
+            self.java, kafka_libs(self.image_root, kafka_version), self.kafka
         )
         return apply_config_diff(self.client, broker_id, diff, defaults).error
 
@@ -239,14 +240,17 @@ class ConfluentClusterAdmin:
     """The whole cluster for the elected planner: one Admin client per bootstrap list."""
 
     def __init__(
-        self, bootstrap: str, jolokia_port: int, jolokia_context: ssl.SSLContext | None = None
+        self,
+        kafka: InternalClient,
+        jolokia_port: int,
+        jolokia_context: ssl.SSLContext | None = None,
     ) -> None:
-        self.bootstrap = bootstrap
+        self.kafka = kafka
         self.jolokia_port = jolokia_port
         self.jolokia_context = jolokia_context
 
     def _client(self) -> AdminClient:
-        return AdminClient({"bootstrap.servers": self.bootstrap, "socket.timeout.ms": 10000})
+        return AdminClient(self.kafka.librdkafka(**{"socket.timeout.ms": 10000}))
 
     def assignment(self) -> tuple[dict[tuple[str, int], tuple[int, ...]], frozenset[int]]:
         metadata = self._client().list_topics(timeout=10)
@@ -259,7 +263,7 @@ class ConfluentClusterAdmin:
 
     def read_layout(self) -> dict[str, Any]:
         return read_live_layout(
-            self.bootstrap, self.jolokia_port, timeout_s=10.0, jolokia_context=self.jolokia_context
+            self.kafka, self.jolokia_port, timeout_s=10.0, jolokia_context=self.jolokia_context
         )
 
     def elect_preferred_leaders(self, partitions: Sequence[tuple[str, int]]) -> None:

@@ -12,6 +12,7 @@ from typing import Any
 from confluent_kafka.admin import AdminClient, ConfigResource
 
 from planner.contracts.kafka_state import PartitionState
+from planner.pki.client_settings import InternalClient
 
 # librdkafka reports every refused connection; a stopped broker is a state the agent handles.
 _RDKAFKA_LOG = logging.getLogger("kaas.agent.rdkafka")
@@ -20,10 +21,8 @@ _RDKAFKA_LOG.setLevel(logging.CRITICAL)
 URP_MBEAN = "kafka.server:type=ReplicaManager,name=UnderReplicatedPartitions"
 
 
-def admin_client(bootstrap: str) -> AdminClient:
-    return AdminClient(
-        {"bootstrap.servers": bootstrap, "socket.timeout.ms": 5000}, logger=_RDKAFKA_LOG
-    )
+def admin_client(client: InternalClient) -> AdminClient:
+    return AdminClient(client.librdkafka(**{"socket.timeout.ms": 5000}), logger=_RDKAFKA_LOG)
 
 
 def metadata_answers(admin: AdminClient, broker_id: int, timeout: float) -> bool:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import subprocess
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Protocol
 
 from agent.errors import AgentError
@@ -22,6 +23,7 @@ from planner.contracts.kraft_quorum_state import (
     parse_replication,
     parse_status,
 )
+from planner.pki.client_settings import InternalClient
 
 METADATA_QUORUM_TOOL = "org.apache.kafka.tools.MetadataQuorumCommand"
 CLUSTER_TOOL = "org.apache.kafka.tools.ClusterTool"
@@ -67,13 +69,14 @@ class MetadataQuorumTool:
 
     `controller_config` is this VM's controller.properties: add-controller reads the
     controller's node id, endpoint and metadata directory from it, so it is run on the VM
-    whose controller joins."""
+    whose controller joins. `kafka` is the identity the tools present (mutual TLS on the
+    controller and internal listeners) and the brokers kafka-cluster reaches."""
 
     java: str
     libs: str
     log_config: str  # a Log4j 2 file that keeps the tools quiet on stdout
     bootstrap_controllers: str
-    bootstrap_servers: str
+    kafka: InternalClient
     controller_config: str | None
     clock_ms: Callable[[], int]
     runner: Runner = run_tool
@@ -90,15 +93,20 @@ class MetadataQuorumTool:
             *arguments,
         ]
 
-    def _quorum(self, *arguments: str) -> str:
-        return self.runner(
-            self._command(
-                METADATA_QUORUM_TOOL,
-                "--bootstrap-controller",
-                self.bootstrap_controllers,
-                *arguments,
+    def _quorum(self, *arguments: str, controller_config: str = "") -> str:
+        # One --command-config: the identity's TLS settings, after the controller's own
+        # properties when add-controller needs those.
+        with self.kafka.java_security_file(controller_config) as command_config:
+            return self.runner(
+                self._command(
+                    METADATA_QUORUM_TOOL,
+                    "--bootstrap-controller",
+                    self.bootstrap_controllers,
+                    "--command-config",
+                    str(command_config),
+                    *arguments,
+                )
             )
-        )
 
     def describe(self) -> tuple[QuorumStatus, tuple[QuorumReplica, ...]]:
         # The status first: the replicas read after it are at least at its high watermark.
@@ -114,7 +122,11 @@ class MetadataQuorumTool:
     def add_controller(self) -> None:
         if self.controller_config is None:
             raise QuorumToolError("this VM runs no controller: it has none to add")
-        self._quorum("--command-config", self.controller_config, "add-controller")
+        try:
+            controller_properties = Path(self.controller_config).read_text()
+        except OSError as exc:
+            raise QuorumToolError(f"add-controller: {exc}") from None
+        self._quorum("add-controller", controller_config=controller_properties)
 
     def remove_controller(self, node_id: int, directory_id: str) -> None:
         self._quorum(
@@ -126,13 +138,16 @@ class MetadataQuorumTool:
         )
 
     def unregister_broker(self, broker_id: int) -> None:
-        self.runner(
-            self._command(
-                CLUSTER_TOOL,
-                "unregister",
-                "--bootstrap-server",
-                self.bootstrap_servers,
-                "--id",
-                str(broker_id),
+        with self.kafka.java_security_file() as command_config:
+            self.runner(
+                self._command(
+                    CLUSTER_TOOL,
+                    "unregister",
+                    "--bootstrap-server",
+                    self.kafka.bootstrap_servers,
+                    "--config",
+                    str(command_config),
+                    "--id",
+                    str(broker_id),
+                )
             )
-        )

@@ -59,7 +59,11 @@ def main(argv: list[str] | None = None) -> int:
     from agent.wiring import build_agent
 
     notifier = SystemdNotifier()
-    agent = build_agent(settings)
+    try:
+        agent = build_agent(settings)
+    except SettingsError as exc:
+        print(f"kaas-agent: error: {exc}", file=sys.stderr)
+        return 1
     stop = threading.Event()
 
     def request_stop(signum: int, frame: object) -> None:

@@ -39,7 +39,7 @@ def start_metrics_loop(
         s.statsd_host,
         s.statsd_port,
         "kaas",
-        s.bootstrap,
+        s.kafka_client,
         topic=s.metrics_topic,
         topic_replication_factor=topic_replication,
         # Brokers start one at a time under the restart lock: a topic of RF 3 cannot be

@@ -22,6 +22,7 @@ from agent.brokerview import jolokia_read
 from agent.errors import AgentError
 from agent.kafka_client_settings import kafka_python_admin_settings
 from agent.pipeline import ConfigChange, Move, PartitionKey, Reassigning, ResourceKind
+from planner.pki.client_settings import InternalClient
 
 log = structlog.get_logger("kaas.agent.reassign")
 
@@ -41,9 +42,12 @@ class KafkaReassignmentAdmin:
     """One admin client for the elected planner, made on first use and kept."""
 
     def __init__(
-        self, bootstrap: str, jolokia_port: int, jolokia_context: ssl.SSLContext | None = None
+        self,
+        kafka: InternalClient,
+        jolokia_port: int,
+        jolokia_context: ssl.SSLContext | None = None,
     ) -> None:
-        self.bootstrap = bootstrap
+        self.kafka = kafka  # the brokers and the identity the internal listener requires
         self.jolokia_port = jolokia_port
         # Jolokia answers only over HTTPS to a client presenting the nodes' certificate.
         self.jolokia_context = jolokia_context
@@ -54,10 +58,10 @@ class KafkaReassignmentAdmin:
         with self._lock:
             if self._client is None:
                 try:
-                    self._client = KafkaAdminClient(**kafka_python_admin_settings(self.bootstrap))
+                    self._client = KafkaAdminClient(**kafka_python_admin_settings(self.kafka))
                 except KafkaError as exc:
                     raise ReassignmentAdminError(
-                        f"admin client to {self.bootstrap}: {exc}"
+                        f"admin client to {self.kafka.bootstrap_servers}: {exc}"
                     ) from None
             return self._client
 

@@ -14,6 +14,7 @@ from agent.errors import AgentError
 from planner.contracts.paths import validate_cluster_name
 from planner.contracts.vm_config import SizingError, SizingProfile, sizing_profile
 from planner.pki.authority import Role
+from planner.pki.client_settings import InternalClient
 from planner.pki.files import IdentityFiles
 
 
@@ -41,9 +42,9 @@ class AgentSettings:
 
     # -- optional ---------------------------------------------------------------------------
     kafka_port: int = 9092
-    """The internal PLAINTEXT listener (inter-broker, agents, management plane)."""
-    kafka_sasl_port: int = 9094
-    """The tenants' SASL_PLAINTEXT (SCRAM-SHA-512) listener."""
+    """The internal listener, mutual TLS (inter-broker, agents, management plane, tools)."""
+    kafka_tenant_port: int = 9094
+    """The tenants' SASL_SSL (SCRAM-SHA-512) listener."""
     jolokia_port: int = 8778
     supervisor: str = "local"
     """How the broker process is controlled: "systemd" (unit kaas-kafka) or "local" (a child JVM)."""
@@ -56,7 +57,8 @@ class AgentSettings:
     (Kafka's own defaults, a host per broker) or "local" (the local provider's shared cores)."""
     tls_dir: Path = Path("/etc/kaas/tls")
     """This VM's identity (planner.pki.files: ca.pem, node.key, node.crt, node.pem): what the
-    agent presents to ZooKeeper and Jolokia, and what the broker and ZooKeeper server present."""
+    agent presents to ZooKeeper, Jolokia and the internal Kafka listener, and what the broker
+    and the ZooKeeper server present."""
     logs_dir: Path = Path("/var/log/kaas")
     state_dir: Path | None = None
     """Where the agent keeps local state (the broker's pid file); default: the data dir's parent."""
@@ -118,8 +120,14 @@ class AgentSettings:
 
     @property
     def identity(self) -> IdentityFiles:
-        """The VM's identity: ZooKeeper's super user, so the agent may reconfigure."""
+        """The VM's identity: ZooKeeper's super user, so the agent may reconfigure, and a
+        super user of the internal Kafka listener."""
         return IdentityFiles(self.tls_dir, Role.NODE)
+
+    @property
+    def kafka_client(self) -> InternalClient:
+        """This VM's broker on the internal listener, as the VM's node identity."""
+        return InternalClient(self.bootstrap, self.identity)
 
     @property
     def jolokia_url(self) -> str:
@@ -154,7 +162,7 @@ def parse_settings(value: object, source: str = "settings") -> AgentSettings:
         raise SettingsError(
             f'{source}: supervisor must be "local" or "systemd", got {converted["supervisor"]!r}'
         )
-    for port in ("kafka_port", "kafka_sasl_port", "jolokia_port", "statsd_port"):
+    for port in ("kafka_port", "kafka_tenant_port", "jolokia_port", "statsd_port"):
         if port in converted and not 0 < converted[port] < 65536:
             raise SettingsError(f"{source}: {port} must be 1-65535, got {converted[port]}")
     return AgentSettings(**converted)

@@ -14,7 +14,7 @@ from agent.cycle import Agent, AgentPorts
 from agent.planner_role import PlannerRole
 from agent.ports import BrokerSupervisor, ReassignmentAdmin
 from agent.reassign_admin import KafkaReassignmentAdmin
-from agent.settings import AgentSettings
+from agent.settings import AgentSettings, SettingsError
 from agent.supervisor import make_supervisor
 from agent.zk_ensemble import EnsembleKeeper
 from planner.contracts.paths import ClusterPaths
@@ -23,6 +23,14 @@ from planner.store import PlanStore
 
 
 def build_agent(settings: AgentSettings, supervisor: BrokerSupervisor | None = None) -> Agent:
+    identity = settings.identity
+    if not identity.exists():
+        # librdkafka would refuse the missing files with a less telling message.
+        raise SettingsError(
+            f"tls_dir {identity.directory}: the VM's identity is missing (expected "
+            f"{identity.trust_bundle.name}, {identity.key.name}, {identity.certificate.name} "
+            f"and {identity.keystore.name} from the cluster CA)"
+        )
     paths = ClusterPaths(settings.cluster)
     zookeeper = KazooAgentZooKeeper(settings.zookeeper_hosts, paths, settings.identity)
     jolokia = client_context(settings.identity)  # every broker's Jolokia takes the nodes' only
@@ -35,7 +43,9 @@ def build_agent(settings: AgentSettings, supervisor: BrokerSupervisor | None = N
             for stale in admins.values():
                 stale.close()
             admins.clear()
-            admins[bootstrap] = KafkaReassignmentAdmin(bootstrap, settings.jolokia_port, jolokia)
+            admins[bootstrap] = KafkaReassignmentAdmin(
+                settings.kafka_client.with_servers(bootstrap), settings.jolokia_port, jolokia
+            )
         return admins[bootstrap]
 
     # The ensemble keeper journals through the agent, which is made after it.
@@ -51,14 +61,14 @@ def build_agent(settings: AgentSettings, supervisor: BrokerSupervisor | None = N
         AgentPorts(
             zookeeper=zookeeper,
             admin=ConfluentBrokerAdmin(
-                settings.bootstrap, settings.java, settings.image_root, jolokia
+                settings.kafka_client, settings.java, settings.image_root, jolokia
             ),
             supervisor=supervisor or make_supervisor(settings),
             ensemble=ensemble,
             planner_seat=PlannerRole(zookeeper.client, paths, f"broker-{settings.vm_id}"),
             plan_store=PlanStore(zookeeper.client, settings.cluster),
             cluster_admin=lambda bootstrap: ConfluentClusterAdmin(
-                bootstrap, settings.jolokia_port, jolokia
+                settings.kafka_client.with_servers(bootstrap), settings.jolokia_port, jolokia
             ),
             reassignments=reassignments,
             clock=SystemClock(),

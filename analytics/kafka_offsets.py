@@ -16,6 +16,7 @@ from confluent_kafka.admin import AdminClient
 
 from analytics.errors import AnalyticsError
 from planner.client_logs import client_logger
+from planner.pki.client_settings import InternalClient
 
 REQUEST_TIMEOUT_S = 30.0
 
@@ -42,15 +43,14 @@ class CommittedOffset:
     committed_offset: int | None
 
 
-def partition_offsets(bootstrap_servers: str, topics: Sequence[str]) -> list[PartitionOffsets]:
+def partition_offsets(kafka: InternalClient, topics: Sequence[str]) -> list[PartitionOffsets]:
     """The low and high watermarks of every partition of `topics`."""
     consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap_servers,
-            # A throwaway group id: this consumer never subscribes or commits.
-            "group.id": f"kaas-analytics-offsets-{uuid.uuid4().hex[:8]}",
-            "enable.auto.commit": False,
-        },
+        # A throwaway group id: this consumer never subscribes or commits.
+        kafka.librdkafka(
+            **{"group.id": f"kaas-analytics-offsets-{uuid.uuid4().hex[:8]}"},
+            **{"enable.auto.commit": False},
+        ),
         logger=client_logger,
     )
     try:
@@ -74,9 +74,9 @@ def partition_offsets(bootstrap_servers: str, topics: Sequence[str]) -> list[Par
         consumer.close()
 
 
-def consumer_groups(bootstrap_servers: str) -> list[str]:
+def consumer_groups(kafka: InternalClient) -> list[str]:
     """Every consumer group the cluster knows."""
-    admin = AdminClient({"bootstrap.servers": bootstrap_servers}, logger=client_logger)
+    admin = AdminClient(kafka.librdkafka(), logger=client_logger)
     try:
         result = admin.list_consumer_groups(request_timeout=REQUEST_TIMEOUT_S).result()
     except KafkaException as error:
@@ -85,10 +85,10 @@ def consumer_groups(bootstrap_servers: str) -> list[str]:
 
 
 def committed_offsets(
-    bootstrap_servers: str, groups: Sequence[str], topics: Sequence[str]
+    kafka: InternalClient, groups: Sequence[str], topics: Sequence[str]
 ) -> list[CommittedOffset]:
     """Committed offsets of `groups` on the partitions of `topics` they have committed on."""
-    admin = AdminClient({"bootstrap.servers": bootstrap_servers}, logger=client_logger)
+    admin = AdminClient(kafka.librdkafka(), logger=client_logger)
     wanted = set(topics)
     rows = []
     for group in groups:
@@ -121,7 +121,7 @@ class AssignedPartition:
 
 
 def assigned_partitions(
-    bootstrap_servers: str, groups: Sequence[str], topics: Sequence[str]
+    kafka: InternalClient, groups: Sequence[str], topics: Sequence[str]
 ) -> list[AssignedPartition]:
     """The partitions of `topics` that the live members of `groups` hold now.
 
@@ -129,7 +129,7 @@ def assigned_partitions(
     """
     if not groups:
         return []
-    admin = AdminClient({"bootstrap.servers": bootstrap_servers}, logger=client_logger)
+    admin = AdminClient(kafka.librdkafka(), logger=client_logger)
     wanted = set(topics)
     futures = admin.describe_consumer_groups(list(groups), request_timeout=REQUEST_TIMEOUT_S)
     rows = []

@@ -14,6 +14,7 @@ from analytics.errors import AnalyticsError
 from analytics.metrics import ParsedMetrics
 from analytics.session import missing_connector_jars
 from planner.client_logs import client_logger
+from planner.pki.client_settings import InternalClient
 
 METRICS_TOPIC = "_kaas_metrics"
 NORMALISED_TABLES = ("broker_metrics", "topic_metrics", "partition_metrics")
@@ -63,40 +64,45 @@ def ensure_kafka_connector(jars_dir: Path, launched_by_spark_submit: bool) -> No
         )
 
 
-def require_topics(bootstrap_servers: str, topics: Sequence[str], timeout_s: float = 30.0) -> None:
+def require_topics(kafka: InternalClient, topics: Sequence[str], timeout_s: float = 30.0) -> None:
     """Fail with a clear message when a topic is missing (Spark's own error is a stack
     trace about an unknown partition set)."""
     from confluent_kafka import KafkaException
     from confluent_kafka.admin import AdminClient
 
     try:
-        metadata = AdminClient(
-            {"bootstrap.servers": bootstrap_servers}, logger=client_logger
-        ).list_topics(timeout=timeout_s)
+        metadata = AdminClient(kafka.librdkafka(), logger=client_logger).list_topics(
+            timeout=timeout_s
+        )
     except KafkaException as error:
-        raise SourceError(f"cannot reach Kafka at {bootstrap_servers}: {error.args[0]}") from error
+        raise SourceError(
+            f"cannot reach Kafka at {kafka.bootstrap_servers}: {error.args[0]}"
+        ) from error
     missing = [topic for topic in topics if topic not in metadata.topics]
     if missing:
         hint = " (no agent has produced metrics yet?)" if METRICS_TOPIC in missing else ""
-        raise SourceError(f"topic {', '.join(missing)} does not exist on {bootstrap_servers}{hint}")
+        raise SourceError(
+            f"topic {', '.join(missing)} does not exist on {kafka.bootstrap_servers}{hint}"
+        )
 
 
 def read_kafka_topics(
     spark: SparkSession,
-    bootstrap_servers: str,
+    kafka: InternalClient,
     topics: Sequence[str],
     starting_offsets: str = "earliest",
     ending_offsets: str = "latest",
 ) -> DataFrame:
     """A batch read of whole topics with Spark's Kafka source (key, value, topic, ...)."""
-    if not bootstrap_servers.strip():
+    if not kafka.bootstrap_servers.strip():
         raise SourceError("bootstrap servers are empty; give HOST:PORT[,HOST:PORT...]")
     if not topics:
         raise SourceError("no topic to read")
-    require_topics(bootstrap_servers, topics)
+    require_topics(kafka, topics)
     return (
         spark.read.format("kafka")
-        .option("kafka.bootstrap.servers", bootstrap_servers)
+        # bootstrap servers and the client certificate, as the Java client reads them
+        .options(**kafka.spark_options())
         .option("subscribe", ",".join(topics))
         .option("startingOffsets", starting_offsets)
         .option("endingOffsets", ending_offsets)

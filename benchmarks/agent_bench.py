@@ -23,7 +23,7 @@ from confluent_kafka import KafkaError, Message
 
 from management_plane.local.cluster import LocalCluster
 from management_plane.local.state import require_state
-from management_plane.local.tls import admin_identity
+from management_plane.local.tls import admin_client, admin_identity
 from management_plane.workload import create_topic, durable_producer
 from planner.contracts.journal import parse_journal_entry
 from planner.contracts.paths import ClusterPaths
@@ -59,8 +59,9 @@ def rolling_restart(home: Path) -> None:
     layout = state.layout
     paths = ClusterPaths(layout.name)
     topic = "bench-roll"
-    create_topic(layout.bootstrap_servers, topic, 6)
-    producer = durable_producer(layout.bootstrap_servers, **{"linger.ms": 0})
+    connection = admin_client(layout).librdkafka()
+    create_topic(connection, topic, 6)
+    producer = durable_producer(connection, **{"linger.ms": 0})
     latencies: list[tuple[float, float]] = []  # (sent at, latency)
     errors: list[str] = []
     stop = threading.Event()

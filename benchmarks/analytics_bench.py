@@ -48,6 +48,7 @@ from analytics.metrics import ParsedMetrics, parse_metric_records
 from analytics.session import SparkSettings, build_spark_session
 from analytics.sources import read_kafka_topics, read_normalised_parquet
 from benchmarks.analytics_peers import duckdb_balance, polars_balance
+from planner.pki.client_settings import InternalClient, admin_client_in
 
 T0_MS = 1_767_225_600_000
 INTERVAL_S = 10
@@ -265,19 +266,19 @@ def pandas_balance(folder: Path, hot_threshold: float = balance.DEFAULT_HOT_THRE
     return len(load)
 
 
-def produce_json_records(bootstrap_servers: str, topic: str, records: int, brokers: int) -> None:
+def produce_json_records(kafka: InternalClient, topic: str, records: int, brokers: int) -> None:
     from confluent_kafka import Producer
     from confluent_kafka.admin import AdminClient, NewTopic
 
     from analytics.testing import metric_record
 
-    admin = AdminClient({"bootstrap.servers": bootstrap_servers})
+    admin = AdminClient(kafka.librdkafka())
     admin.create_topics([NewTopic(topic, num_partitions=6, replication_factor=1)])[topic].result(
         timeout=60
     )
     producer = Producer(
         {
-            "bootstrap.servers": bootstrap_servers,
+            **kafka.librdkafka(),
             "linger.ms": 50,
             "compression.type": "lz4",
             "batch.size": 1 << 20,
@@ -312,8 +313,8 @@ def produce_json_records(bootstrap_servers: str, topic: str, records: int, broke
     producer.flush(600)
 
 
-def parsed_from_kafka(spark: SparkSession, bootstrap_servers: str, topic: str) -> ParsedMetrics:
-    return parse_metric_records(read_kafka_topics(spark, bootstrap_servers, [topic]))
+def parsed_from_kafka(spark: SparkSession, kafka: InternalClient, topic: str) -> ParsedMetrics:
+    return parse_metric_records(read_kafka_topics(spark, kafka, [topic]))
 
 
 def job_timings(event_log_dir: Path, since_ms: int, until_ms: int) -> list[str]:
@@ -440,6 +441,12 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--brokers", type=int, default=1000)
     parser.add_argument("--bootstrap-servers", help="a Kafka cluster for the Kafka-source part")
     parser.add_argument(
+        "--client-dir",
+        type=Path,
+        default=Path(os.environ.get("KAAS_HOME", str(Path.home() / ".kaas" / "local"))) / "client",
+        help="the admin identity for the cluster's internal listener (default: $KAAS_HOME/client)",
+    )
+    parser.add_argument(
         "--work-dir",
         type=Path,
         help="where generated data goes (default: a temporary folder); kept, and reused by "
@@ -565,11 +572,12 @@ def main(argv: list[str]) -> int:
             if args.bootstrap_servers:
                 topic = f"_kaas_metrics_bench_{records}_{int(time.time())}"
                 started = time.perf_counter()
-                produce_json_records(args.bootstrap_servers, topic, records, args.brokers)
+                kafka = admin_client_in(args.client_dir, args.bootstrap_servers)
+                produce_json_records(kafka, topic, records, args.brokers)
                 print(f"  produced to {topic} in {time.perf_counter() - started:.1f} s")
                 kafka_run = timed_spark_job(
                     spark,
-                    partial(parsed_from_kafka, spark, args.bootstrap_servers, topic),
+                    partial(parsed_from_kafka, spark, kafka, topic),
                     work / "out-kafka",
                     parsed_here=True,
                 )

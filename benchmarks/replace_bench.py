@@ -21,12 +21,13 @@ from confluent_kafka import KafkaError, Message
 
 from management_plane.workload import create_topic, durable_producer
 from planner.contracts.spec import ReassignmentBudget
+from planner.pki.client_settings import ClientConfig
 from tests import harness
 from tests.mp_service import ServiceHandle, free_port
 
 
-def fill(bootstrap: str, topic: str, mib: int) -> float:
-    producer = durable_producer(bootstrap, **{"linger.ms": 50, "batch.size": 1_000_000})
+def fill(connection: ClientConfig, topic: str, mib: int) -> float:
+    producer = durable_producer(connection, **{"linger.ms": 50, "batch.size": 1_000_000})
     value = b"x" * 10_000
     started = time.monotonic()
     for index in range(mib * 1024 * 1024 // len(value)):
@@ -42,8 +43,8 @@ def fill(bootstrap: str, topic: str, mib: int) -> float:
 
 
 class StallProbe:
-    def __init__(self, bootstrap: str, topic: str) -> None:
-        self.producer = durable_producer(bootstrap, **{"linger.ms": 0})
+    def __init__(self, connection: ClientConfig, topic: str) -> None:
+        self.producer = durable_producer(connection, **{"linger.ms": 0})
         self.topic = topic
         self.max_latency = 0.0
         self.errors: list[str] = []
@@ -77,13 +78,13 @@ def main() -> None:
         _, op = service.call("POST", "/v1/clusters", {"name": "bench", "broker_count": 3})
         service.wait_operation(op["op_id"], 900)
         _, cluster = service.call("GET", "/v1/clusters/bench")
-        bootstrap = cluster["bootstrap_servers"]
-        create_topic(bootstrap, "bench-data", partitions=6)
-        create_topic(bootstrap, "bench-probe", partitions=3)
-        fill_s = fill(bootstrap, "bench-data", args.data_mib)
+        connection = harness.api_cluster_client(cluster).librdkafka()
+        create_topic(connection, "bench-data", partitions=6)
+        create_topic(connection, "bench-probe", partitions=3)
+        fill_s = fill(connection, "bench-data", args.data_mib)
         print(f"filled {args.data_mib} MiB in {fill_s:.0f}s")
         old = next(vm for vm in cluster["vms"] if vm["broker_id"] == 0)
-        probe = StallProbe(bootstrap, "bench-probe")
+        probe = StallProbe(connection, "bench-probe")
         probe.thread.start()
         time.sleep(5)
         started = time.monotonic()

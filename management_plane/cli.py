@@ -131,6 +131,20 @@ def _parser() -> argparse.ArgumentParser:
     from management_plane.drills.command import add_arguments as add_drill_arguments
 
     add_drill_arguments(drill)
+    security = commands.add_parser("security", help="check a cluster's ports (kaas security check)")
+    security_commands = security.add_subparsers(dest="security_command", required=True)
+    check = with_home(
+        security_commands.add_parser(
+            "check",
+            help="probe every listening TCP port of every VM without credentials; exit 1 if "
+            "any accepts plaintext or anonymous access",
+        )
+    )
+    check.add_argument(
+        "name",
+        help="the cluster: the one at --home, or one the management plane that `kaas up` "
+        "started runs (HOME/service/local/NAME)",
+    )
 
     from management_plane.service.client import add_commands
 
@@ -241,6 +255,8 @@ def _run(args: argparse.Namespace) -> int:
     from management_plane.local.cluster import LocalCluster
 
     home: Path = args.home or default_home()
+    if args.command == "security":
+        return _security_check(home, args.name)
     cluster = LocalCluster(home)
     if args.command == "up":
         result = cluster.up(
@@ -297,8 +313,41 @@ def _run(args: argparse.Namespace) -> int:
     raise KaasError(f"unknown command {args.command}")
 
 
+def _security_check(home: Path, name: str) -> int:
+    from management_plane.local.state import read_state
+    from management_plane.security.scan import report_lines, scan
+
+    candidates = (home, home / "service" / "local" / name)
+    for folder in candidates:
+        state = read_state(folder)
+        if state is not None and state.layout.name == name:
+            break
+    else:
+        raise KaasError(f"no cluster {name} at {' or '.join(str(c) for c in candidates)}")
+    reports = scan(state)
+    for line in report_lines(reports):
+        print(line)
+    open_ports = [r for r in reports if not r.verdict.ok]
+    print(
+        f"{len(reports)} ports on {len(state.layout.vms)} VMs: "
+        + (f"{len(open_ports)} open" if open_ports else "every one requires TLS and authentication")
+    )
+    return 1 if open_ports or not reports else 0
+
+
+def add_client_dir_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--client-dir",
+        type=Path,
+        help="folder of the admin identity the internal listener wants (cluster.json's client "
+        "files; default: $KAAS_HOME/client, the local cluster's)",
+    )
+
+
 def _plan_export(argv: list[str]) -> int:
     from planner.live_layout import LiveLayoutError, read_live_layout
+    from planner.pki.authority import PkiError
+    from planner.pki.client_settings import admin_client_in
 
     parser = argparse.ArgumentParser(
         prog="kaas plan export", description="write the LAYOUT.json of a live cluster"
@@ -312,6 +361,7 @@ def _plan_export(argv: list[str]) -> int:
         help="folder of a node certificate (ca.pem, node.crt, node.key: a local VM's tls/), "
         "the one identity the brokers' Jolokia answers",
     )
+    add_client_dir_argument(parser)
     parser.add_argument("--output", type=Path, help="file to write (default: standard output)")
     args = parser.parse_args(argv)
     from planner.pki.authority import Role
@@ -326,10 +376,13 @@ def _plan_export(argv: list[str]) -> int:
         )
         return 1
     try:
-        layout = read_live_layout(
-            args.bootstrap_server, args.jolokia_port, jolokia_context=client_context(identity)
+        client = admin_client_in(
+            args.client_dir or default_home() / "client", args.bootstrap_server
         )
-    except LiveLayoutError as exc:
+        layout = read_live_layout(
+            client, args.jolokia_port, jolokia_context=client_context(identity)
+        )
+    except (LiveLayoutError, PkiError) as exc:
         print(f"kaas: error: {exc}", file=sys.stderr)
         return 1
     text = json.dumps(layout, indent=1) + "\n"

@@ -13,6 +13,7 @@ from management_plane.demo_managed import run_managed_demo
 from management_plane.errors import KaasError
 from management_plane.local.background_service import running_service
 from management_plane.local.state import require_state
+from management_plane.local.tls import admin_client
 from management_plane.workload import (
     LEDGER_DIR_ENV,
     consume_group,
@@ -37,18 +38,20 @@ def run_demo(
     if messages < 1 or partitions < 1 or consumers < 1:
         raise KaasError("--messages, --partitions and --consumers must be at least 1")
     state = require_state(home)
-    bootstrap = state.layout.bootstrap_servers
+    client = admin_client(state.layout)
+    bootstrap = client.bootstrap_servers
+    connection = client.librdkafka()
     replication = min(3, len(state.layout.vms))
     topic = f"demo-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
     started = time.monotonic()
 
-    create_topic(bootstrap, topic, partitions, replication)
+    create_topic(connection, topic, partitions, replication)
     print(f"topic {topic}: {partitions} partitions, replication factor {replication}")
 
     keys = min(KEYS, messages)
     # Every acknowledged message is counted per partition and minute, for the audit job.
     ledger = ProducedLedger(producer="demo")
-    produced = produce_keyed(durable_producer(bootstrap), topic, messages, keys, ledger=ledger)
+    produced = produce_keyed(durable_producer(connection), topic, messages, keys, ledger=ledger)
     ledger_path = ledger.write(ledger_dir(home) / f"{topic}.jsonl")
     if produced.errors:
         raise KaasError(f"{len(produced.errors)} produce errors, first: {produced.errors[0]}")
@@ -61,7 +64,7 @@ def run_demo(
         f"(partition, minute) counts, {ledger_path}"
     )
 
-    consumed = consume_group(bootstrap, topic, f"{topic}-group", consumers, expected=messages)
+    consumed = consume_group(connection, topic, f"{topic}-group", consumers, expected=messages)
     sent_per_key = Counter(key for key, _, _, _ in produced.acknowledged)
     result = verify_per_key_order(dict(sent_per_key), consumed.records_by_consumer)
     per_consumer = ", ".join(str(len(r)) for r in consumed.records_by_consumer)
@@ -90,7 +93,8 @@ def run_demo(
         if code != 0:
             return code
     print(
-        f"audit: kaas analytics audit --bootstrap-servers {bootstrap} --ledger {ledger_path.parent} "
+        f"audit: kaas analytics audit --bootstrap-servers {bootstrap} "
+        f"--client-dir {client.identity.directory} --ledger {ledger_path.parent} "
         "--out build/demo/audit"
     )
     print(f"the cluster is still running: stop it with `kaas down --home {home}` (or `make down`)")

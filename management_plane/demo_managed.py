@@ -11,6 +11,7 @@ from pathlib import Path
 from analytics.ledger import ProducedLedger
 from management_plane.errors import KaasError
 from management_plane.local.background_service import BackgroundService
+from management_plane.security.probes import negotiate
 from management_plane.service.client import ApiClient, tenant_client_config, watch_operation
 from management_plane.workload import (
     BackgroundProducer,
@@ -40,6 +41,15 @@ def run_managed_demo(service: BackgroundService, cluster: str, ledger_dir: Path)
         f"(SCRAM user, ACLs on prefix {created['tenant']['prefix']!r}, quotas); connects to "
         f"{connection['bootstrap_servers']} with {connection['sasl_mechanism']}"
     )
+    # What the tenant's client negotiates: the brokers' certificate checked against the CA
+    # in its connection details.
+    host, _, port = connection["bootstrap_servers"].split(",")[0].rpartition(":")
+    session = negotiate(host, int(port), connection["ca_certificate"])
+    print(
+        f"tenant {name}: {connection['security_protocol']} to {host}:{port}, "
+        f"{session.version} with {session.cipher}, the broker's certificate checked against "
+        "the cluster CA from the connection details"
+    )
     tenant_api = ApiClient(service.url, created["api_key"], service.trust_bundle)
     topic = f"{created['tenant']['prefix']}orders"
     # The tenant produces millions of messages during the replacement and reads them all
@@ -57,13 +67,12 @@ def run_managed_demo(service: BackgroundService, cluster: str, ledger_dir: Path)
     old = vms[0]
     replace_started = time.monotonic()
     load = BackgroundProducer(
-        connection["bootstrap_servers"],
+        client_config,
         topic,
         BATCH_MESSAGES,
         BATCH_KEYS,
         pause_s=0.0,
         ledger=ProducedLedger(producer="demo-tenant"),
-        client_config=client_config,
     )
     with load:
         # Some data on every broker before the VM goes, so the drain has something to move.
@@ -83,11 +92,10 @@ def run_managed_demo(service: BackgroundService, cluster: str, ledger_dir: Path)
     acknowledged = load.acknowledged
     slowest = load.slowest_batch_s
     check = read_back(
-        connection["bootstrap_servers"],
+        client_config,
         topic,
         acknowledged,
         group=f"{topic}.audit",  # the tenant's ACLs cover groups with its prefix only
-        client_config=client_config,
         timeout=max(READ_BACK_MIN_TIMEOUT_S, len(acknowledged) / READ_BACK_MIN_RATE),
     )
     print(

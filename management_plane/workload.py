@@ -45,10 +45,15 @@ def decode(value: bytes | None) -> tuple[str, int]:
     return key, int(sequence)
 
 
+# A client's connection: librdkafka settings with bootstrap.servers and the security that
+# listener needs, from planner.pki.client_settings (InternalClient or TenantClient).
+Connection = Mapping[str, str | int | float | bool]
+
+
 def create_topic(
-    bootstrap_servers: str, topic: str, partitions: int, replication_factor: int = 3
+    connection: Connection, topic: str, partitions: int, replication_factor: int = 3
 ) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap_servers}, logger=client_logger)
+    admin = AdminClient(dict(connection), logger=client_logger)
     futures = admin.create_topics(
         [NewTopic(topic, num_partitions=partitions, replication_factor=replication_factor)],
         operation_timeout=30,
@@ -60,9 +65,9 @@ def create_topic(
             raise KaasError(f"cannot create topic {topic}: {exc.args[0].str()}") from None
 
 
-def durable_producer(bootstrap_servers: str, **overrides: object) -> Producer:
+def durable_producer(connection: Connection, **overrides: object) -> Producer:
     config: dict[str, object] = {
-        "bootstrap.servers": bootstrap_servers,
+        **connection,
         "acks": "all",
         "enable.idempotence": True,
         "linger.ms": 5,
@@ -148,7 +153,7 @@ class ConsumeResult:
 
 
 def consume_group(
-    bootstrap_servers: str,
+    connection: Connection,
     topic: str,
     group: str,
     consumers: int,
@@ -165,12 +170,12 @@ def consume_group(
     group_consumers = [
         Consumer(
             {
-                "bootstrap.servers": bootstrap_servers,
+                **connection,
                 "group.id": group,
                 "auto.offset.reset": "earliest",
                 "enable.auto.commit": False,
                 "partition.assignment.strategy": "cooperative-sticky",
-                # A tenant's SASL settings, for instance.
+                # The caller's own settings on top.
                 **(client_config or {}),
             },
             logger=client_logger,
@@ -272,7 +277,7 @@ def verify_per_key_order(
 
 
 def read_back(
-    bootstrap_servers: str,
+    connection: Connection,
     topic: str,
     acknowledged: Iterable[tuple[str, int, int, int]],
     group: str | None = None,
@@ -284,7 +289,7 @@ def read_back(
     check that closes the demo and every drill."""
     sent_per_key = Counter(key for key, _, _, _ in acknowledged)
     consumed = consume_group(
-        bootstrap_servers,
+        connection,
         topic,
         group or f"{topic}-audit",
         1,
@@ -302,7 +307,7 @@ class BackgroundProducer:
 
     def __init__(
         self,
-        bootstrap_servers: str,
+        connection: Connection,
         topic: str,
         batch_messages: int = 500,
         batch_keys: int = 10,
@@ -310,7 +315,7 @@ class BackgroundProducer:
         ledger: ProducedLedger | None = None,
         client_config: Mapping[str, str | int | float | bool] | None = None,
     ) -> None:
-        self.producer = durable_producer(bootstrap_servers, **dict(client_config or {}))
+        self.producer = durable_producer(connection, **dict(client_config or {}))
         self.topic = topic
         self.batch_messages = batch_messages
         self.batch_keys = batch_keys

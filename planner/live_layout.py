@@ -17,6 +17,7 @@ from confluent_kafka.admin import AdminClient
 
 from planner.errors import PlannerError
 from planner.model import BrokerState
+from planner.pki.client_settings import InternalClient
 
 LOG_SIZE_PATTERN = "kafka.log:type=Log,name=Size,topic=*,partition=*"
 _MBEAN_TOPIC = re.compile(r"(?:^|,)topic=([^,]+)")
@@ -56,7 +57,7 @@ def partition_sizes(
 
 
 def read_live_layout(
-    bootstrap: str,
+    kafka: InternalClient,
     jolokia_port: int = 8778,
     timeout_s: float = 10.0,
     jolokia_context: ssl.SSLContext | None = None,
@@ -67,14 +68,16 @@ def read_live_layout(
     places them once, when they are created, and never balances them, so a cluster that
     grew or replaced a broker keeps them where they were (preferred leaders 6, 6 and 0 over
     three brokers) unless the planner places them like any other topic."""
+    bootstrap = kafka.bootstrap_servers
     admin = AdminClient(
-        {
-            "bootstrap.servers": bootstrap,
-            "socket.timeout.ms": int(timeout_s * 1000),
-            # A failure is raised below as one LiveLayoutError; librdkafka's own lines on
-            # stderr would only come before it.
-            "log_level": 0,
-        }
+        kafka.librdkafka(
+            **{
+                "socket.timeout.ms": int(timeout_s * 1000),
+                # A failure is raised below as one LiveLayoutError; librdkafka's own lines on
+                # stderr would only come before it.
+                "log_level": 0,
+            }
+        )
     )
     try:
         cluster = admin.describe_cluster(request_timeout=timeout_s).result(timeout=timeout_s)

@@ -7,6 +7,7 @@ session can prove at its end that nothing was left running.
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import re
 import subprocess
@@ -26,11 +27,12 @@ from management_plane.local.cluster import LocalCluster
 from management_plane.local.layout import ClusterLayout
 from management_plane.local.processes import ProcessRecord, is_alive, kill_process
 from management_plane.local.state import require_state
-from management_plane.local.tls import admin_identity_in, vm_identity
+from management_plane.local.tls import admin_client, admin_identity_in, vm_identity
 from management_plane.monitoring.pipeline import pipeline_records, plan_pipeline
 from planner.contracts.journal import JournalEntry, parse_journal_entry
 from planner.contracts.member import MemberRecord, MemberState, parse_members
 from planner.contracts.paths import ClusterPaths
+from planner.pki.client_settings import ClientConfig, InternalClient, admin_client_in
 from planner.pki.files import IdentityFiles
 from planner.zookeeper_client import zookeeper_client
 
@@ -117,6 +119,21 @@ class ClusterHandle:
     @property
     def bootstrap_servers(self) -> str:
         return self.layout.bootstrap_servers
+
+    @property
+    def admin(self) -> InternalClient:
+        """The operator's admin identity on the internal listener (mutual TLS)."""
+        return admin_client(self.layout)
+
+    @property
+    def admin_properties(self) -> Path:
+        """The admin settings file for Kafka's Java tools, as cluster.json names it."""
+        state = json.loads((self.home / "cluster.json").read_text())
+        return Path(state["client"]["java_properties"])
+
+    def client_config(self, **overrides: str | int | float | bool) -> ClientConfig:
+        """librdkafka settings of the admin identity, with `overrides` on top."""
+        return self.admin.librdkafka(**overrides)
 
     @property
     def zookeeper_hosts(self) -> str:
@@ -246,3 +263,11 @@ def stop_cluster(handle: ClusterHandle) -> None:
     if (handle.home / "cluster.json").exists():
         remember(handle.home)
     handle.local.down(purge=True)
+
+
+def api_cluster_client(cluster: dict[str, object]) -> InternalClient:
+    """The admin client of a cluster the management plane runs, from its API view (the
+    service's local provider keeps the identity on this host)."""
+    files = cluster["client"]
+    assert isinstance(files, dict), f"cluster {cluster['name']} has no client files"
+    return admin_client_in(Path(files["directory"]), str(cluster["bootstrap_servers"]))

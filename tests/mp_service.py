@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -194,4 +195,9 @@ def adopt_cluster(service_home: Path, cluster: harness.ClusterHandle) -> str:
             )
     finally:
         db.close()
+    # The service reaches a cluster's internal listener with the admin identity its local
+    # provider keeps in the cluster's folder: give it the harness cluster's.
+    shutil.copytree(
+        cluster.admin.identity.directory, service_home / "local" / layout.name / "client"
+    )
     return layout.name

@@ -31,6 +31,7 @@ from agent.broker_config.classify import ConfigChange, ConfigDiff, ConfigLayer, 
 from agent.errors import AgentError
 from planner.contracts.vm_config.properties import server_properties_text
 from planner.contracts.vm_config.validation import BROKER_CONFIGS, broker_config_problems
+from planner.pki.client_settings import InternalClient
 
 # Keyed by the numbers: describe_configs hands ConfigEntry.source over as a plain int.
 _LAYERS = {
@@ -80,10 +81,12 @@ class ConfigCommandClusterDefaults:
 
     java: str
     kafka_libs: Path
-    bootstrap: str
+    kafka: InternalClient
     timeout_s: float = 120.0
 
-    def command(self, add_config_file: Path | None, delete_keys: Sequence[str]) -> list[str]:
+    def command(
+        self, command_config: Path, add_config_file: Path | None, delete_keys: Sequence[str]
+    ) -> list[str]:
         command = [
             self.java,
             "-Xmx128m",
@@ -92,7 +95,9 @@ class ConfigCommandClusterDefaults:
             f"{self.kafka_libs}/*",
             "kafka.admin.ConfigCommand",
             "--bootstrap-server",
-            self.bootstrap,
+            self.kafka.bootstrap_servers,
+            "--command-config",
+            str(command_config),
             "--entity-type",
             "brokers",
             "--entity-default",
@@ -110,14 +115,17 @@ class ConfigCommandClusterDefaults:
         to_set = {c.key: c.desired for c in changes if c.desired is not None}
         to_delete = [c.key for c in changes if c.desired is None]
         keys = ", ".join(c.key for c in changes)
-        with tempfile.TemporaryDirectory(prefix="kaas-cluster-config-") as scratch:
+        with (
+            tempfile.TemporaryDirectory(prefix="kaas-cluster-config-") as scratch,
+            self.kafka.java_properties_file() as command_config,
+        ):
             # A properties file, not --add-config: values may hold commas, '=' or brackets.
             add_file = Path(scratch) / "add.properties" if to_set else None
             if add_file is not None:
                 add_file.write_text(server_properties_text(to_set), encoding="latin-1")
             try:
                 done = subprocess.run(
-                    self.command(add_file, to_delete),
+                    self.command(command_config, add_file, to_delete),
                     capture_output=True,
                     text=True,
                     timeout=self.timeout_s,

@@ -25,7 +25,7 @@ from enum import StrEnum
 from typing import Final
 
 from planner.contracts.vm_config.definitions import ConfigDefinition, UpdateMode
-from planner.contracts.vm_config.listeners import RENDERED_OUTSIDE_CATALOG
+from planner.contracts.vm_config.kafka_tls import RENDERED_OUTSIDE_CATALOG
 from planner.contracts.vm_config.validation import (
     AGENT_OWNED_KEYS,
     AGENT_OWNED_SYNONYMS,

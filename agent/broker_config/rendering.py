@@ -7,12 +7,7 @@ from __future__ import annotations
 from agent.settings import AgentSettings
 from planner.contracts.paths import ClusterPaths
 from planner.contracts.spec import ClusterSpec
-from planner.contracts.vm_config import (
-    BrokerFacts,
-    ZookeeperTlsFiles,
-    render_server_properties,
-    sizing_properties,
-)
+from planner.contracts.vm_config import BrokerFacts, render_server_properties, sizing_properties
 from planner.contracts.vm_config.jolokia import (
     JOLOKIA_POLICY,
     JOLOKIA_PROPERTIES,
@@ -20,23 +15,23 @@ from planner.contracts.vm_config.jolokia import (
     render_jolokia_access_policy,
     render_jolokia_properties,
 )
+from planner.contracts.vm_config.kafka_tls import TlsFiles
 from planner.pki.authority import Role, role_distinguished_name
 
 
 def broker_facts(settings: AgentSettings, broker_id: int) -> BrokerFacts:
+    identity = settings.identity
     return BrokerFacts(
         broker_id=broker_id,
         rack=settings.zone,
         listener_address=settings.address,
         port=settings.kafka_port,
-        tenant_port=settings.kafka_sasl_port,
+        tenant_port=settings.kafka_tenant_port,
         advertised_address=settings.address,
         log_dirs=(str(settings.data_dir),),
         zookeeper_connect=settings.zookeeper_hosts + ClusterPaths(settings.cluster).kafka_chroot,
         host_sizing=sizing_properties(settings.host_sizing),
-        zookeeper_tls=ZookeeperTlsFiles(
-            keystore=settings.identity.keystore, trust_bundle=settings.identity.trust_bundle
-        ),
+        tls=TlsFiles(str(identity.keystore), str(identity.trust_bundle)),
     )
 
 

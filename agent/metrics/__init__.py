@@ -4,7 +4,7 @@ analytics/schemas/metrics-v1.schema.json), sent as statsd gauges and produced to
 keyed by the broker id. See docs/agent-metrics.md.
 
     collector = MetricsCollector(cluster, broker_id, rack, jolokia_url, [data_dir], 30.0)
-    publisher = MetricsPublisher(statsd_host, 8125, "kaas", bootstrap_servers)
+    publisher = MetricsPublisher(statsd_host, 8125, "kaas", settings.kafka_client)
     sample = collector.collect()          # never raises; sample.sentence() names failed reads
     result = publisher.publish(sample)    # bounded; result.sentence() names what did not go out
     publisher.close()

@@ -19,6 +19,7 @@ from statsd import StatsClient
 
 from agent.metrics.gauges import statsd_gauges
 from agent.metrics.record import MetricsSample
+from planner.pki.client_settings import InternalClient
 
 METRICS_TOPIC = "_kaas_metrics"
 DEFAULT_RETENTION_MS = 7 * 24 * 3600 * 1000
@@ -59,7 +60,7 @@ class MetricsPublisher:
         statsd_host: str | None,
         statsd_port: int,
         prefix: str,
-        bootstrap_servers: str | None,
+        kafka: InternalClient | None,
         topic: str = METRICS_TOPIC,
         *,
         flush_timeout_s: float = 2.0,
@@ -71,12 +72,12 @@ class MetricsPublisher:
         topic_retry_s: float = 300.0,
         producer_config: Mapping[str, object] | None = None,
     ) -> None:
-        """`statsd_host` None: no statsd. `bootstrap_servers` None: no Kafka record.
+        """`statsd_host` None: no statsd. `kafka` None: no Kafka record.
         `create_topic`: create the topic on the first publish if it does not exist (every
         agent may try; the first wins) - brokers here do not auto-create topics."""
         self.statsd_address = (statsd_host, statsd_port) if statsd_host else None
         self.prefix = prefix
-        self.bootstrap_servers = bootstrap_servers
+        self.kafka = kafka
         self.topic = topic
         self.flush_timeout_s = flush_timeout_s
         self.create_topic = create_topic
@@ -99,11 +100,7 @@ class MetricsPublisher:
         problems: list[str] = []
         gauges_sent = self._send_gauges(sample, problems)
         value = sample.to_json_bytes()
-        delivered = (
-            self._produce(self.bootstrap_servers, sample.key, value, problems)
-            if self.bootstrap_servers
-            else False
-        )
+        delivered = self._produce(self.kafka, sample.key, value, problems) if self.kafka else False
         return PublishResult(gauges_sent, len(value), delivered, tuple(problems))
 
     def set_statsd_target(self, host: str | None, port: int) -> None:
@@ -151,7 +148,9 @@ class MetricsPublisher:
 
     # -- Kafka ------------------------------------------------------------------------------
 
-    def _produce(self, bootstrap: str, key: bytes, value: bytes, problems: list[str]) -> bool:
+    def _produce(
+        self, kafka: InternalClient, key: bytes, value: bytes, problems: list[str]
+    ) -> bool:
         if not self._topic_ready and (
             self._topic_checked_at is None
             or time.monotonic() - self._topic_checked_at >= self.topic_retry_s
@@ -159,11 +158,11 @@ class MetricsPublisher:
             # While the cluster is unreachable, every publish would otherwise wait for the
             # topic check as well as for the flush.
             self._topic_checked_at = time.monotonic()
-            self._ensure_topic(bootstrap, problems)
+            self._ensure_topic(kafka, problems)
         if self._producer is None:
             self._producer = Producer(
                 {
-                    "bootstrap.servers": bootstrap,
+                    **kafka.librdkafka(),
                     "client.id": "kaas-agent-metrics",
                     "compression.type": "lz4",
                     # A record older than this is no longer worth sending; it also bounds
@@ -206,11 +205,8 @@ class MetricsPublisher:
             return False
         return True
 
-    def _ensure_topic(self, bootstrap: str, problems: list[str]) -> None:
-        admin = AdminClient(
-            {"bootstrap.servers": bootstrap, "socket.timeout.ms": 5000},
-            logger=_RDKAFKA_LOG,
-        )
+    def _ensure_topic(self, kafka: InternalClient, problems: list[str]) -> None:
+        admin = AdminClient(kafka.librdkafka(**{"socket.timeout.ms": 5000}), logger=_RDKAFKA_LOG)
         new_topic = NewTopic(
             self.topic,
             num_partitions=self.topic_partitions,

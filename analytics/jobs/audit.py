@@ -29,6 +29,8 @@ from analytics import audit, kafka_offsets
 from analytics.jobs.common import EXIT_OK, run_with_session
 from analytics.session import SparkSettings, launched_by_spark_submit
 from analytics.sources import SourceError, ensure_kafka_connector, read_kafka_topics, read_ledger
+from planner.pki.authority import PkiError
+from planner.pki.client_settings import InternalClient, admin_client_in
 
 EXIT_INCOMPLETE = 3
 SUMMARY_SCHEMA_VERSION = 1
@@ -40,6 +42,12 @@ def build_parser() -> argparse.ArgumentParser:
         description="Compare the producers' ledger with what Kafka holds; report consumer lag.",
     )
     parser.add_argument("--bootstrap-servers", required=True, help="the Kafka cluster to audit")
+    parser.add_argument(
+        "--client-dir",
+        type=Path,
+        required=True,
+        help="folder of the admin identity for the internal listener (cluster.json's client files)",
+    )
     parser.add_argument(
         "--ledger", type=Path, required=True, help="the producers' ledger (JSON lines)"
     )
@@ -70,7 +78,7 @@ def completeness_tables(
 
 @dataclass(frozen=True)
 class AuditOptions:
-    bootstrap_servers: str
+    kafka: InternalClient
     ledger: Path
     out: Path
     topics: tuple[str, ...] = ()
@@ -89,7 +97,7 @@ class AuditResult:
 def _lag_tables(
     spark: SparkSession, options: AuditOptions, topics: list[str]
 ) -> tuple[DataFrame, DataFrame]:
-    servers = options.bootstrap_servers
+    servers = options.kafka
     groups = list(options.groups) or kafka_offsets.consumer_groups(servers)
     committed = kafka_offsets.committed_offsets(servers, groups, topics)
     assigned = kafka_offsets.assigned_partitions(servers, groups, topics)
@@ -119,7 +127,7 @@ def run_audit(spark: SparkSession, options: AuditOptions) -> AuditResult:
     )
     if not topics:
         raise SourceError(f"ledger {options.ledger} names no topic")
-    records = read_kafka_topics(spark, options.bootstrap_servers, topics).select(
+    records = read_kafka_topics(spark, options.kafka, topics).select(
         "topic", "partition", "offset", "timestamp"
     )
     counted, _ = completeness_tables(ledger.where(F.col("topic").isin(topics)), records, window_s)
@@ -174,8 +182,13 @@ def main(argv: list[str]) -> int:
     if not args.ledger.exists():
         print(f"kaas analytics audit: error: ledger {args.ledger} does not exist", file=sys.stderr)
         return 2
+    try:
+        kafka = admin_client_in(args.client_dir, args.bootstrap_servers)
+    except PkiError as exc:
+        print(f"kaas analytics audit: error: {exc}", file=sys.stderr)
+        return 2
     options = AuditOptions(
-        bootstrap_servers=args.bootstrap_servers,
+        kafka=kafka,
         ledger=args.ledger,
         out=args.out,
         topics=tuple(_split(args.topics)),

@@ -39,6 +39,7 @@ from analytics.metrics import ParsedMetrics, parse_metric_records
 from analytics.session import SparkSettings, launched_by_spark_submit
 from analytics.sources import (
     METRICS_TOPIC,
+    SourceError,
     ensure_kafka_connector,
     read_json_lines,
     read_kafka_topics,
@@ -53,6 +54,7 @@ from analytics.writeback import (
     score_document,
 )
 from planner.pki.authority import Role
+from planner.pki.client_settings import admin_client_in
 from planner.pki.files import IdentityFiles
 
 
@@ -63,6 +65,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--bootstrap-servers", help="read the metrics topic of this Kafka cluster")
+    parser.add_argument(
+        "--client-dir",
+        type=Path,
+        help="with --bootstrap-servers: folder of the admin identity for the internal listener "
+        "(cluster.json's client files)",
+    )
     source.add_argument("--json", type=Path, help="read raw metric records from JSON-lines file(s)")
     source.add_argument("--parquet", type=Path, help="read the flat tables an earlier run wrote")
     parser.add_argument(
@@ -161,9 +169,12 @@ def _parsed(spark: SparkSession, args: argparse.Namespace) -> ParsedMetrics:
     else:
         ensure_kafka_connector(SparkSettings.from_env().jars_dir, launched_by_spark_submit())
         # Kept once: parsing, quarantine and counts would otherwise each re-read the topic.
-        raw = read_kafka_topics(spark, args.bootstrap_servers, [args.topic]).persist(
-            StorageLevel.MEMORY_AND_DISK
-        )
+        if args.client_dir is None:
+            raise SourceError(
+                "--bootstrap-servers needs --client-dir (the internal listener is TLS)"
+            )
+        kafka = admin_client_in(args.client_dir, args.bootstrap_servers)
+        raw = read_kafka_topics(spark, kafka, [args.topic]).persist(StorageLevel.MEMORY_AND_DISK)
     return parse_metric_records(raw)
 
 
@@ -235,6 +246,8 @@ def _check_incremental(args: argparse.Namespace) -> None:
         return
     if args.bootstrap_servers is None or args.cluster is None:
         raise ValueError("--state reads the metrics topic: give --bootstrap-servers and --cluster")
+    if args.client_dir is None:
+        raise ValueError("--state reads the metrics topic: give --client-dir (its listener is TLS)")
     balance.window_seconds(args.lateness)
     balance.window_seconds(args.every)
 
@@ -245,10 +258,11 @@ def _incremental(spark: SparkSession, args: argparse.Namespace) -> int:
         state_dir=args.state, cluster=args.cluster, window=args.window, lateness=args.lateness
     )
     ensure_kafka_connector(SparkSettings.from_env().jars_dir, launched_by_spark_submit())
-    require_topics(args.bootstrap_servers, [args.topic])
+    kafka = admin_client_in(args.client_dir, args.bootstrap_servers)
+    require_topics(kafka, [args.topic])
     stream = (
         spark.readStream.format("kafka")
-        .option("kafka.bootstrap.servers", args.bootstrap_servers)
+        .options(**kafka.spark_options())
         .option("subscribe", args.topic)
         .option("startingOffsets", "earliest")
         .load()

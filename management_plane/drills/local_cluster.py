@@ -19,10 +19,11 @@ from management_plane.local import probes
 from management_plane.local.cluster import LocalCluster
 from management_plane.local.processes import is_alive
 from management_plane.local.state import ClusterState, require_state
-from management_plane.local.tls import admin_identity
+from management_plane.local.tls import admin_client, admin_identity
 from planner.contracts.fields import ContractError
 from planner.contracts.journal import parse_journal_entry
 from planner.contracts.paths import ClusterPaths
+from planner.pki.client_settings import InternalClient
 from planner.zookeeper_client import zookeeper_client
 
 
@@ -39,8 +40,9 @@ class LocalFaultCluster:
         return self._state().layout.name
 
     @property
-    def bootstrap_servers(self) -> str:
-        return self._state().layout.bootstrap_servers
+    def kafka(self) -> InternalClient:
+        """The operator's admin identity on the internal listener (mutual TLS)."""
+        return admin_client(self._state().layout)
 
     def vm_names(self) -> tuple[str, ...]:
         return tuple(vm.name for vm in self._state().layout.vms)
@@ -67,7 +69,7 @@ class LocalFaultCluster:
         raise DrillError(f"broker {broker_id} ({registration.host}) is on no VM of this cluster")
 
     def partition_leader(self, topic: str, partition: int) -> int:
-        metadata = probes.admin_client(self.bootstrap_servers).list_topics(topic, timeout=10)
+        metadata = probes.admin_client(self.kafka).list_topics(topic, timeout=10)
         described = metadata.topics.get(topic)
         if described is None or partition not in described.partitions:
             raise DrillError(f"topic {topic} has no partition {partition}")
@@ -77,7 +79,7 @@ class LocalFaultCluster:
         return int(leader)
 
     def controller_id(self) -> int:
-        metadata = probes.admin_client(self.bootstrap_servers).list_topics(timeout=10)
+        metadata = probes.admin_client(self.kafka).list_topics(timeout=10)
         if metadata.controller_id < 0:
             raise DrillError("the cluster has no controller now")
         return int(metadata.controller_id)
@@ -112,7 +114,7 @@ class LocalFaultCluster:
         """Partitions whose ISR lacks a replica, over every topic, or None while the metadata
         does not answer or lacks a broker."""
         try:
-            metadata = probes.admin_client(self.bootstrap_servers).list_topics(timeout=5)
+            metadata = probes.admin_client(self.kafka).list_topics(timeout=5)
         except Exception:  # a cluster still recovering may not answer
             return None
         if len(metadata.brokers) < len(self.vm_names()):

@@ -54,7 +54,7 @@ class _Records:
 class RecordingWorkload:
     def __init__(
         self,
-        bootstrap_servers: str,
+        connection: Mapping[str, str | int | float | bool],
         topic: str,
         rate_per_s: float,
         keys: int = 20,
@@ -63,16 +63,16 @@ class RecordingWorkload:
     ) -> None:
         if rate_per_s <= 0:
             raise ValueError(f"rate must be above 0 messages/s; got {rate_per_s}")
-        self.bootstrap_servers = bootstrap_servers
         self.topic = topic
         self.rate_per_s = rate_per_s
         self.keys = keys
         self.group = f"{topic}-group"
+        self.connection = dict(connection)  # brokers, TLS and the identity presented
         self.client_config = dict(client_config or {})
         self.records = _Records()
         self.stopping = threading.Event()
         self.consumers_stopping = threading.Event()
-        self.producer = durable_producer(bootstrap_servers, **self.client_config)
+        self.producer = durable_producer(self.connection, **self.client_config)
         self.threads = [threading.Thread(target=self._produce, daemon=True, name="drill-producer")]
         self.threads += [
             threading.Thread(
@@ -141,7 +141,7 @@ class RecordingWorkload:
     def _consumer(self, group: str) -> Consumer:
         return Consumer(
             {
-                "bootstrap.servers": self.bootstrap_servers,
+                **self.connection,
                 "group.id": group,
                 "auto.offset.reset": "earliest",
                 "enable.auto.commit": False,

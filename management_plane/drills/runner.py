@@ -33,6 +33,7 @@ from management_plane.drills.recorder import AckLatency, RecordingWorkload
 from management_plane.drills.report import build_report, write_report
 from management_plane.workload import create_topic
 from planner.client_logs import client_logger
+from planner.pki.client_settings import ClientConfig, InternalClient
 
 log = structlog.get_logger(__name__)
 
@@ -42,7 +43,9 @@ class DrillCluster(FaultCluster, Protocol):
     def name(self) -> str: ...
 
     @property
-    def bootstrap_servers(self) -> str: ...
+    def kafka(self) -> InternalClient:
+        """KaaS's client of the cluster's internal listener."""
+        ...
 
     def status(self) -> Mapping[str, Any]: ...
 
@@ -178,8 +181,9 @@ def run_drill(
         raise DrillRefused(f"drill {drill.name} refused: " + "; ".join(problems))
 
     started = time.time()
-    create_topic(cluster.bootstrap_servers, topic, options.partitions)
-    workload = RecordingWorkload(cluster.bootstrap_servers, topic, options.rate_per_s)
+    connection = cluster.kafka.librdkafka()
+    create_topic(connection, topic, options.partitions)
+    workload = RecordingWorkload(connection, topic, options.rate_per_s)
     outcomes: list[FaultOutcome] = []
     injected: list[Fault] = []
     with _terminate_as_interrupt():
@@ -215,7 +219,7 @@ def run_drill(
         finally:
             _heal_all(injected, context, network)
             workload.stop()
-            _delete_topic(cluster.bootstrap_servers, topic)
+            _delete_topic(connection, topic)
     ended = time.time()
     history = History.of(
         [
@@ -263,10 +267,10 @@ def run_drill(
     return result
 
 
-def _delete_topic(bootstrap_servers: str, topic: str) -> None:
+def _delete_topic(connection: ClientConfig, topic: str) -> None:
     """The drill's topic goes once read back (the history keeps what it held), so drills
     leave the cluster as they found it."""
-    admin = AdminClient({"bootstrap.servers": bootstrap_servers}, logger=client_logger)
+    admin = AdminClient(dict(connection), logger=client_logger)
     try:
         admin.delete_topics([topic], operation_timeout=30)[topic].result(timeout=60)
     except Exception as exc:  # the verdict matters more than the cleanup

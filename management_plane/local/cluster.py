@@ -51,7 +51,12 @@ from management_plane.local.state import (
     require_state,
     write_state,
 )
-from management_plane.local.tls import admin_identity, ensure_admin_identity, ensure_vm_identity
+from management_plane.local.tls import (
+    admin_client,
+    admin_identity,
+    ensure_vm_identity,
+    write_admin_client_files,
+)
 from management_plane.local.up_choice import (
     RecordedCluster,
     UpChoice,
@@ -73,6 +78,7 @@ from planner.contracts.monitoring import MonitoringTargets
 from planner.contracts.paths import ClusterPaths
 from planner.contracts.plan_status import PlanStatus
 from planner.contracts.vm_config import render_zookeeper_myid
+from planner.pki.client_settings import client_files
 from planner.zookeeper_client import zookeeper_client
 
 log = structlog.get_logger("kaas.local")
@@ -145,7 +151,7 @@ def _write_vm_files(
     for folder in (vm.config_dir, vm.kafka_data_dir, vm.zookeeper_data_dir, vm.logs_dir):
         folder.mkdir(parents=True, exist_ok=True)
     ensure_vm_identity(layout, vm)
-    ensure_admin_identity(layout)
+    write_admin_client_files(layout)
     (vm.zookeeper_data_dir / "myid").write_text(render_zookeeper_myid(vm.index))
     keep = {
         # After a reconfig ZooKeeper rewrites zoo.cfg to name its new dynamic file, and owns that.
@@ -171,7 +177,7 @@ ZOOKEEPER_PORT_ROLES = (
     "zookeeper_peer",
     "zookeeper_election",
 )
-KAFKA_PORT_ROLES = ("kafka", "kafka_sasl", "jolokia", "kafka_controller")
+KAFKA_PORT_ROLES = ("kafka_internal", "kafka_tenant", "jolokia", "kafka_controller")
 
 
 def _check_ports_free(
@@ -339,7 +345,7 @@ class LocalCluster:
             )
         _wait_for(
             f"a metadata request to list {wanted_text}",
-            lambda: enough(probes.metadata_broker_ids(layout.bootstrap_servers)),
+            lambda: enough(probes.metadata_broker_ids(admin_client(layout))),
             BROKERS_READY_TIMEOUT,
             logs,
             self._watch(state, vms, "agent" if state.agents else "kafka"),
@@ -438,7 +444,7 @@ class LocalCluster:
                     # Made here, once every broker is up, rather than by the first agent to
                     # publish (which may find fewer brokers than the replication factor).
                     create_topic(
-                        layout.bootstrap_servers, METRICS_TOPIC, 6, min(3, len(layout.vms))
+                        admin_client(layout).librdkafka(), METRICS_TOPIC, 6, min(3, len(layout.vms))
                     )
             except BaseException:
                 # Leave nothing half-started behind.
@@ -511,11 +517,9 @@ class LocalCluster:
         except Exception as exc:
             problems.append(f"ZooKeeper ensemble unreachable: {exc}")
         try:
-            under_replicated = probes.under_replicated_by_leader(
-                layout.bootstrap_servers, timeout=5.0
-            )
+            under_replicated = probes.under_replicated_by_leader(admin_client(layout), timeout=5.0)
             if state.kraft:
-                registered = probes.metadata_broker_ids(layout.bootstrap_servers, timeout=5.0)
+                registered = probes.metadata_broker_ids(admin_client(layout), timeout=5.0)
         except Exception as exc:
             problems.append(f"Kafka metadata unavailable: {exc}")
         controller_roles: dict[str, str | None] = {}
@@ -571,6 +575,7 @@ class LocalCluster:
             "restart_lock_holder": lock_holder,
             "plan": plan.to_json() if plan is not None else None,
             "bootstrap_servers": layout.bootstrap_servers,
+            "client": client_files(admin_identity(layout)),
             "zookeeper_connect": layout.zookeeper_connect,
             "vms": vms,
             "monitoring": pipeline_status(self._monitoring(layout)) if state.agents else None,

@@ -201,9 +201,16 @@ def broker_command(java: str, vm: VmLayout, libs: str, jolokia_agent: str) -> li
 
 
 def metadata_quorum_command(
-    java: str, vm: VmLayout, libs: str, bootstrap_controllers: str, *arguments: str
+    java: str,
+    vm: VmLayout,
+    libs: str,
+    bootstrap_controllers: str,
+    command_config: str,
+    *arguments: str,
 ) -> list[str]:
-    """Kafka's own kafka-metadata-quorum tool, run from the image's jars."""
+    """Kafka's own kafka-metadata-quorum tool, run from the image's jars. `command_config`:
+    the client settings file (TLS and the identity; no bootstrap.servers, which the tool
+    refuses beside --bootstrap-controller)."""
     return [
         java,
         *tool_jvm_options(vm),
@@ -212,5 +219,7 @@ def metadata_quorum_command(
         METADATA_QUORUM_TOOL,
         "--bootstrap-controller",
         bootstrap_controllers,
+        "--command-config",
+        command_config,
         *arguments,
     ]

@@ -9,6 +9,7 @@ import time
 from management_plane.errors import KaasError
 from management_plane.local import kraft
 from management_plane.local.layout import ClusterLayout
+from management_plane.local.tls import admin_client
 from planner.contracts.kraft_quorum_state import (
     QuorumOutputError,
     QuorumReplica,
@@ -19,18 +20,20 @@ DESCRIBE_TIMEOUT_S = 60.0
 
 
 def quorum_replicas(layout: ClusterLayout, java: str, libs: str) -> tuple[QuorumReplica, ...]:
-    command = kraft.metadata_quorum_command(
-        java,
-        layout.vms[0],
-        libs,
-        ",".join(kraft.bootstrap_endpoints(layout)),
-        "describe",
-        "--replication",
-    )
     try:
-        done = subprocess.run(
-            command, capture_output=True, text=True, timeout=DESCRIBE_TIMEOUT_S, check=False
-        )
+        with admin_client(layout).java_security_file() as command_config:
+            command = kraft.metadata_quorum_command(
+                java,
+                layout.vms[0],
+                libs,
+                ",".join(kraft.bootstrap_endpoints(layout)),
+                str(command_config),
+                "describe",
+                "--replication",
+            )
+            done = subprocess.run(
+                command, capture_output=True, text=True, timeout=DESCRIBE_TIMEOUT_S, check=False
+            )
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise KaasError(f"kafka-metadata-quorum describe failed: {exc}") from None
     if done.returncode != 0:

@@ -28,8 +28,8 @@ class Ports:
     zookeeper_reconfig_client: int = 2182
     zookeeper_peer: int = 2888
     zookeeper_election: int = 3888
-    kafka: int = 9092  # PLAINTEXT: inter-broker, agents, management plane
-    kafka_sasl: int = 9094  # SASL_PLAINTEXT with SCRAM-SHA-512: tenants (docs/tenants.md)
+    kafka_internal: int = 9092  # mutual TLS: inter-broker, agents, management plane, tools
+    kafka_tenant: int = 9094  # SASL_SSL with SCRAM-SHA-512: tenants (docs/tenants.md)
     jolokia: int = 8778
     kafka_controller: int = 9093  # KRaft clusters' controller listener (first VMs only)
 
@@ -39,8 +39,8 @@ class Ports:
             "zookeeper_reconfig_client": self.zookeeper_reconfig_client,
             "zookeeper_peer": self.zookeeper_peer,
             "zookeeper_election": self.zookeeper_election,
-            "kafka": self.kafka,
-            "kafka_sasl": self.kafka_sasl,
+            "kafka_internal": self.kafka_internal,
+            "kafka_tenant": self.kafka_tenant,
             "jolokia": self.jolokia,
             "kafka_controller": self.kafka_controller,
         }
@@ -78,12 +78,12 @@ class VmLayout:
         return self.directory / "logs"
 
     @property
-    def kafka_endpoint(self) -> str:
-        return f"{self.address}:{self.ports.kafka}"
+    def kafka_internal_endpoint(self) -> str:
+        return f"{self.address}:{self.ports.kafka_internal}"
 
     @property
-    def kafka_sasl_endpoint(self) -> str:
-        return f"{self.address}:{self.ports.kafka_sasl}"
+    def kafka_tenant_endpoint(self) -> str:
+        return f"{self.address}:{self.ports.kafka_tenant}"
 
     @property
     def zookeeper_endpoint(self) -> str:
@@ -102,12 +102,12 @@ class ClusterLayout:
 
     @property
     def bootstrap_servers(self) -> str:
-        return ",".join(vm.kafka_endpoint for vm in self.vms)
+        return ",".join(vm.kafka_internal_endpoint for vm in self.vms)
 
     @property
     def tenant_bootstrap_servers(self) -> str:
-        """The SASL_PLAINTEXT (SCRAM-SHA-512) listener of every VM: what tenants connect to."""
-        return ",".join(vm.kafka_sasl_endpoint for vm in self.vms)
+        """The SASL_SSL (SCRAM-SHA-512) listener of every VM: what tenants connect to."""
+        return ",".join(vm.kafka_tenant_endpoint for vm in self.vms)
 
     @property
     def zookeeper_hosts(self) -> str:

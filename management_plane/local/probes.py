@@ -17,6 +17,7 @@ from management_plane.local.tls import admin_identity
 from planner.contracts.member import MemberRecord, parse_members
 from planner.contracts.paths import ClusterPaths
 from planner.contracts.plan_status import PlanStatus
+from planner.pki.client_settings import InternalClient
 from planner.store import PlanStore
 from planner.zookeeper_client import server_mode, zookeeper_client
 
@@ -92,12 +93,19 @@ def broker_registrations(
             except NoNodeError:
                 continue
             value: dict[str, Any] = json.loads(data)
+            endpoints = tuple(value.get("endpoints", []))
+            host, port = value.get("host"), int(value.get("port", -1))
+            if host is None and endpoints:
+                # Kafka fills the legacy host and port only for a PLAINTEXT listener; the
+                # first endpoint is the internal listener's.
+                host, _, port_text = endpoints[0].partition("://")[2].rpartition(":")
+                port = int(port_text)
             registrations[int(child)] = BrokerRegistration(
                 broker_id=int(child),
-                host=str(value.get("host")),
-                port=int(value.get("port", -1)),
+                host=str(host),
+                port=port,
                 rack=value.get("rack"),
-                endpoints=tuple(value.get("endpoints", [])),
+                endpoints=endpoints,
             )
         return registrations
     finally:
@@ -105,21 +113,19 @@ def broker_registrations(
         client.close()
 
 
-def admin_client(bootstrap_servers: str) -> AdminClient:
-    return AdminClient(
-        {"bootstrap.servers": bootstrap_servers, "socket.timeout.ms": 5000}, logger=_RDKAFKA_LOG
-    )
+def admin_client(client: InternalClient) -> AdminClient:
+    return AdminClient(client.librdkafka(**{"socket.timeout.ms": 5000}), logger=_RDKAFKA_LOG)
 
 
-def metadata_broker_ids(bootstrap_servers: str, timeout: float = 5.0) -> set[int]:
-    metadata = admin_client(bootstrap_servers).list_topics(timeout=timeout)
+def metadata_broker_ids(client: InternalClient, timeout: float = 5.0) -> set[int]:
+    metadata = admin_client(client).list_topics(timeout=timeout)
     return set(metadata.brokers)
 
 
-def under_replicated_by_leader(bootstrap_servers: str, timeout: float = 5.0) -> dict[int, int]:
+def under_replicated_by_leader(client: InternalClient, timeout: float = 5.0) -> dict[int, int]:
     """Partitions whose ISR is smaller than their replica list, counted per leader broker
     (the same definition as Kafka's UnderReplicatedPartitions metric); -1 counts leaderless ones."""
-    metadata = admin_client(bootstrap_servers).list_topics(timeout=timeout)
+    metadata = admin_client(client).list_topics(timeout=timeout)
     counts: dict[int, int] = {broker_id: 0 for broker_id in metadata.brokers}
     for topic in metadata.topics.values():
         for partition in topic.partitions.values():
@@ -175,7 +181,7 @@ def serving_problem(cluster: ClusterLayout, kraft: bool = False) -> str | None:
             return f"the ZooKeeper server of {vm.name} is {mode}"
     try:
         registered = len(
-            metadata_broker_ids(cluster.bootstrap_servers)
+            metadata_broker_ids(InternalClient(cluster.bootstrap_servers, admin_identity(cluster)))
             if kraft
             else broker_registrations(cluster)
         )

@@ -37,6 +37,7 @@ from planner.contracts.vm_config.jolokia import (
     render_jolokia_access_policy,
     render_jolokia_properties,
 )
+from planner.contracts.vm_config.kafka_tls import TlsFiles
 from planner.pki.authority import Role, role_distinguished_name
 
 HOST_SIZING = SizingProfile.LOCAL
@@ -60,6 +61,11 @@ def local_spec(
     )
 
 
+def broker_tls_files(vm: VmLayout) -> TlsFiles:
+    identity = vm_identity(vm)
+    return TlsFiles(str(identity.keystore), str(identity.trust_bundle))
+
+
 def broker_facts(layout: ClusterLayout, vm: VmLayout) -> BrokerFacts:
     """What the renderer needs to know about a local VM: the same facts its agent derives
     from the settings agent_settings writes (the broker id is the one `kaas up` assigns)."""
@@ -67,13 +73,13 @@ def broker_facts(layout: ClusterLayout, vm: VmLayout) -> BrokerFacts:
         broker_id=vm.broker_id,
         rack=vm.zone,
         listener_address=vm.address,
-        port=vm.ports.kafka,
-        tenant_port=vm.ports.kafka_sasl,
+        port=vm.ports.kafka_internal,
+        tenant_port=vm.ports.kafka_tenant,
         advertised_address=vm.address,
         log_dirs=(str(vm.kafka_data_dir),),
         zookeeper_connect=layout.zookeeper_connect,
         host_sizing=sizing_properties(HOST_SIZING),
-        zookeeper_tls=node_tls_files(vm),
+        tls=broker_tls_files(vm),
     )
 
 
@@ -210,8 +216,8 @@ def agent_settings(
         "tls_dir": str(vm_identity(vm).directory),
         "image_root": image_root,
         "java": java,
-        "kafka_port": vm.ports.kafka,
-        "kafka_sasl_port": vm.ports.kafka_sasl,
+        "kafka_port": vm.ports.kafka_internal,
+        "kafka_tenant_port": vm.ports.kafka_tenant,
         "jolokia_port": vm.ports.jolokia,
         "kafka_heap": " ".join(KAFKA_HEAP),
         "host_sizing": HOST_SIZING.value,

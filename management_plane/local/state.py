@@ -19,7 +19,9 @@ from management_plane.errors import KaasError
 from management_plane.local.kraft import controller_vms
 from management_plane.local.layout import ClusterLayout, Ports, VmLayout
 from management_plane.local.processes import ProcessRecord
+from management_plane.local.tls import admin_identity
 from planner.contracts.kafka_release import KAFKA_RELEASES, KafkaMode
+from planner.pki.client_settings import client_files
 
 STATE_FILE = "cluster.json"
 LOCK_FILE = ".lock"
@@ -79,6 +81,9 @@ class ClusterState:
             "kafka_version": self.kafka_version,
             "agents": self.agents,
             "bootstrap_servers": layout.bootstrap_servers,
+            "tenant_bootstrap_servers": layout.tenant_bootstrap_servers,
+            # The internal listener wants a client certificate: the operator's is here.
+            "client": client_files(admin_identity(layout)),
             "zookeeper_hosts": layout.zookeeper_hosts,
             "kafka_chroot": layout.kafka_chroot,
             "zookeeper_connect": layout.zookeeper_connect,
@@ -126,9 +131,12 @@ class ClusterState:
                             zookeeper_client=int(ports["zookeeper_client"]),
                             zookeeper_peer=int(ports["zookeeper_peer"]),
                             zookeeper_election=int(ports["zookeeper_election"]),
-                            kafka=int(ports["kafka"]),
-                            # Absent from files written before the tenant listener existed.
-                            kafka_sasl=int(ports.get("kafka_sasl", Ports().kafka_sasl)),
+                            # Files written before the listeners had TLS name them kafka and
+                            # kafka_sasl (the tenant port is absent from still older ones).
+                            kafka_internal=int(ports.get("kafka_internal", ports.get("kafka"))),
+                            kafka_tenant=int(
+                                ports.get("kafka_tenant", ports.get("kafka_sasl", 9094))
+                            ),
                             jolokia=int(ports["jolokia"]),
                             kafka_controller=int(
                                 ports.get("kafka_controller", Ports().kafka_controller)

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from management_plane.local.layout import ClusterLayout, VmLayout
 from planner.pki.authority import Authority, Role, create_authority, issue
+from planner.pki.client_settings import InternalClient, write_client_properties
 from planner.pki.files import (
     IdentityFiles,
     has_authority,
@@ -61,3 +62,15 @@ def ensure_vm_identity(layout: ClusterLayout, vm: VmLayout) -> IdentityFiles:
 
 def ensure_admin_identity(layout: ClusterLayout) -> IdentityFiles:
     return _ensure(admin_identity(layout), layout, ())
+
+
+def admin_client(layout: ClusterLayout) -> InternalClient:
+    """The operator's (and `kaas up`'s own) client of the cluster's internal listener."""
+    return InternalClient(layout.bootstrap_servers, admin_identity(layout))
+
+
+def write_admin_client_files(layout: ClusterLayout) -> None:
+    """The admin identity, and its settings for Kafka's tools (--command-config FILE) and
+    for librdkafka clients, with every VM of the cluster as bootstrap servers."""
+    ensure_admin_identity(layout)
+    write_client_properties(admin_client(layout))

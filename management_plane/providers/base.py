@@ -96,9 +96,10 @@ class BootstrapsClusters(Protocol):
 @runtime_checkable
 class HoldsClusterIdentity(Protocol):
     def client_identity(self, cluster: str) -> IdentityFiles | None:
-        """The certificate KaaS's clients present to the cluster (ZooKeeper), issued by the
-        cluster's CA; None when the provider has none for it. Without one the service cannot
-        reach the cluster's ZooKeeper and leaves the ensemble to its agents."""
+        """The admin identity (key, certificate, the cluster CA) KaaS's clients present to the
+        cluster's ZooKeeper and its internal Kafka listener, issued by the cluster's CA; None
+        when the provider has none for it. Without one the service cannot reach the cluster's
+        ZooKeeper and leaves the ensemble to its agents."""
         ...
 
 

@@ -90,6 +90,11 @@ class ClusterOut(BaseModel):
     instance_type: str
     spec: dict[str, Any]
     bootstrap_servers: str
+    client: dict[str, str] | None = Field(
+        default=None,
+        description="the CA and the admin identity's files for the internal listener (mutual "
+        "TLS), where the provider keeps them on the service's host",
+    )
     vms: list[VmOut]
 
 

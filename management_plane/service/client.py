@@ -15,6 +15,7 @@ from typing import Any
 
 from management_plane.errors import KaasError
 from management_plane.service.tls import api_client_context, api_trust_bundle
+from planner.pki.client_settings import TenantClient
 
 DEFAULT_URL = "https://127.0.0.1:8080"
 
@@ -58,13 +59,12 @@ class ApiClient:
 def tenant_client_config(created: dict[str, Any]) -> dict[str, str | int | float | bool]:
     """librdkafka settings from the onboarding answer (the password is shown only there)."""
     connection = created["tenant"]["connection"]
-    return {
-        "bootstrap.servers": connection["bootstrap_servers"],
-        "security.protocol": connection["security_protocol"],
-        "sasl.mechanism": connection["sasl_mechanism"],
-        "sasl.username": connection["username"],
-        "sasl.password": created["password"],
-    }
+    return TenantClient(
+        connection["bootstrap_servers"],
+        connection["username"],
+        created["password"],
+        connection["ca_certificate"],
+    ).librdkafka()
 
 
 def add_commands(commands: Any) -> None:
@@ -503,6 +503,7 @@ def _print_tenant(tenant: dict[str, Any]) -> None:
         f"security.protocol={connection['security_protocol']} "
         f"sasl.mechanism={connection['sasl_mechanism']} sasl.username={connection['username']}"
     )
+    print("ssl.ca.pem: the cluster CA, in the connection details' ca_certificate")
 
 
 def _tenant_command(client: ApiClient, args: argparse.Namespace) -> int:

@@ -29,6 +29,7 @@ from management_plane.service.tenant_service import TENANT_KINDS, TenantService
 from management_plane.service.tls import ensure_service_tls
 from management_plane.tenants.kafka import KafkaTenants
 from management_plane.tenants.quotas import UserQuotaTool
+from planner.pki.client_settings import InternalClient
 from planner.private_files import create_private_file, private_dir
 
 log = structlog.get_logger("kaas.serve")
@@ -66,16 +67,16 @@ class ServeSettings:
     """File holding the webhook's routing (integration) key; default: "kaas"."""
 
 
-def kafka_tenants(internal_bootstrap: str, tenant_bootstrap: str) -> KafkaTenants:
+def kafka_tenants(internal: InternalClient, tenant_bootstrap: str) -> KafkaTenants:
     """The tenants adapter of one cluster; quotas go through ConfigCommand from the Kafka libs
     of the image on the service's host (docs/tenants.md)."""
     return KafkaTenants(
-        admin_bootstrap=internal_bootstrap,
+        internal=internal,
         tenant_bootstrap=tenant_bootstrap,
         quotas=UserQuotaTool(
             java=str(find_java()),
             kafka_libs=load_image(verify=False).kafka_libs(),
-            bootstrap=internal_bootstrap,
+            kafka=internal,
         ),
     )
 
@@ -106,7 +107,7 @@ def build_service(settings: ServeSettings) -> tuple[Service, str | None]:
             raise KaasError(f"--step-timeout must be positive, got {settings.step_timeout_s}")
         service.engine.timeouts = StepTimeouts.capped(settings.step_timeout_s)
     service.engine.poll_interval_s = settings.poll_interval_s
-    service.tenants = TenantService(db, kafka_tenants)
+    service.tenants = TenantService(db, kafka_tenants, service.client_identity)
     service.engine.inline_kinds = TENANT_KINDS
     service.engine.resume_inline = service.tenants.resume
     if settings.broker_loss_after_s < 0:

@@ -33,6 +33,8 @@ from management_plane.service.validation import (
     zookeeper_participants,
 )
 from planner.contracts.spec import ClusterSpec, parse_spec
+from planner.pki.client_settings import client_files
+from planner.pki.files import IdentityFiles
 
 if TYPE_CHECKING:
     from management_plane.monitoring.alert_loop import AlertLoop
@@ -82,6 +84,13 @@ class Service:
         self.engine.wake()
         return op
 
+    def client_identity(self, cluster: str) -> IdentityFiles | None:
+        return client_identity(self.provider, cluster)
+
+    def _client_files(self, cluster: str) -> dict[str, str] | None:
+        identity = self.client_identity(cluster)
+        return None if identity is None else client_files(identity)
+
     def cluster_view(self, name: str) -> dict[str, Any]:
         row = self._cluster(name)
         vms = self.db.cluster_vms(name)
@@ -92,6 +101,7 @@ class Service:
             "instance_type": row["instance_type"],
             "spec": json.loads(row["spec"]),
             "bootstrap_servers": bootstrap_servers([v["address"] for v in vms]),
+            "client": self._client_files(name),
             "vms": [
                 {
                     k: v[k]

@@ -51,6 +51,10 @@ class ConnectionOut(BaseModel):
     sasl_mechanism: str
     username: str
     topic_prefix: str
+    ca_certificate: str = Field(
+        description="PEM: the cluster CA the brokers' certificates chain to (ssl.ca.pem, or "
+        "a file for ssl.ca.location)"
+    )
 
 
 class TenantOut(BaseModel):

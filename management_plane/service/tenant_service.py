@@ -54,18 +54,23 @@ from management_plane.tenants.topics import (
     topic_change_problems,
     topic_request_problems,
 )
+from planner.pki.client_settings import InternalClient
+from planner.pki.files import IdentityFiles
 
 log = structlog.get_logger("kaas.tenants")
 
-TENANT_SASL_PORT = 9094  # the brokers' SASL_PLAINTEXT (SCRAM) listener for tenants
+TENANT_SASL_PORT = 9094  # the brokers' SASL_SSL (SCRAM) listener for tenants
 
 # The operation kinds this module runs inside requests; the engine only resumes them.
 TENANT_KINDS = operations.TENANT_KINDS
 TENANT_STEPS = {kind: expand_steps(kind) for kind in sorted(TENANT_KINDS)}
 
 
-KafkaTenantsFactory = Callable[[str, str], KafkaTenants]
-"""(internal bootstrap, tenant bootstrap) -> the adapter for that cluster."""
+KafkaTenantsFactory = Callable[[InternalClient, str], KafkaTenants]
+"""(the admin client of the internal listener, tenant bootstrap) -> the adapter for that
+cluster."""
+ClientIdentities = Callable[[str], IdentityFiles | None]
+"""cluster -> the admin identity the service presents to it (None: none known)."""
 
 
 def api_error(exc: KaasError) -> ApiError:
@@ -88,10 +93,13 @@ class Onboarded:
 
 
 class TenantService:
-    def __init__(self, db: Database, kafka_tenants: KafkaTenantsFactory) -> None:
+    def __init__(
+        self, db: Database, kafka_tenants: KafkaTenantsFactory, identities: ClientIdentities
+    ) -> None:
         self.db = db
         self.runner = OperationRunner(db)
         self._factory = kafka_tenants
+        self._identities = identities
         self._adapters: dict[tuple[str, str], KafkaTenants] = {}
         self._guard = threading.Lock()
         self._tenant_locks: dict[str, threading.Lock] = {}
@@ -135,7 +143,7 @@ class TenantService:
             found = self._adapters.get((internal, sasl))
             if found is None:
                 try:
-                    found = self._factory(internal, sasl)
+                    found = self._factory(InternalClient(internal, self._identity(cluster)), sasl)
                 except KaasError as exc:  # e.g. no Kafka libs on the service's host
                     raise api_error(exc) from None
                 self._adapters[(internal, sasl)] = found
@@ -160,12 +168,21 @@ class TenantService:
             "connection": connection.to_json(),
         }
 
+    def _identity(self, cluster: str) -> IdentityFiles:
+        identity = self._identities(cluster)
+        if identity is None:
+            raise ApiError(
+                503, "unavailable", f"the service holds no client certificate for cluster {cluster}"
+            )
+        return identity
+
     def _connection(self, cluster: str, tenant: Tenant) -> ConnectionDetails:
         addresses = [v["address"] for v in self.db.cluster_vms(cluster)]
         return ConnectionDetails(
             bootstrap_servers=",".join(f"{a}:{TENANT_SASL_PORT}" for a in addresses),
             username=tenant.username,
             topic_prefix=tenant.prefix,
+            ca_certificate=self._identity(cluster).trust_bundle.read_text(),
         )
 
     def get(self, cluster: str, name: str) -> dict[str, Any]:

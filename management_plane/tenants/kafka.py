@@ -1,8 +1,8 @@
 """The Kafka side of tenants: SCRAM credentials, ACLs and quotas of a tenant, and its topics.
 A thin adapter: the decisions (names, bindings, limits, whitelist) are the pure modules'.
 
-Everything goes to the brokers' internal PLAINTEXT listener, whose principal is the super
-user: SCRAM credentials and ACLs through confluent-kafka's AdminClient (KIP-554
+Everything goes to the brokers' internal listener as the admin identity (User:kaas-admin, a
+super user): SCRAM credentials and ACLs through confluent-kafka's AdminClient (KIP-554
 AlterUserScramCredentials, CreateAcls, DeleteAcls), quotas through Kafka's ConfigCommand
 (UserQuotaTool: librdkafka has no client-quota API). In ZooKeeper mode the brokers keep
 credentials, ACLs and quotas in ZooKeeper and each broker picks up a change from a ZooKeeper
@@ -57,6 +57,7 @@ from management_plane.tenants.topics import (
     topic_request_problems,
 )
 from planner.client_logs import client_logger
+from planner.pki.client_settings import InternalClient, TenantClient
 
 log = structlog.get_logger(__name__)
 
@@ -112,20 +113,22 @@ class TenantDeletion:
 class KafkaTenants:
     """Creates, reads and deletes tenants and their topics on one cluster.
 
-    admin_bootstrap: the internal PLAINTEXT listener (super user); tenant_bootstrap: the
-    SASL_PLAINTEXT listener of every broker, as handed to tenants.
+    internal: the admin identity on the internal listener (a super user); tenant_bootstrap: the
+    SASL_SSL listener of every broker, as handed to tenants with the CA of `internal`.
     """
 
-    admin_bootstrap: str
+    internal: InternalClient
     tenant_bootstrap: str
     quotas: UserQuotaTool
     timeout_s: float = 15.0
     verify_timeout_s: float = 30.0
     scram_iterations: int = SCRAM_ITERATIONS
+    ca_certificate: str = field(init=False, repr=False)
     admin: AdminClient = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        self.admin = AdminClient({"bootstrap.servers": self.admin_bootstrap}, logger=client_logger)
+        self.admin = AdminClient(self.internal.librdkafka(), logger=client_logger)
+        self.ca_certificate = self.internal.identity.trust_bundle.read_text()
 
     # -- tenants --------------------------------------------------------------------------
 
@@ -134,6 +137,7 @@ class KafkaTenants:
             bootstrap_servers=self.tenant_bootstrap,
             username=tenant.username,
             topic_prefix=tenant.prefix,
+            ca_certificate=self.ca_certificate,
             password=password,
         )
 
@@ -186,16 +190,11 @@ class KafkaTenants:
         for address in self.tenant_bootstrap.split(","):
             while True:
                 probe = AdminClient(
-                    {
-                        "bootstrap.servers": address,
-                        "security.protocol": "SASL_PLAINTEXT",
-                        "sasl.mechanism": "SCRAM-SHA-512",
-                        "sasl.username": username,
-                        "sasl.password": password,
+                    TenantClient(address, username, password, self.ca_certificate).librdkafka(
                         # Failures until the credential reaches the broker are expected
                         # here, and reported below if they last: keep librdkafka quiet.
-                        "log_level": 0,
-                    }
+                        log_level=0
+                    )
                 )
                 try:
                     probe.list_topics(timeout=min(5.0, max(0.5, deadline - time.monotonic())))
@@ -471,7 +470,10 @@ class KafkaTenants:
         )
         # Every broker's own metadata, since the next limit check may ask any of them.
         probes = [
-            AdminClient({"bootstrap.servers": f"{b.host}:{b.port}"}, logger=client_logger)
+            AdminClient(
+                self.internal.with_servers(f"{b.host}:{b.port}").librdkafka(),
+                logger=client_logger,
+            )
             for b in metadata.brokers.values()
         ]
 

@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Final
 
 from management_plane.errors import Refusal, RequestRefused
+from planner.pki.client_settings import SASL_SSL, TENANT_SASL_MECHANISM, TenantClient
 
 TENANT_NAME = re.compile(r"[a-z][a-z0-9-]{1,30}[a-z0-9]")
 PREFIX = re.compile(r"[a-z0-9][a-z0-9._-]{0,62}[._-]")
@@ -307,12 +308,15 @@ def new_tenant(
 class ConnectionDetails:
     """How a tenant's clients connect. The password is known once, when it is set."""
 
-    bootstrap_servers: str  # the SASL_PLAINTEXT listener of every broker
+    bootstrap_servers: str  # the SASL_SSL listener of every broker
     username: str
     topic_prefix: str
+    ca_certificate: str = field(
+        repr=False
+    )  # PEM: the cluster CA the brokers' certificates chain to
     password: str | None = field(default=None, repr=False)  # never in a log line
-    security_protocol: str = "SASL_PLAINTEXT"
-    sasl_mechanism: str = "SCRAM-SHA-512"
+    security_protocol: str = SASL_SSL
+    sasl_mechanism: str = TENANT_SASL_MECHANISM
 
     def client_config(self, password: str | None = None) -> dict[str, str | int | float | bool]:
         """librdkafka (confluent-kafka) settings; the password given here or the one held."""
@@ -322,13 +326,9 @@ class ConnectionDetails:
                 "invalid",
                 [Problem("password", "the password is shown once, at creation: pass it in")],
             )
-        return {
-            "bootstrap.servers": self.bootstrap_servers,
-            "security.protocol": self.security_protocol,
-            "sasl.mechanism": self.sasl_mechanism,
-            "sasl.username": self.username,
-            "sasl.password": secret,
-        }
+        return TenantClient(
+            self.bootstrap_servers, self.username, secret, self.ca_certificate
+        ).librdkafka()
 
     def to_json(self) -> dict[str, Any]:
         shown = asdict(self)

@@ -19,6 +19,7 @@ import structlog
 
 from management_plane.errors import KaasError
 from management_plane.tenants.model import QUOTA_FIELDS
+from planner.pki.client_settings import InternalClient
 
 log = structlog.get_logger(__name__)
 
@@ -33,6 +34,7 @@ def quota_command(
     java: str,
     kafka_libs: Path,
     bootstrap: str,
+    command_config: Path,
     user: str,
     add: Mapping[str, float] | None = None,
     delete: Sequence[str] = (),
@@ -47,6 +49,8 @@ def quota_command(
         "kafka.admin.ConfigCommand",
         "--bootstrap-server",
         bootstrap,
+        "--command-config",
+        str(command_config),
         "--entity-type",
         "users",
         "--entity-name",
@@ -86,18 +90,34 @@ def last_error_line(output: str) -> str:
 
 @dataclass(frozen=True)
 class UserQuotaTool:
-    """Runs ConfigCommand against the cluster's internal (PLAINTEXT) listener."""
+    """Runs ConfigCommand against the cluster's internal listener, as the admin identity."""
 
     java: str
     kafka_libs: Path
-    bootstrap: str
+    kafka: InternalClient
     timeout_s: float = 120.0
 
-    def _run(self, command: list[str], what: str) -> str:
+    def _run(
+        self,
+        user: str,
+        what: str,
+        add: Mapping[str, float] | None = None,
+        delete: Sequence[str] = (),
+    ) -> str:
         try:
-            done = subprocess.run(
-                command, capture_output=True, text=True, timeout=self.timeout_s, check=False
-            )
+            with self.kafka.java_properties_file() as command_config:
+                command = quota_command(
+                    self.java,
+                    self.kafka_libs,
+                    self.kafka.bootstrap_servers,
+                    command_config,
+                    user,
+                    add=add,
+                    delete=delete,
+                )
+                done = subprocess.run(
+                    command, capture_output=True, text=True, timeout=self.timeout_s, check=False
+                )
         except (OSError, subprocess.TimeoutExpired) as exc:
             raise QuotaToolError(f"{what}: kafka-configs did not run ({exc})") from None
         if done.returncode != 0:
@@ -105,8 +125,7 @@ class UserQuotaTool:
         return done.stdout
 
     def set(self, user: str, quotas: Mapping[str, float]) -> None:
-        command = quota_command(self.java, self.kafka_libs, self.bootstrap, user, add=quotas)
-        self._run(command, f"quotas of user {user}")
+        self._run(user, f"quotas of user {user}", add=quotas)
         log.info("tenant_quotas_set", user=user, **quotas)
 
     def remove(self, user: str) -> None:
@@ -114,10 +133,8 @@ class UserQuotaTool:
         present = [key for key in QUOTA_FIELDS if key in self.describe(user)]
         if not present:
             return
-        command = quota_command(self.java, self.kafka_libs, self.bootstrap, user, delete=present)
-        self._run(command, f"removing the quotas of user {user}")
+        self._run(user, f"removing the quotas of user {user}", delete=present)
         log.info("tenant_quotas_removed", user=user)
 
     def describe(self, user: str) -> dict[str, float]:
-        command = quota_command(self.java, self.kafka_libs, self.bootstrap, user)
-        return parse_quota_description(self._run(command, f"describing user {user}"), user)
+        return parse_quota_description(self._run(user, f"describing user {user}"), user)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import ssl
 import time
 from collections import Counter
 from dataclasses import dataclass, replace
@@ -32,6 +33,7 @@ from planner.contracts.member import MemberRole
 from planner.contracts.paths import ClusterPaths
 from planner.contracts.spec import ReassignmentBudget, parse_spec
 from planner.live_layout import read_live_layout
+from planner.pki.client_settings import ClientConfig, InternalClient
 from planner.pki.tls import client_context
 from tests import harness
 from tests.harness import ClusterHandle, wait_for_healthy_agents, wait_until
@@ -79,10 +81,10 @@ class DrainFigures:
         ]
 
 
-def fill_random(bootstrap: str, topic: str, mib: int) -> None:
+def fill_random(connection: ClientConfig, topic: str, mib: int) -> None:
     """`mib` MiB of random values: the producer compresses, so only random bytes land on
     the disks as written."""
-    producer = durable_producer(bootstrap, **{"linger.ms": 50, "batch.size": 1_000_000})
+    producer = durable_producer(connection, **{"linger.ms": 50, "batch.size": 1_000_000})
     for index in range(mib * MIB // 10_000):
         value = os.urandom(10_000)
         while True:
@@ -95,8 +97,8 @@ def fill_random(bootstrap: str, topic: str, mib: int) -> None:
     assert producer.flush(900) == 0, "the fill did not finish"
 
 
-def _bytes_on(bootstrap: str, broker: int) -> int:
-    layout = read_live_layout(bootstrap)
+def _bytes_on(kafka: InternalClient, jolokia: ssl.SSLContext, broker: int) -> int:
+    layout = read_live_layout(kafka, jolokia_context=jolokia)
     return sum(int(p["size_bytes"]) for p in layout["partitions"] if broker in p["replicas"])
 
 
@@ -136,39 +138,39 @@ def drain_under_load(
     cluster: ClusterHandle, data_mib: int, throttle_mib: int, partitions: int = 24
 ) -> DrainFigures:
     name = cluster.layout.name
-    bootstrap = cluster.bootstrap_servers
+    kafka = cluster.admin
+    connection = kafka.librdkafka()
+    jolokia = client_context(cluster.node_identity)
     paths = ClusterPaths(name)
     zk = cluster.zookeeper()
     zk.start(timeout=15)
-    admin = KafkaReassignmentAdmin(
-        bootstrap, jolokia_port=8778, jolokia_context=client_context(cluster.node_identity)
-    )
+    admin = KafkaReassignmentAdmin(kafka, jolokia_port=8778, jolokia_context=jolokia)
     try:
         wait_for_healthy_agents(zk, name, count=4, timeout=240)
         wait_until(lambda: _planner_settled(zk, name), 300, "the planner to settle")
         data, probe_topic, keyed = (
             cluster.unique_topic(t) for t in ("drain-data", "drain-probe", "drain-keyed")
         )
-        create_topic(bootstrap, data, partitions=partitions)
-        create_topic(bootstrap, probe_topic, partitions=3)
-        create_topic(bootstrap, keyed, partitions=6)
+        create_topic(connection, data, partitions=partitions)
+        create_topic(connection, probe_topic, partitions=3)
+        create_topic(connection, keyed, partitions=6)
         # Rack-aware RF 3 on three zones: every zone holds one copy, and zone-a's is split
         # between vm1 and vm4, so the drained vm4 holds about half of what is written.
-        fill_random(bootstrap, data, data_mib * 2)
+        fill_random(connection, data, data_mib * 2)
         wait_until(lambda: _planner_settled(zk, name), 300, "the planner to settle the topics")
         # vm4 shares zone-a with vm1: draining it keeps every zone's share possible.
         drained = next(b for b, m in harness.member_records(zk, name).items() if m.vm_id == "vm4")
-        data_bytes = _bytes_on(bootstrap, drained)
+        data_bytes = _bytes_on(kafka, jolokia, drained)
 
         # The machine's own stall first: the same probe for a quiet stretch before the drain.
-        quiet = StallProbe(bootstrap, probe_topic)
+        quiet = StallProbe(connection, probe_topic)
         quiet.thread.start()
         time.sleep(BASELINE_S)
         quiet.stopping.set()
         quiet.thread.join(60)
-        probe = StallProbe(bootstrap, probe_topic)
+        probe = StallProbe(connection, probe_topic)
         probe.thread.start()
-        with BackgroundProducer(bootstrap, keyed, 200, 20, pause_s=0.2) as load:
+        with BackgroundProducer(connection, keyed, 200, 20, pause_s=0.2) as load:
             time.sleep(3)
             raw, stat = zk.get(paths.spec)
             spec = parse_spec(raw)
@@ -209,7 +211,7 @@ def drain_under_load(
         probe.stopping.set()
         probe.thread.join(240)
         replicas_left, _ = _replicas_on(admin, drained)
-        layout = read_live_layout(bootstrap)
+        layout = read_live_layout(kafka, jolokia_context=jolokia)
         topics = {p["topic"] for p in layout["partitions"]}
         brokers = {b["id"] for b in layout["brokers"]}
         # Broker configs reach every broker through ZooKeeper a moment after the write.
@@ -219,7 +221,7 @@ def drain_under_load(
             time.sleep(1)
             leftovers = admin.throttle_configs(topics, brokers)
         acknowledged = load.acknowledged
-        consumed = consume_group(bootstrap, keyed, f"{keyed}-check", 1, expected=len(acknowledged))
+        consumed = consume_group(connection, keyed, f"{keyed}-check", 1, expected=len(acknowledged))
         check = verify_per_key_order(
             dict(Counter(k for k, _, _, _ in acknowledged)), consumed.records_by_consumer
         )

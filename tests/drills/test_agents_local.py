@@ -44,7 +44,7 @@ def test_agents_claim_ids_start_heal_and_keep_ids(fresh_cluster_with_agents: Clu
     # Every agent streams its broker's metrics to the metrics topic, keyed by broker id.
     consumer = Consumer(
         {
-            "bootstrap.servers": cluster.bootstrap_servers,
+            **cluster.client_config(),
             "group.id": "metrics-check",
             "auto.offset.reset": "earliest",
         }

@@ -16,13 +16,14 @@ from management_plane.workload import (
     produce_keyed,
     read_back,
 )
+from planner.pki.client_settings import ClientConfig
 from tests.harness import ClusterHandle
 
 pytestmark = pytest.mark.drill
 
 
-def _isr_complete(bootstrap: str, topic: str) -> bool:
-    metadata = AdminClient({"bootstrap.servers": bootstrap}).list_topics(topic, timeout=10)
+def _isr_complete(connection: ClientConfig, topic: str) -> bool:
+    metadata = AdminClient(connection).list_topics(topic, timeout=10)
     partitions = metadata.topics[topic].partitions.values()
     return all(sorted(p.isrs) == sorted(p.replicas) and len(p.replicas) == 3 for p in partitions)
 
@@ -30,10 +31,10 @@ def _isr_complete(bootstrap: str, topic: str) -> bool:
 def test_killed_broker_loses_no_acknowledged_message_and_rejoins_every_isr(
     fresh_cluster: ClusterHandle,
 ) -> None:
-    bootstrap = fresh_cluster.bootstrap_servers
+    connection = fresh_cluster.client_config()
     topic = fresh_cluster.unique_topic("broker-loss")
-    create_topic(bootstrap, topic, partitions=6)
-    producer = durable_producer(bootstrap)
+    create_topic(connection, topic, partitions=6)
+    producer = durable_producer(connection)
     before = produce_keyed(producer, topic, messages=2000, keys=20, key_prefix="before")
     assert before.errors == []
 
@@ -48,12 +49,12 @@ def test_killed_broker_loses_no_acknowledged_message_and_rejoins_every_isr(
 
     assert fresh_cluster.vm("start", "vm2").startswith("vm2: started")
     deadline = time.monotonic() + 120
-    while not _isr_complete(bootstrap, topic):
+    while not _isr_complete(connection, topic):
         assert time.monotonic() < deadline, "vm2's broker did not rejoin every ISR within 120s"
         time.sleep(1)
 
     acknowledged = before.acknowledged + during.acknowledged
-    result = read_back(bootstrap, topic, acknowledged)
+    result = read_back(connection, topic, acknowledged)
     assert result.expected == 7000
     assert result.missing == 0, "acknowledged messages were lost"
     assert result.exactly_once_in_order, result

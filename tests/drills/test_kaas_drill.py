@@ -90,7 +90,7 @@ def test_drill_is_valid_and_reports_its_recovery(
     assert all(f["recovery_s"] is not None and f["recovery_s"] >= 0 for f in faults)
     assert result.report["summary"]["longest_stall_s"] is not None
     assert network.listing() == before  # no rule left behind
-    admin = probes.admin_client(drill_cluster.bootstrap_servers)
+    admin = probes.admin_client(drill_cluster.admin)
     harness.wait_until(  # read back, judged, and deleted
         lambda: result.topic not in admin.list_topics(timeout=10).topics,
         60,
@@ -199,10 +199,10 @@ def test_a_killed_drills_rules_are_removed_by_the_next_drill(
 
 def test_refusals_touch_nothing(drill_cluster: ClusterHandle) -> None:
     _wait_healthy(drill_cluster.home)
-    bootstrap = drill_cluster.bootstrap_servers
+    kafka = drill_cluster.admin
 
     def drill_topics() -> set[str]:
-        topics = probes.admin_client(bootstrap).list_topics(timeout=10).topics
+        topics = probes.admin_client(kafka).list_topics(timeout=10).topics
         return {t for t in topics if t.startswith("drill-")}
 
     topics_before = drill_topics()

@@ -24,14 +24,15 @@ from management_plane.workload import (
     produce_keyed,
     read_back,
 )
+from planner.pki.client_settings import ClientConfig
 from tests import harness
 from tests.mp_service import ServiceHandle
 
 pytestmark = pytest.mark.drill
 
 
-def assignment(bootstrap: str, topic: str) -> dict[int, tuple[list[int], list[int]]]:
-    metadata = AdminClient({"bootstrap.servers": bootstrap}).list_topics(topic, timeout=10)
+def assignment(connection: ClientConfig, topic: str) -> dict[int, tuple[list[int], list[int]]]:
+    metadata = AdminClient(connection).list_topics(topic, timeout=10)
     return {
         p.id: (list(p.replicas), list(p.isrs)) for p in metadata.topics[topic].partitions.values()
     }
@@ -55,16 +56,16 @@ def assert_three_voters_without(
 class Load(BackgroundProducer):
     """The background producer and a consumer of the same topic, both running until stopped."""
 
-    def __init__(self, bootstrap: str, topic: str) -> None:
-        super().__init__(bootstrap, topic)
-        self.bootstrap = bootstrap
+    def __init__(self, connection: ClientConfig, topic: str) -> None:
+        super().__init__(connection, topic)
+        self.connection = connection
         self.consumed = 0
         self.consumer_thread = threading.Thread(target=self._consume, daemon=True)
 
     def _consume(self) -> None:
         consumer = Consumer(
             {
-                "bootstrap.servers": self.bootstrap,
+                **self.connection,
                 "group.id": f"{self.topic}-live",
                 "auto.offset.reset": "earliest",
             }
@@ -86,13 +87,13 @@ class Load(BackgroundProducer):
         super().stop()
         self.consumer_thread.join(240)
 
-    def assert_nothing_lost(self, bootstrap: str, seed: ProduceResult) -> int:
+    def assert_nothing_lost(self, connection: ClientConfig, seed: ProduceResult) -> int:
         """No produce error, the live consumer saw messages, and every acknowledged message
         (the seed's and the load's) reads back once, in order per key; their number."""
         assert self.errors == [], self.errors[:5]
         assert self.consumed > 0
         acknowledged = seed.acknowledged + self.acknowledged
-        check = read_back(bootstrap, self.topic, acknowledged)
+        check = read_back(connection, self.topic, acknowledged)
         assert check.missing == 0, f"{check.missing} acknowledged messages lost"
         return len(acknowledged)
 
@@ -107,18 +108,18 @@ def test_replace_one_vm_under_load_with_the_service_killed_mid_way(
     status, cluster = service.call("GET", "/v1/clusters/mp")
     assert status == 200 and cluster["status"] == "running"
     assert sorted(vm["broker_id"] for vm in cluster["vms"]) == [0, 1, 2]
-    bootstrap = cluster["bootstrap_servers"]
+    connection = harness.api_cluster_client(cluster).librdkafka()
     old = next(vm for vm in cluster["vms"] if vm["broker_id"] == 0)
 
     topic = harness.ClusterHandle.unique_topic("replace")
-    create_topic(bootstrap, topic, partitions=6)
-    seed = produce_keyed(durable_producer(bootstrap), topic, 20000, 20, key_prefix="seed")
+    create_topic(connection, topic, partitions=6)
+    seed = produce_keyed(durable_producer(connection), topic, 20000, 20, key_prefix="seed")
     assert seed.errors == []
-    held_by_old = {p for p, (replicas, _) in assignment(bootstrap, topic).items() if 0 in replicas}
+    held_by_old = {p for p, (replicas, _) in assignment(connection, topic).items() if 0 in replicas}
     assert held_by_old, "broker 0 should hold replicas of an RF-3 topic on 3 brokers"
 
     started = time.monotonic()
-    with Load(bootstrap, topic) as load:
+    with Load(connection, topic) as load:
         status, op = service.call("POST", "/v1/clusters/mp/replace", {"vm_id": old["vm_id"]})
         assert status == 202, op
         op_id = op["op_id"]
@@ -154,12 +155,12 @@ def test_replace_one_vm_under_load_with_the_service_killed_mid_way(
     # The voting ensemble is back at three without the old VM's server.
     assert_three_voters_without(service, "mp", cluster["vms"], old["address"])
     # The new broker holds every replica the old one held; the old holds none.
-    after = assignment(cluster["bootstrap_servers"], topic)
+    after = assignment(harness.api_cluster_client(cluster).librdkafka(), topic)
     assert all(new_vm["broker_id"] in after[p][0] for p in held_by_old)
     assert all(0 not in replicas for replicas, _ in after.values())
     assert all(sorted(r) == sorted(i) for r, i in after.values())
 
-    acknowledged = load.assert_nothing_lost(cluster["bootstrap_servers"], seed)
+    acknowledged = load.assert_nothing_lost(harness.api_cluster_client(cluster).librdkafka(), seed)
     print(
         f"replacement of one VM under load: {replace_seconds:.0f}s, "
         f"{acknowledged} messages acknowledged, 0 lost"

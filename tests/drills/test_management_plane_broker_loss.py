@@ -42,20 +42,20 @@ def test_a_lost_vm_is_replaced_keeping_its_broker_id_with_no_loss(service: Servi
     service.remember_clusters()
     status, cluster = service.call("GET", "/v1/clusters/loss")
     assert status == 200 and cluster["status"] == "running"
-    bootstrap = cluster["bootstrap_servers"]
+    connection = harness.api_cluster_client(cluster).librdkafka()
     lost = next(vm for vm in cluster["vms"] if vm["broker_id"] == 1)
 
     topic = harness.ClusterHandle.unique_topic("loss")
-    create_topic(bootstrap, topic, partitions=6)
-    seed = produce_keyed(durable_producer(bootstrap), topic, 5000, 20, key_prefix="seed")
+    create_topic(connection, topic, partitions=6)
+    seed = produce_keyed(durable_producer(connection), topic, 5000, 20, key_prefix="seed")
     assert seed.errors == []
-    naming_lost = {p for p, (replicas, _) in assignment(bootstrap, topic).items() if 1 in replicas}
+    naming_lost = {p for p, (replicas, _) in assignment(connection, topic).items() if 1 in replicas}
     assert len(naming_lost) == 6, "every partition of an RF-3 topic on 3 brokers names broker 1"
     # A healthy cluster is left alone for longer than the threshold.
     time.sleep(LOSS_THRESHOLD_S + 6)
     assert lost_vm_operation(service, "loss") is None
 
-    with Load(bootstrap, topic) as load:
+    with Load(connection, topic) as load:
         time.sleep(3)
         killed = LocalCluster(service.home / "local" / "loss").vm_action(
             "kill", lost["vm_id"].split("/")[1]
@@ -87,13 +87,13 @@ def test_a_lost_vm_is_replaced_keeping_its_broker_id_with_no_loss(service: Servi
     assert lost["vm_id"] not in vms and len(vms) == 3
     new_vm = next(vm for vm in vms.values() if vm["broker_id"] == 1)
     assert new_vm["zone"] == lost["zone"] and new_vm["address"] != lost["address"]
-    after = assignment(cluster["bootstrap_servers"], topic)
+    after = assignment(harness.api_cluster_client(cluster).librdkafka(), topic)
     assert all(1 in after[p][0] and 1 in after[p][1] for p in naming_lost), after
     assert all(sorted(r) == sorted(i) for r, i in after.values()), after
 
     assert_three_voters_without(service, "loss", list(vms.values()), lost["address"])
 
-    acknowledged = load.assert_nothing_lost(cluster["bootstrap_servers"], seed)
+    acknowledged = load.assert_nothing_lost(harness.api_cluster_client(cluster).librdkafka(), seed)
     print(
         f"broker loss: noticed {noticed_s:.0f}s after the kill (threshold {LOSS_THRESHOLD_S}s), "
         f"replication restored {restored_s:.0f}s after it; {acknowledged} acknowledged, 0 lost"

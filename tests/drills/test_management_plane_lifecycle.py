@@ -32,10 +32,10 @@ def test_create_scale_configure_shrink_delete(service: ServiceHandle) -> None:
     assert re.search(r"\[#+\] 4/4 succeeded", out), out
     service.remember_clusters()
     _, cluster = service.call("GET", "/v1/clusters/life")
-    bootstrap = cluster["bootstrap_servers"]
+    connection = harness.api_cluster_client(cluster).librdkafka()
     topic = harness.ClusterHandle.unique_topic("life")
-    create_topic(bootstrap, topic, partitions=4)
-    assert produce_keyed(durable_producer(bootstrap), topic, 4000, 8).errors == []
+    create_topic(connection, topic, partitions=4)
+    assert produce_keyed(durable_producer(connection), topic, 4000, 8).errors == []
 
     out = kaas(service, "cluster", "scale", "life", "--brokers", "4", "--wait")
     assert "succeeded" in out, out

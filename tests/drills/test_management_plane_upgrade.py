@@ -45,13 +45,13 @@ def test_upgrade_by_replacement_with_the_protocol_in_two_phases(service: Service
     home = service.home / "local" / "up"
     assert set(broker_versions(home).values()) == {"3.8.1"}
     _, cluster = service.call("GET", "/v1/clusters/up")
-    bootstrap = cluster["bootstrap_servers"]
+    connection = harness.api_cluster_client(cluster).librdkafka()
     topic = harness.ClusterHandle.unique_topic("upgrade")
-    create_topic(bootstrap, topic, partitions=3)
-    seed = produce_keyed(durable_producer(bootstrap), topic, 5000, 10, key_prefix="seed")
+    create_topic(connection, topic, partitions=3)
+    seed = produce_keyed(durable_producer(connection), topic, 5000, 10, key_prefix="seed")
     assert seed.errors == []
 
-    with Load(bootstrap, topic) as load:
+    with Load(connection, topic) as load:
         status, op = service.call(
             "POST", "/v1/clusters/up/upgrade", {"kafka_version": "3.9.2", "batch_size": 1}
         )
@@ -71,5 +71,5 @@ def test_upgrade_by_replacement_with_the_protocol_in_two_phases(service: Service
 
     assert load.errors == []
     acknowledged = seed.acknowledged + load.acknowledged
-    check = read_back(cluster["bootstrap_servers"], topic, acknowledged)
+    check = read_back(harness.api_cluster_client(cluster).librdkafka(), topic, acknowledged)
     assert check.missing == 0, f"{check.missing} acknowledged messages lost"

@@ -30,6 +30,7 @@ from planner.contracts.journal import JournalEntry
 from planner.contracts.member import MemberRecord, MemberRole
 from planner.contracts.paths import ClusterPaths
 from planner.contracts.spec import ReassignmentBudget, parse_spec
+from planner.pki.client_settings import ClientConfig
 from tests import harness
 from tests.harness import ClusterHandle, agent_sentences, wait_for_healthy_agents, wait_until
 
@@ -76,8 +77,8 @@ def progress(zk: KazooClient, cluster: str) -> dict[str, Any] | None:
     return value
 
 
-def assignment(bootstrap: str) -> dict[tuple[str, int], tuple[list[int], list[int]]]:
-    metadata = AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=10)
+def assignment(connection: ClientConfig) -> dict[tuple[str, int], tuple[list[int], list[int]]]:
+    metadata = AdminClient(connection).list_topics(timeout=10)
     return {
         (str(t.topic), p.id): (list(p.replicas), list(p.isrs))
         for t in metadata.topics.values()
@@ -86,12 +87,12 @@ def assignment(bootstrap: str) -> dict[tuple[str, int], tuple[list[int], list[in
     }
 
 
-def replicas_on(bootstrap: str, broker: int) -> int:
-    return sum(broker in r for r, _ in assignment(bootstrap).values())
+def replicas_on(connection: ClientConfig, broker: int) -> int:
+    return sum(broker in r for r, _ in assignment(connection).values())
 
 
-def all_in_sync(bootstrap: str) -> bool:
-    return all(sorted(r) == sorted(i) for r, i in assignment(bootstrap).values())
+def all_in_sync(connection: ClientConfig) -> bool:
+    return all(sorted(r) == sorted(i) for r, i in assignment(connection).values())
 
 
 def plan_settled(zk: KazooClient, cluster: str) -> bool:
@@ -108,10 +109,13 @@ def journal(zk: KazooClient, cluster: str) -> list[JournalEntry]:
     return harness.journal_entries(zk, cluster)
 
 
-def audit_produced(bootstrap: str, ledger_path: Path, group: str, out: Path) -> dict[str, Any]:
+def audit_produced(
+    cluster: ClusterHandle, ledger_path: Path, group: str, out: Path
+) -> dict[str, Any]:
     """`kaas analytics audit` on the drill's ledger, as `make demo` runs it; its summary."""
     audit = harness.kaas_cli(
-        "analytics", "audit", "--bootstrap-servers", bootstrap, "--ledger", str(ledger_path),
+        "analytics", "audit", "--bootstrap-servers", cluster.bootstrap_servers,
+        "--client-dir", str(cluster.admin.identity.directory), "--ledger", str(ledger_path),
         "--groups", group, "--out", str(out),
     )  # fmt: skip
     assert audit.returncode == 0, f"audit exited {audit.returncode}: {audit.stdout}{audit.stderr}"
@@ -124,7 +128,7 @@ def test_join_drain_and_planner_takeover(
 ) -> None:
     cluster = four_vms_with_agents
     name = cluster.layout.name
-    bootstrap = cluster.bootstrap_servers
+    connection = cluster.client_config()
     paths = ClusterPaths(name)
     zk = cluster.zookeeper()
     zk.start(timeout=15)
@@ -142,17 +146,17 @@ def test_join_drain_and_planner_takeover(
             f"broker {joiner} to leave the cluster",
         )
         topic = cluster.unique_topic("grow")
-        create_topic(bootstrap, topic, partitions=8)
-        mine = {k: v for k, v in assignment(bootstrap).items() if k[0] == topic}
+        create_topic(connection, topic, partitions=8)
+        mine = {k: v for k, v in assignment(connection).items() if k[0] == topic}
         assert all(joiner not in replicas for replicas, _ in mine.values())
         # Every acknowledged message is counted in the ledger the audit job checks Kafka against.
         ledger = ProducedLedger(producer="plan-execution-drill")
         seed = produce_keyed(
-            durable_producer(bootstrap), topic, 30000, 40, key_prefix="seed", ledger=ledger
+            durable_producer(connection), topic, 30000, 40, key_prefix="seed", ledger=ledger
         )
         assert seed.errors == []
 
-        with BackgroundProducer(bootstrap, topic, 1000, 10, pause_s=0.3, ledger=ledger) as load:
+        with BackgroundProducer(connection, topic, 1000, 10, pause_s=0.3, ledger=ledger) as load:
             # vm4 comes back with its volume (same broker id): the planner notices the broker
             # set changed and moves a share of zone-a's replicas onto it.
             cluster.vm("start", "vm4")
@@ -171,15 +175,15 @@ def test_join_drain_and_planner_takeover(
             assert vm4_status["zookeeper_mode"] == "observer", vm4_status
             wait_until(
                 lambda: any(
-                    joiner in r for (t, _), (r, _) in assignment(bootstrap).items() if t == topic
+                    joiner in r for (t, _), (r, _) in assignment(connection).items() if t == topic
                 ),
                 300,
                 f"broker {joiner} to receive replicas of the new topic",
             )
             wait_until(lambda: plan_settled(zk, name), 300, "the planner to settle after the join")
-            on_zone_a = (replicas_on(bootstrap, zone_a_peer), replicas_on(bootstrap, joiner))
+            on_zone_a = (replicas_on(connection, zone_a_peer), replicas_on(connection, joiner))
             assert abs(on_zone_a[0] - on_zone_a[1]) <= 1, on_zone_a
-            assert all_in_sync(bootstrap)
+            assert all_in_sync(connection)
 
             # Drain the joiner slowly (few moves at once, low throttle) and kill the
             # planner's agent while moves run: the next planner resumes the same plan.
@@ -219,7 +223,7 @@ def test_join_drain_and_planner_takeover(
 
             wait_until(another_planner, 120, "another agent to be elected planner")
             wait_until(
-                lambda: replicas_on(bootstrap, joiner) == 0 and all_in_sync(bootstrap),
+                lambda: replicas_on(connection, joiner) == 0 and all_in_sync(connection),
                 480,
                 f"broker {joiner} to hold no replica with every ISR complete",
             )
@@ -237,13 +241,13 @@ def test_join_drain_and_planner_takeover(
         errors = load.errors
         assert errors == []
         acknowledged = load.acknowledged + seed.acknowledged
-        consumed = consume_group(bootstrap, topic, f"{topic}-check", 1, expected=len(acknowledged))
+        consumed = consume_group(connection, topic, f"{topic}-check", 1, expected=len(acknowledged))
         check = verify_per_key_order(
             dict(Counter(k for k, _, _, _ in acknowledged)), consumed.records_by_consumer
         )
         assert check.missing == 0, "acknowledged messages were lost"
         ledger_path = ledger.write(tmp_path / "ledger" / f"{topic}.jsonl")
-        audit = audit_produced(bootstrap, ledger_path, f"{topic}-check", tmp_path / "audit")
+        audit = audit_produced(cluster, ledger_path, f"{topic}-check", tmp_path / "audit")
         assert audit["completeness"]["completeness_percent"] == 100.0, audit["completeness"]
         assert audit["completeness"]["produced"] == len(acknowledged) == ledger.total()
         assert audit["consumer_groups"][0]["total_lag"] == 0, audit["consumer_groups"]
@@ -263,7 +267,7 @@ def test_a_corrupt_plan_is_refused_not_executed(fresh_cluster_with_agents: Clust
     try:
         wait_for_healthy_agents(zk, name)
         wait_until(lambda: plan_settled(zk, name), 240, "the planner to settle")
-        before = assignment(cluster.bootstrap_servers)
+        before = assignment(cluster.client_config())
         zk.ensure_path(paths.plan)
         if zk.exists(paths.plan_meta):
             zk.set(
@@ -277,7 +281,7 @@ def test_a_corrupt_plan_is_refused_not_executed(fresh_cluster_with_agents: Clust
             "the planner to report the corrupt plan",
         )
         time.sleep(15)  # a few planner ticks: nothing may move
-        assert assignment(cluster.bootstrap_servers) == before
+        assert assignment(cluster.client_config()) == before
         refusals = [e for e in journal(zk, name) if e.action == "plan_refused"]
         assert len(refusals) == 1 and "not executed" in refusals[0].result
         # Deleting the plan lets the planner start over.

@@ -44,7 +44,7 @@ def test_read_only_change_rolls_brokers_one_at_a_time_controller_last(
         wait_for_healthy_agents(zk, cluster.layout.name)
         controller = int(json.loads(zk.get(paths.kafka_controller)[0])["brokerid"])
         topic = cluster.unique_topic("roll")
-        create_topic(cluster.bootstrap_servers, topic, partitions=6)
+        create_topic(cluster.client_config(), topic, partitions=6)
 
         # Watch the brokers' registrations through the roll.
         fewest = [3]
@@ -58,7 +58,7 @@ def test_read_only_change_rolls_brokers_one_at_a_time_controller_last(
         watcher = threading.Thread(target=watch, daemon=True)
         watcher.start()
         # Produce throughout the roll, in batches, with distinct keys per batch.
-        producer = durable_producer(cluster.bootstrap_servers)
+        producer = durable_producer(cluster.client_config())
         results = []
         producing = threading.Event()
 
@@ -102,7 +102,7 @@ def test_read_only_change_rolls_brokers_one_at_a_time_controller_last(
         acknowledged = [a for r in results for a in r.acknowledged]
         assert len(acknowledged) >= 2000
         consumed = consume_group(
-            cluster.bootstrap_servers, topic, f"{topic}-audit", 1, expected=len(acknowledged)
+            cluster.client_config(), topic, f"{topic}-audit", 1, expected=len(acknowledged)
         )
         check = verify_per_key_order(
             dict(Counter(k for k, _, _, _ in acknowledged)), consumed.records_by_consumer
@@ -154,7 +154,7 @@ def test_dynamic_change_reaches_every_broker_without_a_restart(
             }
         )
         zk.set(paths.spec, changed.encode(), version=stat.version)
-        admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+        admin = AdminClient(cluster.client_config())
 
         def applied_everywhere() -> bool:
             # librdkafka takes one broker resource per describe_configs call.

@@ -153,7 +153,7 @@ def test_the_agent_from_its_extra_runs_a_cycle_against_real_zookeeper(
                 "logs_dir": str(tmp_path / "logs"),
                 "image_root": str(agent_image),
                 "kafka_port": _free_port(),
-                "kafka_sasl_port": _free_port(),
+                "kafka_tenant_port": _free_port(),
                 "jolokia_port": _free_port(),
                 "tls_dir": str(kafka_cluster.node_identity.directory),
             }

@@ -5,6 +5,7 @@ against the published schema. Also: Jolokia and Kafka unreachable."""
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import json
 import socket
 import statistics
@@ -20,6 +21,9 @@ from confluent_kafka.admin import AdminClient
 
 from agent.metrics import MetricsCollector, MetricsPublisher, MetricsSample
 from management_plane.workload import create_topic, durable_producer, produce_keyed
+from planner.pki.authority import Role, create_authority, issue
+from planner.pki.client_settings import ClientConfig, InternalClient
+from planner.pki.files import IdentityFiles, write_identity
 from planner.pki.tls import client_context
 from tests.harness import ClusterHandle
 
@@ -30,8 +34,8 @@ SCHEMA = json.loads(
 )
 
 
-def partition_leader(bootstrap_servers: str, topic: str, partition: int) -> int:
-    metadata = AdminClient({"bootstrap.servers": bootstrap_servers}).list_topics(topic, timeout=30)
+def partition_leader(connection: ClientConfig, topic: str, partition: int) -> int:
+    metadata = AdminClient(connection).list_topics(topic, timeout=30)
     return int(metadata.topics[topic].partitions[partition].leader)
 
 
@@ -52,7 +56,7 @@ def collector_for(kafka_cluster: ClusterHandle, broker_id: int) -> MetricsCollec
 def produce(kafka_cluster: ClusterHandle, topic: str, messages: int) -> set[int]:
     """Produce over 3 keys (the same 3 each call); the partitions that received them."""
     produced = produce_keyed(
-        durable_producer(kafka_cluster.bootstrap_servers), topic, messages=messages, keys=3
+        durable_producer(kafka_cluster.client_config()), topic, messages=messages, keys=3
     )
     assert produced.errors == []
     return {partition for _, _, partition, _ in produced.acknowledged}
@@ -67,10 +71,10 @@ def receive_datagrams(listener: socket.socket, until: Callable[[str], bool]) -> 
     return text
 
 
-def consume_all(bootstrap_servers: str, topic: str, expected: int) -> list[Any]:
+def consume_all(connection: ClientConfig, topic: str, expected: int) -> list[Any]:
     consumer = Consumer(
         {
-            "bootstrap.servers": bootstrap_servers,
+            **connection,
             "group.id": f"{topic}-reader",
             "auto.offset.reset": "earliest",
             "enable.auto.commit": False,
@@ -93,11 +97,11 @@ def test_a_real_broker_reports_a_topics_traffic_its_partitions_and_no_urp(
     kafka_cluster: ClusterHandle,
 ) -> None:
     topic = kafka_cluster.unique_topic("metrics-traffic")
-    create_topic(kafka_cluster.bootstrap_servers, topic, partitions=3)
+    create_topic(kafka_cluster.client_config(), topic, partitions=3)
     # The first batch creates the topic's meters on the leaders it reaches; the broker
     # measured leads a partition that the keys reach (3 keys may miss a partition).
     busy_partition = min(produce(kafka_cluster, topic, 500))
-    leader = partition_leader(kafka_cluster.bootstrap_servers, topic, busy_partition)
+    leader = partition_leader(kafka_cluster.client_config(), topic, busy_partition)
     collector = collector_for(kafka_cluster, leader)
 
     first = collector.collect()
@@ -163,7 +167,7 @@ def test_a_sample_reaches_statsd_and_the_metrics_topic_as_schema_v1(
             "127.0.0.1",
             listener.getsockname()[1],
             "kaas",
-            kafka_cluster.bootstrap_servers,
+            kafka_cluster.admin,
             topic=metrics_topic,
             flush_timeout_s=10.0,  # the first publish also creates the topic
         )
@@ -184,7 +188,7 @@ def test_a_sample_reaches_statsd_and_the_metrics_topic_as_schema_v1(
     assert any(line.startswith(f"{prefix}.host.log_dir_free_bytes:") for line in lines)
     assert len(lines) == result.gauges_sent + again.gauges_sent
 
-    messages = consume_all(kafka_cluster.bootstrap_servers, metrics_topic, expected=2)
+    messages = consume_all(kafka_cluster.client_config(), metrics_topic, expected=2)
     assert len(messages) == 2
     for message in messages:
         assert message.key() == b"1"
@@ -225,6 +229,15 @@ def test_jolokia_unreachable_gives_nulls_and_errors_not_an_exception(tmp_path: P
         assert sample.collect_s < 1.0
 
 
+def throwaway_identity(directory: Path) -> IdentityFiles:
+    """An admin identity of a CA no cluster uses: the client must start to fail on the wire."""
+    now = dt.datetime.now(dt.UTC)
+    authority = create_authority("nowhere", now)
+    files = IdentityFiles(directory / "tls", Role.ADMIN)
+    write_identity(files, issue(authority, Role.ADMIN, (), now), authority.certificate_pem)
+    return files
+
+
 def test_an_unreachable_cluster_costs_publish_a_bounded_time(tmp_path: Path) -> None:
     url = f"http://127.0.0.1:{closed_port()}/jolokia/"
     sample = MetricsCollector("itest", 4, None, url, [str(tmp_path)], 30.0).collect()
@@ -232,7 +245,7 @@ def test_an_unreachable_cluster_costs_publish_a_bounded_time(tmp_path: Path) -> 
         None,
         8125,
         "kaas",
-        f"127.0.0.1:{closed_port()}",
+        InternalClient(f"127.0.0.1:{closed_port()}", throwaway_identity(tmp_path)),
         topic="_kaas_metrics",
         flush_timeout_s=0.5,
         topic_timeout_s=1.0,

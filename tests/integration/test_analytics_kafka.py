@@ -32,6 +32,7 @@ from analytics.writeback import (
 from management_plane.workload import LEDGER_DIR_ENV, durable_producer, produce_keyed
 from planner.contracts.measured_load import MeasuredLoad, PartitionLoad, parse_measured_load
 from planner.contracts.paths import ClusterPaths
+from planner.pki.client_settings import ClientConfig
 from planner.pki.files import IdentityFiles
 from planner.zookeeper_client import zookeeper_client
 
@@ -48,18 +49,18 @@ MALFORMED: list[tuple[bytes | None, bytes]] = [
 ]
 
 
-def create_topic(bootstrap_servers: str, topic: str, partitions: int) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap_servers})
+def create_topic(connection: ClientConfig, topic: str, partitions: int) -> None:
+    admin = AdminClient(connection)
     future = admin.create_topics(
         [NewTopic(topic, num_partitions=partitions, replication_factor=3)]
     )[topic]
     future.result(timeout=60)
 
 
-def produce(bootstrap_servers: str, topic: str, records: list[tuple[bytes | None, bytes]]) -> None:
-    producer = Producer(
-        {"bootstrap.servers": bootstrap_servers, "acks": "all", "enable.idempotence": True}
-    )
+def produce(
+    connection: ClientConfig, topic: str, records: list[tuple[bytes | None, bytes]]
+) -> None:
+    producer = Producer({**connection, "acks": "all", "enable.idempotence": True})
     errors: list[str] = []
 
     def delivered(error: KafkaError | None, _message: Message) -> None:
@@ -82,7 +83,7 @@ def test_balance_reads_the_metrics_topic_and_quarantines_malformed_records(
     kafka_cluster: Any, spark: SparkSession, connector_ready: None, tmp_path: Path
 ) -> None:
     topic = kafka_cluster.unique_topic("kaas-metrics")
-    create_topic(kafka_cluster.bootstrap_servers, topic, partitions=3)
+    create_topic(kafka_cluster.client_config(), topic, partitions=3)
     valid = [
         (
             str(broker).encode(),
@@ -114,9 +115,9 @@ def test_balance_reads_the_metrics_topic_and_quarantines_malformed_records(
         for step in range(SAMPLES)
         for broker in range(BROKERS)
     ]
-    produce(kafka_cluster.bootstrap_servers, topic, valid + MALFORMED)
+    produce(kafka_cluster.client_config(), topic, valid + MALFORMED)
 
-    raw = read_kafka_topics(spark, kafka_cluster.bootstrap_servers, [topic]).cache()
+    raw = read_kafka_topics(spark, kafka_cluster.admin, [topic]).cache()
     summary = run_balance(
         spark, parse_metric_records(raw), BalanceOptions(charts=False), tmp_path
     ).summary
@@ -140,7 +141,7 @@ def test_balance_reads_the_metrics_topic_and_quarantines_malformed_records(
 def test_a_missing_metrics_topic_is_named(kafka_cluster: Any, spark: SparkSession) -> None:
     missing = kafka_cluster.unique_topic("never-produced")
     with pytest.raises(SourceError, match=f"topic {missing} does not exist on"):
-        read_kafka_topics(spark, kafka_cluster.bootstrap_servers, [missing])
+        read_kafka_topics(spark, kafka_cluster.admin, [missing])
 
 
 def test_score_is_written_next_to_the_plan_in_zookeeper(
@@ -201,9 +202,9 @@ def test_audit_finds_every_acknowledged_message_and_the_group_lag(
     committed on one partition only (the other partition's whole range is behind), one
     whose live member holds both partitions and has committed nothing yet."""
     topic = kafka_cluster.unique_topic("audited")
-    create_topic(kafka_cluster.bootstrap_servers, topic, partitions=2)
+    create_topic(kafka_cluster.client_config(), topic, partitions=2)
     ledger = ProducedLedger("itest", window_s=10)
-    producer = Producer({"bootstrap.servers": kafka_cluster.bootstrap_servers, "acks": "all"})
+    producer = Producer({**kafka_cluster.client_config(), "acks": "all"})
     end_offsets: dict[int, int] = {}
 
     def delivered(error: KafkaError | None, message: Message) -> None:
@@ -221,7 +222,7 @@ def test_audit_finds_every_acknowledged_message_and_the_group_lag(
     def group_consumer(group: str) -> Consumer:
         return Consumer(
             {
-                "bootstrap.servers": kafka_cluster.bootstrap_servers,
+                **kafka_cluster.client_config(),
                 "group.id": group,
                 "auto.offset.reset": "earliest",
                 "enable.auto.commit": False,
@@ -263,7 +264,7 @@ def test_audit_finds_every_acknowledged_message_and_the_group_lag(
         result = run_audit(
             spark,
             AuditOptions(
-                bootstrap_servers=kafka_cluster.bootstrap_servers,
+                kafka=kafka_cluster.admin,
                 ledger=ledger_path,
                 out=tmp_path / "audit",
                 groups=(group, live_group),
@@ -322,10 +323,10 @@ def test_the_workload_records_a_ledger_the_audit_finds_complete(
     """The drills' and the demo's producer (management_plane.workload.produce_keyed) writes
     its ledger when KAAS_PRODUCED_LEDGER_DIR is set; the audit finds it 100% complete."""
     topic = kafka_cluster.unique_topic("ledgered")
-    create_topic(kafka_cluster.bootstrap_servers, topic, partitions=3)
+    create_topic(kafka_cluster.client_config(), topic, partitions=3)
     ledger_dir = tmp_path / "ledger"
     monkeypatch.setenv(LEDGER_DIR_ENV, str(ledger_dir))
-    producer = durable_producer(kafka_cluster.bootstrap_servers)
+    producer = durable_producer(kafka_cluster.client_config())
     first = produce_keyed(producer, topic, messages=300, keys=12, key_prefix="a")
     second = produce_keyed(producer, topic, messages=200, keys=12, key_prefix="b")
     assert first.errors == [] and second.errors == []
@@ -345,7 +346,7 @@ def test_the_workload_records_a_ledger_the_audit_finds_complete(
     result = run_audit(
         spark,
         AuditOptions(
-            bootstrap_servers=kafka_cluster.bootstrap_servers,
+            kafka=kafka_cluster.admin,
             ledger=ledger_dir,
             out=tmp_path / "audit",
             groups=("no-such-group",),

@@ -32,9 +32,10 @@ from planner.contracts.vm_config import (
     BrokerConfigError,
     BrokerFacts,
     UpdateMode,
+    parse_server_properties,
     render_server_properties,
 )
-from planner.contracts.vm_config.listeners import RENDERED_OUTSIDE_CATALOG
+from planner.contracts.vm_config.kafka_tls import RENDERED_OUTSIDE_CATALOG
 from tests.harness import ClusterHandle
 
 pytestmark = pytest.mark.integration
@@ -42,7 +43,7 @@ pytestmark = pytest.mark.integration
 
 @pytest.fixture(scope="module")
 def admin(kafka_cluster: ClusterHandle) -> AdminClient:
-    return AdminClient({"bootstrap.servers": kafka_cluster.bootstrap_servers})
+    return AdminClient(kafka_cluster.client_config())
 
 
 @pytest.fixture(scope="module")
@@ -50,7 +51,7 @@ def cluster_defaults(kafka_cluster: ClusterHandle) -> ConfigCommandClusterDefaul
     return ConfigCommandClusterDefaults(
         java=str(find_java()),
         kafka_libs=load_image(verify=False).kafka_libs(),
-        bootstrap=kafka_cluster.bootstrap_servers,
+        kafka=kafka_cluster.admin,
     )
 
 
@@ -107,13 +108,24 @@ def cleanup(
             remove_per_broker(admin, broker_id, key)
 
 
-def test_the_catalog_is_the_running_brokers_own_list(admin: AdminClient) -> None:
+def test_the_catalog_is_the_running_brokers_own_list(
+    admin: AdminClient, kafka_cluster: ClusterHandle
+) -> None:
     resource = ConfigResource("broker", "0")
     entries = admin.describe_configs([resource])[resource].result(timeout=15)
-    # Besides the table, a broker reports the keys of its file Kafka cannot type (values
-    # hidden): the tenant listener's super.users and JAAS config.
+    # Besides the table, a broker reports the keys of its file outside it: super.users and
+    # the listener-prefixed ones, each with its value hidden (a key Kafka cannot type, or a
+    # password) or as the file has it.
     assert set(entries) == set(BROKER_CONFIGS) | RENDERED_OUTSIDE_CATALOG
-    assert all(entries[key].value is None for key in RENDERED_OUTSIDE_CATALOG)
+    vm = next(v for v in kafka_cluster.layout.vms if v.broker_id == 0)
+    in_file = parse_server_properties((vm.config_dir / "server.properties").read_text())
+    shown = {
+        key: entries[key].value
+        for key in RENDERED_OUTSIDE_CATALOG
+        if entries[key].value not in (None, in_file[key])
+    }
+    assert shown == {}
+    assert entries["super.users"].value is None  # the authorizer's key: Kafka cannot type it
     disagree = [
         name
         for name, entry in entries.items()

@@ -51,15 +51,17 @@ def kraft_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterH
 def _quorum_status(handle: ClusterHandle) -> dict[str, str]:
     """`kafka-metadata-quorum describe --status`, Kafka's own tool from the image's jars."""
     vm = handle.layout.vms[0]
-    command = kraft.metadata_quorum_command(
-        str(find_java()),
-        vm,
-        str(load_image(verify=False).kafka_libs(KRAFT_VERSION)),
-        ",".join(kraft.bootstrap_endpoints(handle.layout)),
-        "describe",
-        "--status",
-    )
-    done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+    with handle.admin.java_security_file() as command_config:
+        command = kraft.metadata_quorum_command(
+            str(find_java()),
+            vm,
+            str(load_image(verify=False).kafka_libs(KRAFT_VERSION)),
+            ",".join(kraft.bootstrap_endpoints(handle.layout)),
+            str(command_config),
+            "describe",
+            "--status",
+        )
+        done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr[-2000:]
     status = {}
     for line in done.stdout.splitlines():
@@ -101,7 +103,7 @@ def test_controllers_and_brokers_are_separate_processes(kraft_cluster: ClusterHa
 
 
 def test_brokers_register_with_their_racks(kraft_cluster: ClusterHandle) -> None:
-    admin = AdminClient({"bootstrap.servers": kraft_cluster.bootstrap_servers})
+    admin = AdminClient(kraft_cluster.client_config())
     nodes = admin.describe_cluster(request_timeout=30).result(timeout=60).nodes
     assert {node.id: node.rack for node in nodes} == {
         vm.broker_id: vm.zone for vm in kraft_cluster.layout.vms
@@ -112,19 +114,13 @@ def test_a_topic_takes_the_durable_defaults_and_a_client_produces_and_consumes(
     kraft_cluster: ClusterHandle,
 ) -> None:
     topic = kraft_cluster.unique_topic("kraft-produce")
-    admin = AdminClient({"bootstrap.servers": kraft_cluster.bootstrap_servers})
+    admin = AdminClient(kraft_cluster.client_config())
     # No replication factor given: the controllers' durable default (3) applies.
     admin.create_topics([NewTopic(topic, num_partitions=3)])[topic].result(timeout=60)
     partitions = admin.list_topics(topic, timeout=30).topics[topic].partitions
     assert sorted(len(p.replicas) for p in partitions.values()) == [3, 3, 3]
 
-    producer = Producer(
-        {
-            "bootstrap.servers": kraft_cluster.bootstrap_servers,
-            "acks": "all",
-            "enable.idempotence": True,
-        }
-    )
+    producer = Producer(kraft_cluster.client_config(acks="all", **{"enable.idempotence": True}))
     errors: list[KafkaError] = []
     sent = [f"m-{i}" for i in range(200)]
 
@@ -138,11 +134,9 @@ def test_a_topic_takes_the_durable_defaults_and_a_client_produces_and_consumes(
     assert errors == []
 
     consumer = Consumer(
-        {
-            "bootstrap.servers": kraft_cluster.bootstrap_servers,
-            "group.id": f"kraft-{uuid.uuid4().hex[:8]}",
-            "auto.offset.reset": "earliest",
-        }
+        kraft_cluster.client_config(
+            **{"group.id": f"kraft-{uuid.uuid4().hex[:8]}", "auto.offset.reset": "earliest"}
+        )
     )
     consumer.subscribe([topic])
     received: list[str] = []
@@ -201,7 +195,7 @@ def _quorum_tool(handle: ClusterHandle, vm_index: int) -> MetadataQuorumTool:
         libs=str(load_image(verify=False).kafka_libs(KRAFT_VERSION)),
         log_config=str(vm.config_dir / kraft.KAFKA_TOOLS_LOG4J2),
         bootstrap_controllers=",".join(kraft.bootstrap_endpoints(handle.layout)),
-        bootstrap_servers=handle.bootstrap_servers,
+        kafka=handle.admin,
         controller_config=str(vm.config_dir / kraft.CONTROLLER_PROPERTIES),
         clock_ms=lambda: int(time.time() * 1000),
     )

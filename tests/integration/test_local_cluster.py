@@ -30,14 +30,14 @@ def test_a_real_client_produces_and_consumes_through_the_cluster(
     kafka_cluster: ClusterHandle,
 ) -> None:
     topic = kafka_cluster.unique_topic("produce-consume")
-    create_topic(kafka_cluster.bootstrap_servers, topic, partitions=6)
+    create_topic(kafka_cluster.client_config(), topic, partitions=6)
     produced = produce_keyed(
-        durable_producer(kafka_cluster.bootstrap_servers), topic, messages=3000, keys=30
+        durable_producer(kafka_cluster.client_config()), topic, messages=3000, keys=30
     )
     assert produced.errors == []
     assert len(produced.acknowledged) == 3000
     consumed = consume_group(
-        kafka_cluster.bootstrap_servers, topic, f"{topic}-g", consumers=2, expected=3000
+        kafka_cluster.client_config(), topic, f"{topic}-g", consumers=2, expected=3000
     )
     result = verify_per_key_order(
         dict(Counter(key for key, _, _, _ in produced.acknowledged)), consumed.records_by_consumer
@@ -57,8 +57,8 @@ def test_broker_registrations_carry_the_vms_addresses_and_racks(
         assert registration.port == 9092
         assert registration.rack == vm.zone
         assert registration.endpoints == (
-            f"PLAINTEXT://{vm.address}:9092",
-            f"SASL_PLAINTEXT://{vm.address}:9094",
+            f"INTERNAL://{vm.address}:9092",
+            f"TENANT://{vm.address}:9094",
         )
 
 
@@ -73,6 +73,9 @@ def test_topics_get_the_durable_defaults(kafka_cluster: ClusterHandle) -> None:
             "org.apache.kafka.tools.TopicCommand",
             "--bootstrap-server",
             kafka_cluster.bootstrap_servers,
+            # The admin settings `kaas up` wrote and cluster.json names: mutual TLS.
+            "--command-config",
+            str(kafka_cluster.admin_properties),
             "--create",
             "--topic",
             topic,
@@ -92,6 +95,8 @@ def test_topics_get_the_durable_defaults(kafka_cluster: ClusterHandle) -> None:
             "org.apache.kafka.tools.TopicCommand",
             "--bootstrap-server",
             kafka_cluster.bootstrap_servers,
+            "--command-config",
+            str(kafka_cluster.admin_properties),
             "--describe",
             "--topic",
             topic,
@@ -120,6 +125,8 @@ def test_kafka_configs_tool_reads_min_isr(kafka_cluster: ClusterHandle) -> None:
             "kafka.admin.ConfigCommand",
             "--bootstrap-server",
             kafka_cluster.bootstrap_servers,
+            "--command-config",
+            str(kafka_cluster.admin_properties),
             "--entity-type",
             "brokers",
             "--entity-name",
@@ -139,7 +146,7 @@ def test_kafka_configs_tool_reads_min_isr(kafka_cluster: ClusterHandle) -> None:
 
 def test_auto_topic_creation_is_off(kafka_cluster: ClusterHandle) -> None:
     topic = kafka_cluster.unique_topic("never-created")
-    consumer = Consumer({"bootstrap.servers": kafka_cluster.bootstrap_servers, "group.id": topic})
+    consumer = Consumer({**kafka_cluster.client_config(), "group.id": topic})
     try:
         metadata = consumer.list_topics(topic, timeout=10)
         assert metadata.topics[topic].error is not None  # UNKNOWN_TOPIC_OR_PART, not auto-created

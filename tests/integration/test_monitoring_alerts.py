@@ -82,7 +82,7 @@ def test_killed_broker_pages_once_and_resolves_and_a_rolling_restart_pages_nothi
     try:
         service.start()
         wait_for_healthy_agents(zk, name)
-        create_topic(cluster.bootstrap_servers, cluster.unique_topic("alerts"), 6, 3)
+        create_topic(cluster.client_config(), cluster.unique_topic("alerts"), 6, 3)
 
         # The broker of vm2 killed, its agent stopped first, so nothing heals it.
         cluster.vm("stop", "vm2", "--only", "agent")

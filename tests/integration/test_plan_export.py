@@ -19,21 +19,19 @@ pytestmark = pytest.mark.integration
 
 def test_export_lists_brokers_racks_replicas_and_sizes(kafka_cluster: ClusterHandle) -> None:
     topic = kafka_cluster.unique_topic("export")
-    create_topic(kafka_cluster.bootstrap_servers, topic, partitions=3)
+    create_topic(kafka_cluster.client_config(), topic, partitions=3)
     assert (
-        produce_keyed(durable_producer(kafka_cluster.bootstrap_servers), topic, 3000, 30).errors
-        == []
+        produce_keyed(durable_producer(kafka_cluster.client_config()), topic, 3000, 30).errors == []
     )
     # A consumer group: Kafka creates __consumer_offsets for it if no group has yet.
-    consumed = consume_group(kafka_cluster.bootstrap_servers, topic, f"{topic}-group", 1, 3000)
+    consumed = consume_group(kafka_cluster.client_config(), topic, f"{topic}-group", 1, 3000)
     assert sum(len(r) for r in consumed.records_by_consumer) == 3000
     result = kaas_cli(
         "plan",
         "export",
-        "--bootstrap-server",
-        kafka_cluster.layout.vms[0].kafka_endpoint,
-        "--node-identity",
-        str(kafka_cluster.node_identity.directory),
+        *("--bootstrap-server", kafka_cluster.layout.vms[0].kafka_internal_endpoint),
+        *("--client-dir", str(kafka_cluster.admin.identity.directory)),
+        *("--node-identity", str(kafka_cluster.node_identity.directory)),
     )
     assert result.returncode == 0, result.stderr
     layout = json.loads(result.stdout)
@@ -50,9 +48,12 @@ def test_export_lists_brokers_racks_replicas_and_sizes(kafka_cluster: ClusterHan
 
 
 def test_export_of_an_unreachable_cluster_is_one_clear_line(kafka_cluster: ClusterHandle) -> None:
-    identity = kafka_cluster.node_identity.directory
     result = kaas_cli(
-        "plan", "export", "--bootstrap-server", "127.0.0.1:1", "--node-identity", str(identity)
+        "plan",
+        "export",
+        *("--bootstrap-server", "127.0.0.1:1"),
+        *("--client-dir", str(kafka_cluster.admin.identity.directory)),
+        *("--node-identity", str(kafka_cluster.node_identity.directory)),
     )
     assert result.returncode == 1
     assert (

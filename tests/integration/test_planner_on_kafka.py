@@ -20,10 +20,15 @@ pytestmark = pytest.mark.integration
 TOOL = "org.apache.kafka.tools.reassign.ReassignPartitionsCommand"
 
 
-def reassign_tool(bootstrap: str, *args: str) -> str:
+def reassign_tool(cluster: ClusterHandle, *args: str) -> str:
     command = ["java", "-Xmx256m", "-cp", f"{load_image().kafka_libs()}/*", TOOL]
     done = subprocess.run(
-        [*command, "--bootstrap-server", bootstrap, *args],
+        [
+            *command,
+            *("--bootstrap-server", cluster.bootstrap_servers),
+            *("--command-config", str(cluster.admin_properties)),
+            *args,
+        ],
         capture_output=True,
         text=True,
         timeout=120,
@@ -39,20 +44,21 @@ def test_kafka_executes_and_verifies_a_generated_plan(
     bootstrap = kafka_cluster.bootstrap_servers
     topic = kafka_cluster.unique_topic("planned")
     # Skewed on purpose: every replica on brokers 0 and 1, broker 0 leading all.
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = AdminClient(kafka_cluster.client_config())
     skewed = [[0, 1] for _ in range(6)]
     admin.create_topics([NewTopic(topic, num_partitions=len(skewed), replica_assignment=skewed)])[
         topic
     ].result(60)
-    assert produce_keyed(durable_producer(bootstrap), topic, 3000, 30).errors == []
+    assert (
+        produce_keyed(durable_producer(kafka_cluster.client_config()), topic, 3000, 30).errors == []
+    )
 
     exported = kaas_cli(
         "plan",
         "export",
-        "--bootstrap-server",
-        bootstrap.split(",")[0],
-        "--node-identity",
-        str(kafka_cluster.node_identity.directory),
+        *("--bootstrap-server", bootstrap.split(",")[0]),
+        *("--client-dir", str(kafka_cluster.admin.identity.directory)),
+        *("--node-identity", str(kafka_cluster.node_identity.directory)),
     )
     assert exported.returncode == 0, exported.stderr
     layout = json.loads(exported.stdout)
@@ -68,12 +74,17 @@ def test_kafka_executes_and_verifies_a_generated_plan(
     assert planned, "a skewed topic must get a plan"
 
     out = reassign_tool(
-        bootstrap, "--reassignment-json-file", str(plan_file), "--execute", "--throttle", "50000000"
+        kafka_cluster,
+        "--reassignment-json-file",
+        str(plan_file),
+        "--execute",
+        "--throttle",
+        "50000000",
     )
     assert "Successfully started partition reassignment" in out
     deadline = time.monotonic() + 120
     while True:
-        out = reassign_tool(bootstrap, "--reassignment-json-file", str(plan_file), "--verify")
+        out = reassign_tool(kafka_cluster, "--reassignment-json-file", str(plan_file), "--verify")
         if "still in progress" not in out:
             break
         assert time.monotonic() < deadline, out
@@ -95,10 +106,9 @@ def test_kafka_executes_and_verifies_a_generated_plan(
     again = kaas_cli(
         "plan",
         "export",
-        "--bootstrap-server",
-        bootstrap.split(",")[0],
-        "--node-identity",
-        str(kafka_cluster.node_identity.directory),
+        *("--bootstrap-server", bootstrap.split(",")[0]),
+        *("--client-dir", str(kafka_cluster.admin.identity.directory)),
+        *("--node-identity", str(kafka_cluster.node_identity.directory)),
     )
     layout = json.loads(again.stdout)
     layout["partitions"] = [p for p in layout["partitions"] if p["topic"] == topic]

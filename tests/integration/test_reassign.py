@@ -21,7 +21,7 @@ BROKERS = (0, 1, 2)
 
 @pytest.fixture
 def admin(kafka_cluster: ClusterHandle) -> Iterator[KafkaReassignmentAdmin]:
-    client = KafkaReassignmentAdmin(kafka_cluster.bootstrap_servers, jolokia_port=8778)
+    client = KafkaReassignmentAdmin(kafka_cluster.admin, jolokia_port=8778)
     try:
         yield client
     finally:
@@ -38,10 +38,10 @@ def _wait(what: str, check: object, timeout: float = 60.0) -> None:
 def test_a_throttled_move_runs_ends_and_leaves_no_throttle(
     kafka_cluster: ClusterHandle, admin: KafkaReassignmentAdmin
 ) -> None:
-    bootstrap = kafka_cluster.bootstrap_servers
+    connection = kafka_cluster.client_config()
     topic = kafka_cluster.unique_topic("reassign")
-    create_topic(bootstrap, topic, partitions=2, replication_factor=2)
-    assert produce_keyed(durable_producer(bootstrap), topic, 2000, 10).errors == []
+    create_topic(connection, topic, partitions=2, replication_factor=2)
+    assert produce_keyed(durable_producer(connection), topic, 2000, 10).errors == []
     before = {p: r for (t, p), (r, _) in admin.isr().items() if t == topic}
     # Move each partition to the broker it lacks, keeping one old replica as leader.
     moving = []
@@ -73,10 +73,10 @@ def test_a_throttled_move_runs_ends_and_leaves_no_throttle(
 def test_a_running_move_is_listed_and_cancelled(
     kafka_cluster: ClusterHandle, admin: KafkaReassignmentAdmin
 ) -> None:
-    bootstrap = kafka_cluster.bootstrap_servers
+    connection = kafka_cluster.client_config()
     topic = kafka_cluster.unique_topic("cancel")
-    create_topic(bootstrap, topic, partitions=1, replication_factor=2)
-    assert produce_keyed(durable_producer(bootstrap), topic, 3000, 10).errors == []
+    create_topic(connection, topic, partitions=1, replication_factor=2)
+    assert produce_keyed(durable_producer(connection), topic, 3000, 10).errors == []
     (replicas, _) = admin.isr()[(topic, 0)]
     missing = (set(BROKERS) - set(replicas)).pop()
     # A throttle of 1 byte/s keeps the copy running until it is cancelled.

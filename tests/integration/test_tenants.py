@@ -41,12 +41,12 @@ PLAN = TenantPlan(
 @pytest.fixture(scope="module")
 def kafka_tenants(kafka_cluster: ClusterHandle) -> KafkaTenants:
     return KafkaTenants(
-        admin_bootstrap=kafka_cluster.bootstrap_servers,
+        internal=kafka_cluster.admin,
         tenant_bootstrap=kafka_cluster.layout.tenant_bootstrap_servers,
         quotas=UserQuotaTool(
             java=str(find_java()),
             kafka_libs=load_image(verify=False).kafka_libs(),
-            bootstrap=kafka_cluster.bootstrap_servers,
+            kafka=kafka_cluster.admin,
         ),
     )
 
@@ -224,13 +224,13 @@ def test_topics_beyond_the_plan_or_off_the_whitelist_are_refused_before_kafka(
     assert "has 2 topics; its plan allows 2" in str(full.value)
     names = [t.name for t in kafka_tenants.list_topics(tenant)]
     assert names == [f"{p}first", f"{p}second"]
-    cluster = AdminClient({"bootstrap.servers": kafka_cluster.bootstrap_servers})
+    cluster = AdminClient(kafka_cluster.client_config())
     assert "other.second" not in cluster.list_topics(timeout=15).topics
 
     # Bad input costs no Kafka call: against an address nothing listens on, the answer is
     # the same TenantError, at once, rather than a Kafka timeout.
     unreachable = KafkaTenants(
-        admin_bootstrap="127.0.0.1:1",
+        internal=kafka_cluster.admin.with_servers("127.0.0.1:1"),
         tenant_bootstrap="127.0.0.1:2",
         quotas=kafka_tenants.quotas,
         timeout_s=10,
@@ -285,9 +285,7 @@ def test_the_producer_quota_throttles_the_tenant(
     topic = kafka_tenants.create_topic(tenant, TopicRequest(f"{tenant.prefix}load", 1)).name
 
     throttled = measure_produce_rate(details.client_config(), topic, 10.0)
-    unthrottled = measure_produce_rate(
-        {"bootstrap.servers": kafka_cluster.bootstrap_servers}, topic, 4.0, buffer_kib=4096
-    )
+    unthrottled = measure_produce_rate(kafka_cluster.client_config(), topic, 4.0, buffer_kib=4096)
     print(
         f"quota {QUOTA_BYTES_PER_S} B/s: tenant achieved {throttled:.0f} B/s "
         f"({throttled / QUOTA_BYTES_PER_S:.2f} x), the internal listener {unthrottled:.0f} B/s"
@@ -337,7 +335,7 @@ def test_the_consumer_quota_throttles_the_tenant(
     tenant, details = onboard("cquota", plan)
     # One partition, so one leader enforces the (per broker) quota.
     topic = kafka_tenants.create_topic(tenant, TopicRequest(f"{tenant.prefix}load", 1)).name
-    internal: ClientConfig = {"bootstrap.servers": kafka_cluster.bootstrap_servers}
+    internal: ClientConfig = kafka_cluster.client_config()
     producer = Producer({**internal, "acks": "all", "linger.ms": 20})
     payload = b"x" * 1024
     for _ in range(3 * 1024):  # 3 MiB: more than 10 s at the quota can read

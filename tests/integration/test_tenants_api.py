@@ -11,6 +11,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -100,6 +101,13 @@ def test_onboarding_returns_connection_details_once_and_stores_no_secret(
     assert tenant["status"] == "active" and tenant["prefix"] == f"{tenant['name']}."
     assert tenant["connection"]["bootstrap_servers"].count(":9094") == 3
     assert tenant["connection"]["sasl_mechanism"] == "SCRAM-SHA-512"
+    assert tenant["connection"]["security_protocol"] == "SASL_SSL"
+    # The CA the brokers' certificates chain to, as the cluster's view names its file.
+    status, view = api.call("GET", f"/v1/clusters/{cluster}")
+    assert status == 200, view
+    ca_file = Path(view["client"]["ca_file"])
+    assert tenant["connection"]["ca_certificate"] == ca_file.read_text()
+    assert Path(view["client"]["java_properties"]).is_file()
     assert tenant["connection"]["username"] == tenant["name"]
     assert len(a["password"]) >= 24 and a["api_key"].startswith("kaas_")
     # Reading it again shows no secret.
@@ -334,7 +342,7 @@ def test_an_onboarding_killed_midway_is_rolled_back_at_the_next_start(
     request.join(60)
     assert step is not None, "the onboarding never reached its quotas step"
     assert len(answers) == 1 and not isinstance(answers[0], tuple), answers
-    admin = AdminClient({"bootstrap.servers": kafka_cluster.bootstrap_servers})
+    admin = AdminClient(kafka_cluster.client_config())
     described = admin.describe_user_scram_credentials([name])
     assert isinstance(described, dict)
     described[name].result(timeout=30)  # the credential exists now: the kill left it behind
@@ -368,7 +376,7 @@ def harness_acls(kafka_cluster: ClusterHandle, user: str) -> list[str]:
         ResourceType,
     )
 
-    admin = AdminClient({"bootstrap.servers": kafka_cluster.bootstrap_servers})
+    admin = AdminClient(kafka_cluster.client_config())
     found = admin.describe_acls(
         AclBindingFilter(
             ResourceType.ANY,
@@ -407,7 +415,7 @@ def test_the_storage_budget_is_kept_through_topic_configs(
     name, key = made["tenant"]["name"], made["api_key"]
     assert made["tenant"]["plan"]["storage_bytes"] == 1024 * mib
     path = f"{tenants}/{name}/topics"
-    admin = AdminClient({"bootstrap.servers": kafka_cluster.bootstrap_servers})
+    admin = AdminClient(kafka_cluster.client_config())
     # 2 partitions x 3 replicas x the plan's 64 MiB: 384 of 1024 MiB.
     status, first = api.call("POST", path, {"name": f"{name}.a", "partitions": 2}, key=key)
     assert status == 201, first

@@ -95,6 +95,7 @@ def test_the_demo_and_the_audit_print_no_library_lines(
         "analytics",
         "audit",
         *("--bootstrap-servers", kafka_cluster.bootstrap_servers, "--ledger", str(ledger)),
+        *("--client-dir", str(kafka_cluster.admin.identity.directory)),
         *("--out", str(tmp_path / "audit")),
         env=env,
     )

@@ -217,7 +217,7 @@ def test_settings_defaults_and_types() -> None:
     settings = parse_settings({**REQUIRED, "loop_interval_s": 2})
     assert settings.loop_interval_s == 2.0
     assert settings.kafka_port == 9092
-    assert settings.kafka_sasl_port == 9094
+    assert settings.kafka_tenant_port == 9094
     assert settings.data_dir == Path("/data/kafka")
     assert settings.bootstrap == "127.0.1.1:9092"
     assert settings.local_state_dir == Path("/data")
@@ -229,7 +229,7 @@ def test_settings_defaults_and_types() -> None:
         ({"bogus": 1}, "unknown setting(s) bogus"),
         ({"kafka_port": "9092"}, "kafka_port must be a non-negative integer"),
         ({"kafka_port": 70000}, "kafka_port must be 1-65535"),
-        ({"kafka_sasl_port": 0}, "kafka_sasl_port must be 1-65535"),
+        ({"kafka_tenant_port": 0}, "kafka_tenant_port must be 1-65535"),
         ({"loop_interval_s": 0}, "loop_interval_s must be a positive number"),
         ({"supervisor": "docker"}, 'supervisor must be "local" or "systemd"'),
         ({"cluster": "a/b"}, "cluster name 'a/b' is invalid"),

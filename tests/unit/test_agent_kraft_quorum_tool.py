@@ -4,6 +4,7 @@ runs (fake runner)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 
 import pytest
 
@@ -15,6 +16,9 @@ from planner.contracts.kraft_quorum_state import (
     parse_replication,
     parse_status,
 )
+from planner.pki.authority import Role
+from planner.pki.client_settings import InternalClient
+from planner.pki.files import IdentityFiles
 
 pytestmark = pytest.mark.unit
 
@@ -65,20 +69,39 @@ def test_status_gives_the_leader_and_high_watermark() -> None:
         parse_status("ClusterId: x\n")
 
 
-def test_the_adapter_runs_kafkas_tools_with_the_right_arguments() -> None:
+def _client(tmp_path: Path) -> InternalClient:
+    return InternalClient("h1:9092", IdentityFiles(tmp_path / "client", Role.ADMIN))
+
+
+def test_the_adapter_runs_kafkas_tools_with_the_right_arguments(tmp_path: Path) -> None:
     ran: list[list[str]] = []
+    configs: list[dict[str, str]] = []
+    files: list[Path] = []
 
     def runner(command: Sequence[str]) -> str:
         ran.append(list(command))
+        # The command config exists while the tool runs, private, and is gone afterwards.
+        path = Path(
+            command[
+                command.index("--command-config" if "--command-config" in command else "--config")
+                + 1
+            ]
+        )
+        assert path.stat().st_mode & 0o777 == 0o600
+        files.append(path)
+        lines = [line.partition("=") for line in path.read_text().splitlines()]
+        configs.append({key: value for key, _, value in lines})
         return STATUS if "--status" in command else REPLICATION
 
+    controller_config = tmp_path / "controller.properties"
+    controller_config.write_text("node.id=3001\nprocess.roles=controller\n")
     tool = MetadataQuorumTool(
         java="java",
         libs="/libs",
         log_config="/tools-log4j2.properties",
         bootstrap_controllers="h1:9093,h2:9093",
-        bootstrap_servers="h1:9092",
-        controller_config="/c/controller.properties",
+        kafka=_client(tmp_path),
+        controller_config=str(controller_config),
         clock_ms=lambda: 1795482856072,
         runner=runner,
     )
@@ -89,15 +112,20 @@ def test_the_adapter_runs_kafkas_tools_with_the_right_arguments() -> None:
     tool.remove_controller(3001, "CTCgcWWIQjSGZ3ltHKnyVQ")
     tool.unregister_broker(4)
     tails = [command[command.index("-cp") + 2 :] for command in ran]
+    for tail in tails:  # the temporary file's name differs per run
+        flag = "--command-config" if "--command-config" in tail else "--config"
+        tail[tail.index(flag) + 1] = "CONFIG"
     quorum = [
         "org.apache.kafka.tools.MetadataQuorumCommand",
         "--bootstrap-controller",
         "h1:9093,h2:9093",
+        "--command-config",
+        "CONFIG",
     ]
     assert tails == [
         [*quorum, "describe", "--status"],
         [*quorum, "describe", "--replication"],
-        [*quorum, "--command-config", "/c/controller.properties", "add-controller"],
+        [*quorum, "add-controller"],
         [
             *quorum,
             "remove-controller",
@@ -111,24 +139,34 @@ def test_the_adapter_runs_kafkas_tools_with_the_right_arguments() -> None:
             "unregister",
             "--bootstrap-server",
             "h1:9092",
+            "--config",
+            "CONFIG",
             "--id",
             "4",
         ],
     ]
     assert all("-Dlog4j2.configurationFile=file:/tools-log4j2.properties" in c for c in ran)
+    # Every tool presents the identity over TLS; no config names bootstrap servers, which
+    # kafka-metadata-quorum refuses beside --bootstrap-controller.
+    assert all(c["security.protocol"] == "SSL" for c in configs)
+    assert all(c["ssl.keystore.type"] == "PEM" for c in configs)
+    assert not any("bootstrap.servers" in c for c in configs)
+    # add-controller reads its controller's own properties from the same file.
+    assert configs[2]["node.id"] == "3001" and "node.id" not in configs[0]
+    assert len(files) == 5 and not any(path.exists() for path in files)
 
 
-def test_a_vm_without_a_controller_has_none_to_add() -> None:
+def test_a_vm_without_a_controller_has_none_to_add(tmp_path: Path) -> None:
     tool = MetadataQuorumTool(
-        "java", "/libs", "/l", "h:9093", "h:9092", None, lambda: 0, lambda c: ""
+        "java", "/libs", "/l", "h:9093", _client(tmp_path), None, lambda: 0, lambda c: ""
     )
     with pytest.raises(QuorumToolError, match="runs no controller"):
         tool.add_controller()
 
 
-def test_output_the_parser_refuses_is_the_adapters_error() -> None:
+def test_output_the_parser_refuses_is_the_adapters_error(tmp_path: Path) -> None:
     tool = MetadataQuorumTool(
-        "java", "/libs", "/l", "h:9093", "h:9092", None, lambda: 0, lambda c: "?"
+        "java", "/libs", "/l", "h:9093", _client(tmp_path), None, lambda: 0, lambda c: "?"
     )
     with pytest.raises(QuorumToolError, match="LeaderId or HighWatermark"):
         tool.describe()

@@ -296,7 +296,7 @@ def test_diff_summaries() -> None:
     assert hash(diff) == hash(ConfigDiff(diff.per_broker, diff.cluster_wide, diff.read_only))
 
 
-JAAS = "listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config"
+JAAS = "listener.name.tenant.scram-sha-512.sasl.jaas.config"
 JAAS_VALUE = "org.apache.kafka.common.security.scram.ScramLoginModule required;"
 
 

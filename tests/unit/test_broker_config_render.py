@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import replace
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -30,14 +30,16 @@ from planner.contracts.vm_config import (
     server_properties_text,
     sizing_properties,
 )
-from planner.contracts.vm_config.listeners import (
+from planner.contracts.vm_config.kafka_tls import (
+    BROKER_SECURITY,
+    LISTENER_SECURITY_KEYS,
     RENDERED_OUTSIDE_CATALOG,
-    TENANT_LISTENER_SECURITY,
-    TENANT_SECURITY_KEYS,
+    ListenerName,
+    TlsFiles,
+    internal_listener_security,
 )
 from planner.contracts.vm_config.zookeeper_security import (
     ZOOKEEPER_CLIENT_SECURITY_KEYS,
-    ZookeeperTlsFiles,
 )
 
 pytestmark = pytest.mark.unit
@@ -63,7 +65,7 @@ FACTS = BrokerFacts(
     log_dirs=("/data/kafka-1", "/data/kafka-2"),
     zookeeper_connect="10.0.0.1:2181,10.0.0.2:2181/kafka/c1",
     host_sizing=sizing_properties(SizingProfile.LOCAL),
-    zookeeper_tls=ZookeeperTlsFiles(PurePosixPath("/tls/node.pem"), PurePosixPath("/tls/ca.pem")),
+    tls=TlsFiles("/etc/kaas/tls/node.pem", "/etc/kaas/tls/ca.pem"),
 )
 
 
@@ -140,10 +142,8 @@ def test_agent_owned_keys_come_from_the_facts() -> None:
     assert {key: rendered[key] for key in AGENT_OWNED_KEYS} == {
         "broker.id": "2",
         "broker.rack": "zone-c",
-        "listeners": "PLAINTEXT://10.0.0.3:9092,SASL_PLAINTEXT://10.0.0.3:9094",
-        "advertised.listeners": (
-            "PLAINTEXT://broker-2.example:9092,SASL_PLAINTEXT://broker-2.example:9094"
-        ),
+        "listeners": "INTERNAL://10.0.0.3:9092,TENANT://10.0.0.3:9094",
+        "advertised.listeners": "INTERNAL://broker-2.example:9092,TENANT://broker-2.example:9094",
         "log.dirs": "/data/kafka-1,/data/kafka-2",
         "zookeeper.connect": "10.0.0.1:2181,10.0.0.2:2181/kafka/c1",
     }
@@ -261,6 +261,8 @@ def test_every_problem_is_reported_at_once_in_key_order() -> None:
         ({"rack": " "}, "broker.rack"),
         ({"advertised_address": "a,b"}, "advertised.listeners"),
         ({"host_sizing": {"num.io.threads": "many"}}, "num.io.threads"),
+        ({"tls": TlsFiles("node.pem", "/etc/kaas/tls/ca.pem")}, "ssl"),
+        ({"tls": TlsFiles("/etc/kaas/tls/node.pem", "/a,b/ca.pem")}, "ssl"),
     ],
 )
 def test_bad_facts_are_refused_naming_the_key(change: dict[str, Any], key: str) -> None:
@@ -299,24 +301,59 @@ def test_parse_reads_comments_separators_and_continuations() -> None:
     }
 
 
-def test_the_tenant_listener_and_authorizer_are_rendered() -> None:
+def test_the_listeners_and_authorizer_are_rendered() -> None:
     rendered = render_server_properties(spec(), FACTS)
-    assert {key: rendered[key] for key in TENANT_LISTENER_SECURITY} == {
-        "inter.broker.listener.name": "PLAINTEXT",
+    assert {key: rendered[key] for key in BROKER_SECURITY} == {
+        "listener.security.protocol.map": "INTERNAL:SSL,TENANT:SASL_SSL",
+        "inter.broker.listener.name": "INTERNAL",
         "sasl.enabled.mechanisms": "SCRAM-SHA-512",
-        "listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config": (
-            "org.apache.kafka.common.security.scram.ScramLoginModule required;"
-        ),
+        "ssl.principal.mapping.rules": "RULE:^CN=(kaas-node|kaas-admin),O=KaaS$/$1/,DEFAULT",
         "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
-        "super.users": "User:ANONYMOUS",
+        "super.users": "User:kaas-node;User:kaas-admin",
+    }
+    # No plaintext listener, and no ANONYMOUS super user.
+    assert "PLAINTEXT" not in rendered["listener.security.protocol.map"]
+    assert "ANONYMOUS" not in rendered["super.users"]
+
+
+def test_the_internal_listener_wants_a_client_certificate_from_pem_stores() -> None:
+    rendered = render_server_properties(spec(), FACTS)
+    assert {k: v for k, v in rendered.items() if k.startswith("listener.name.internal.")} == {
+        "listener.name.internal.ssl.keystore.type": "PEM",
+        "listener.name.internal.ssl.keystore.location": "/etc/kaas/tls/node.pem",
+        "listener.name.internal.ssl.truststore.type": "PEM",
+        "listener.name.internal.ssl.truststore.location": "/etc/kaas/tls/ca.pem",
+        "listener.name.internal.ssl.enabled.protocols": "TLSv1.3,TLSv1.2",
+        "listener.name.internal.ssl.client.auth": "required",
     }
 
 
-@pytest.mark.parametrize("key", sorted(TENANT_SECURITY_KEYS | RENDERED_OUTSIDE_CATALOG))
-def test_the_spec_may_not_weaken_the_tenant_listener(key: str) -> None:
+def test_the_tenant_listener_is_sasl_ssl_with_scram_and_no_client_certificate() -> None:
+    rendered = render_server_properties(spec(), FACTS)
+    tenant = {k: v for k, v in rendered.items() if k.startswith("listener.name.tenant.")}
+    assert tenant["listener.name.tenant.ssl.client.auth"] == "none"
+    assert tenant["listener.name.tenant.ssl.keystore.location"] == "/etc/kaas/tls/node.pem"
+    assert tenant["listener.name.tenant.ssl.enabled.protocols"] == "TLSv1.3,TLSv1.2"
+    assert tenant["listener.name.tenant.sasl.enabled.mechanisms"] == "SCRAM-SHA-512"
+    assert tenant["listener.name.tenant.scram-sha-512.sasl.jaas.config"] == (
+        "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+    )
+
+
+def test_a_controller_listener_takes_the_internal_listeners_security() -> None:
+    files = TlsFiles("/k.pem", "/t.pem")
+    internal = internal_listener_security(ListenerName.INTERNAL, files)
+    controller = internal_listener_security("CONTROLLER", files)
+    assert {k.replace("listener.name.internal.", ""): v for k, v in internal.items()} == {
+        k.replace("listener.name.controller.", ""): v for k, v in controller.items()
+    }
+
+
+@pytest.mark.parametrize("key", sorted(LISTENER_SECURITY_KEYS | RENDERED_OUTSIDE_CATALOG))
+def test_the_spec_may_not_weaken_the_listeners(key: str) -> None:
     problems = broker_config_problems({key: "x"})
     assert [p.key for p in problems] == [key]
-    assert "is set by KaaS for the tenants' SASL listener" in problems[0].message
+    assert "is set by KaaS for the listeners' TLS and authentication" in problems[0].message
 
 
 def test_the_spec_may_not_open_the_authorizer_to_everyone() -> None:
@@ -329,8 +366,8 @@ def test_the_brokers_zookeeper_client_runs_over_tls_with_acls() -> None:
     rendered = render_server_properties(spec(), FACTS)
     assert rendered["zookeeper.clientCnxnSocket"] == "org.apache.zookeeper.ClientCnxnSocketNetty"
     assert rendered["zookeeper.ssl.client.enable"] == "true"
-    assert rendered["zookeeper.ssl.keystore.location"] == "/tls/node.pem"
-    assert rendered["zookeeper.ssl.truststore.location"] == "/tls/ca.pem"
+    assert rendered["zookeeper.ssl.keystore.location"] == "/etc/kaas/tls/node.pem"
+    assert rendered["zookeeper.ssl.truststore.location"] == "/etc/kaas/tls/ca.pem"
     assert rendered["zookeeper.ssl.keystore.type"] == "PEM"
     assert rendered["zookeeper.ssl.truststore.type"] == "PEM"
     assert rendered["zookeeper.set.acl"] == "true"

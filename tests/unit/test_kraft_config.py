@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
-from pathlib import PurePosixPath
 
 import pytest
 
@@ -13,6 +12,7 @@ from planner.contracts.fields import ContractError
 from planner.contracts.kafka_release import KafkaMode, kafka_mode, kraft_quorum_size_problem
 from planner.contracts.spec import ClusterSpec, SpecError, parse_spec
 from planner.contracts.vm_config import BrokerFacts, render_server_properties
+from planner.contracts.vm_config.kafka_tls import SUPER_USERS, TlsFiles
 from planner.contracts.vm_config.kraft import (
     CONTROLLER_NODE_ID_OFFSET,
     KRAFT_AUTHORIZER,
@@ -30,7 +30,6 @@ from planner.contracts.vm_config.kraft import (
     storage_format,
 )
 from planner.contracts.vm_config.sizing import SizingProfile, sizing_properties
-from planner.contracts.vm_config.zookeeper_security import ZookeeperTlsFiles
 
 pytestmark = pytest.mark.unit
 
@@ -44,7 +43,7 @@ FACTS = BrokerFacts(
     advertised_address="127.0.9.2",
     log_dirs=("/data/kafka",),
     zookeeper_connect="",
-    zookeeper_tls=ZookeeperTlsFiles(PurePosixPath("/tls/node.pem"), PurePosixPath("/tls/ca.pem")),
+    tls=TlsFiles("/tls/node.pem", "/tls/ca.pem"),
     host_sizing=sizing_properties(SizingProfile.LOCAL),
 )
 CONTROLLER = ControllerFacts(3001, "127.0.9.2", 9093, "/data/kraft-controller")
@@ -133,8 +132,12 @@ def test_the_broker_keeps_the_zookeeper_mode_listeners_rack_and_defaults() -> No
     assert kraft["controller.listener.names"] == "CONTROLLER"
     assert kraft["controller.quorum.bootstrap.servers"] == ",".join(BOOTSTRAP)
     assert kraft["listener.security.protocol.map"] == (
-        "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT"
+        "CONTROLLER:SSL,INTERNAL:SSL,TENANT:SASL_SSL"
     )
+    # The broker reaches the controllers with the VM's certificate, as on the internal listener.
+    assert kraft["listener.name.controller.ssl.keystore.location"] == "/tls/node.pem"
+    assert kraft["listener.name.controller.ssl.truststore.location"] == "/tls/ca.pem"
+    assert kraft["listener.name.controller.ssl.client.auth"] == "required"
     assert kraft["authorizer.class.name"] == KRAFT_AUTHORIZER
     assert list(kraft)[:2] == ["node.id", "process.roles"]
 
@@ -146,7 +149,13 @@ def test_the_controller_speaks_the_internal_protocol_and_applies_topic_defaults(
     assert props["node.id"] == "3001"
     assert props["process.roles"] == "controller"
     assert props["listeners"] == props["advertised.listeners"] == "CONTROLLER://127.0.9.2:9093"
-    assert props["listener.security.protocol.map"] == "CONTROLLER:PLAINTEXT"
+    assert props["listener.security.protocol.map"] == "CONTROLLER:SSL"
+    assert props["listener.name.controller.ssl.keystore.location"] == "/tls/node.pem"
+    assert props["listener.name.controller.ssl.truststore.type"] == "PEM"
+    assert props["listener.name.controller.ssl.client.auth"] == "required"
+    assert props["listener.name.controller.ssl.enabled.protocols"] == "TLSv1.3,TLSv1.2"
+    assert props["ssl.principal.mapping.rules"].startswith("RULE:^CN=(kaas-node|kaas-admin)")
+    assert props["super.users"] == SUPER_USERS
     assert props["log.dirs"] == "/data/kraft-controller"
     assert props["default.replication.factor"] == "3"
     assert props["min.insync.replicas"] == "2"
@@ -157,10 +166,9 @@ def test_the_controller_speaks_the_internal_protocol_and_applies_topic_defaults(
 
 
 def test_the_internal_protocol_follows_a_protocol_map() -> None:
-    assert (
-        internal_protocol({"listener.security.protocol.map": "PLAINTEXT:SSL,X:SASL_SSL"}) == "SSL"
-    )
-    assert internal_protocol({}) == "PLAINTEXT"
+    assert internal_protocol({"listener.security.protocol.map": "INTERNAL:SSL,X:SASL_SSL"}) == "SSL"
+    with pytest.raises(KraftConfigError, match="no protocol for the INTERNAL listener"):
+        internal_protocol({"listener.security.protocol.map": "X:SASL_SSL"})
 
 
 @pytest.mark.parametrize(

@@ -112,8 +112,17 @@ def test_command_lines_use_log4j2_and_the_config_files(tmp_path: Path) -> None:
     assert f"-javaagent:/jolokia.jar=config={vm.config_dir / 'jolokia.properties'}" in broker
     for command in (controller, broker):
         assert f"-Dlog4j2.configurationFile=file:{vm.config_dir / kraft.KAFKA_LOG4J2}" in command
-    tool = kraft.metadata_quorum_command("java", vm, "/libs", "h:9093", "describe", "--status")
-    assert tool[-4:] == ["--bootstrap-controller", "h:9093", "describe", "--status"]
+    tool = kraft.metadata_quorum_command(
+        "java", vm, "/libs", "h:9093", "/c/client.properties", "describe", "--status"
+    )
+    assert tool[-6:] == [
+        "--bootstrap-controller",
+        "h:9093",
+        "--command-config",
+        "/c/client.properties",
+        "describe",
+        "--status",
+    ]
 
 
 def test_each_vm_shows_its_controllers_role_in_the_quorum(tmp_path: Path) -> None:

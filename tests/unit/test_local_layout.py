@@ -71,7 +71,7 @@ def test_broker_config_has_durable_defaults(
     assert props["broker.id"] == str(nodes - 1)
     assert props["zookeeper.connect"] == layout.zookeeper_connect
     assert props["advertised.listeners"] == (
-        f"PLAINTEXT://127.0.1.{nodes}:9092,SASL_PLAINTEXT://127.0.1.{nodes}:9094"
+        f"INTERNAL://127.0.1.{nodes}:9092,TENANT://127.0.1.{nodes}:9094"
     )
 
 
@@ -115,10 +115,11 @@ def test_cluster_file_round_trips(tmp_path: Path) -> None:
     assert again.record("vm1", "kafka") is None
 
 
-def test_tenants_get_the_sasl_listener_of_every_vm(tmp_path: Path) -> None:
+def test_tenants_get_the_tenant_listener_of_every_vm(tmp_path: Path) -> None:
     layout = plan_layout("c1", tmp_path, 3, "127.0.5")
     assert layout.tenant_bootstrap_servers == "127.0.5.1:9094,127.0.5.2:9094,127.0.5.3:9094"
-    assert layout.vms[0].ports.all()["kafka_sasl"] == 9094
+    assert layout.vms[0].ports.all()["kafka_tenant"] == 9094
+    assert layout.vms[0].ports.all()["kafka_internal"] == 9092
 
 
 def test_a_cluster_file_from_before_the_tenant_listener_reads_with_its_default(
@@ -129,10 +130,40 @@ def test_a_cluster_file_from_before_the_tenant_listener_reads_with_its_default(
     path = tmp_path / "cluster.json"
     value = json.loads(path.read_text())
     for vm in value["vms"]:
-        del vm["ports"]["kafka_sasl"]
+        vm["ports"]["kafka"] = vm["ports"].pop("kafka_internal")
+        del vm["ports"]["kafka_tenant"]
     path.write_text(json.dumps(value))
     again = read_state(tmp_path)
     assert again is not None and again.layout == layout
+
+
+def test_a_cluster_file_with_the_old_port_names_reads_them(tmp_path: Path) -> None:
+    layout = plan_layout("c1", tmp_path, 2)
+    write_state(ClusterState(layout=layout, kafka_version="3.9.2"))
+    path = tmp_path / "cluster.json"
+    value = json.loads(path.read_text())
+    for vm in value["vms"]:
+        vm["ports"]["kafka"] = vm["ports"].pop("kafka_internal") + 1000
+        vm["ports"]["kafka_sasl"] = vm["ports"].pop("kafka_tenant") + 1000
+    path.write_text(json.dumps(value))
+    again = read_state(tmp_path)
+    assert again is not None
+    assert [(vm.ports.kafka_internal, vm.ports.kafka_tenant) for vm in again.layout.vms] == [
+        (10092, 10094),
+        (10092, 10094),
+    ]
+
+
+def test_the_cluster_file_names_the_client_files(tmp_path: Path) -> None:
+    layout = plan_layout("c1", tmp_path, 2)
+    write_state(ClusterState(layout=layout, kafka_version="3.9.2"))
+    client = json.loads((tmp_path / "cluster.json").read_text())["client"]
+    assert client["ca_file"] == str(tmp_path / "client" / "ca.pem")
+    assert client["java_properties"] == str(tmp_path / "client" / "admin.properties")
+    assert client["librdkafka_properties"] == str(
+        tmp_path / "client" / "admin-librdkafka.properties"
+    )
+    assert client["keystore_file"] == str(tmp_path / "client" / "admin.pem")
 
 
 def test_corrupt_cluster_file_is_reported(tmp_path: Path) -> None:

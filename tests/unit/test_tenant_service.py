@@ -23,6 +23,8 @@ from management_plane.service.tenant_service import (
 )
 from management_plane.tenants.kafka import KafkaTenants, TenantKafkaError
 from management_plane.tenants.model import Problem, TenantError
+from planner.pki.client_settings import InternalClient
+from planner.pki.files import IdentityFiles
 
 pytestmark = pytest.mark.unit
 
@@ -30,8 +32,12 @@ ADMIN = Caller("k0", "admin", "admin", None)
 ACME = Caller("k1", "tenant:acme", "tenant", "acme")
 
 
-def _unused_factory(_internal: str, _sasl: str) -> KafkaTenants:
+def _unused_factory(_internal: InternalClient, _sasl: str) -> KafkaTenants:
     raise AssertionError("no Kafka in these tests")
+
+
+def _no_identity(_cluster: str) -> IdentityFiles | None:
+    return None
 
 
 @pytest.fixture
@@ -42,7 +48,7 @@ def db(tmp_path: Path) -> Database:
 
 
 def test_the_admin_and_the_tenant_itself_may_act_and_nobody_else(db: Database) -> None:
-    tenants = TenantService(db, _unused_factory)
+    tenants = TenantService(db, _unused_factory, _no_identity)
     tenants.authorize(ADMIN, "shared", "beta")
     tenants.authorize(ACME, "shared", "acme")
     for who, tenant in [

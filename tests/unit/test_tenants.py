@@ -230,15 +230,22 @@ def test_what_a_tenant_owns(resource_name: str, owned: bool) -> None:
     assert new_tenant("acme", PLAN).owns(resource_name) is owned
 
 
+CA_PEM = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
+
+
 def test_connection_details() -> None:
-    details = ConnectionDetails("h1:9094,h2:9094", "acme", "acme.", password="pw")
+    details = ConnectionDetails("h1:9094,h2:9094", "acme", "acme.", CA_PEM, password="pw")
     assert details.client_config() == {
         "bootstrap.servers": "h1:9094,h2:9094",
-        "security.protocol": "SASL_PLAINTEXT",
+        "security.protocol": "SASL_SSL",
         "sasl.mechanism": "SCRAM-SHA-512",
         "sasl.username": "acme",
         "sasl.password": "pw",
+        "ssl.ca.pem": CA_PEM,
+        "ssl.endpoint.identification.algorithm": "https",
     }
+    assert details.to_json()["ca_certificate"] == CA_PEM
+    assert CA_PEM not in repr(details)
     shown = replace(details, password=None)
     assert "password" not in shown.to_json()
     assert details.to_json()["password"] == "pw"
@@ -254,15 +261,23 @@ def test_quota_commands() -> None:
         "kafka.admin.ConfigCommand",
         "--bootstrap-server",
         "h:9092",
+        "--command-config",
+        "/tmp/client.properties",
         "--entity-type",
         "users",
         "--entity-name",
         "acme",
     ]
     libs = Path("/libs")
-    assert quota_command("java", libs, "h:9092", "acme") == [*base, *common, "--describe"]
+    CONFIG = Path("/tmp/client.properties")
+    assert quota_command("java", libs, "h:9092", CONFIG, "acme") == [*base, *common, "--describe"]
     assert quota_command(
-        "java", libs, "h:9092", "acme", add={"request_percentage": 12.5, "producer_byte_rate": 1e6}
+        "java",
+        libs,
+        "h:9092",
+        CONFIG,
+        "acme",
+        add={"request_percentage": 12.5, "producer_byte_rate": 1e6},
     ) == [
         *base,
         *common,
@@ -270,7 +285,7 @@ def test_quota_commands() -> None:
         "--add-config",
         "producer_byte_rate=1000000,request_percentage=12.5",
     ]
-    assert quota_command("java", libs, "h:9092", "acme", delete=("a", "b"))[-3:] == [
+    assert quota_command("java", libs, "h:9092", CONFIG, "acme", delete=("a", "b"))[-3:] == [
         "--alter",
         "--delete-config",
         "a,b",

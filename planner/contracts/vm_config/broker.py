@@ -11,15 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import PurePath
 from types import MappingProxyType
 from typing import Final
 
 from planner.contracts.spec import ClusterSpec
-from planner.contracts.vm_config.listeners import (
-    INTERNAL_LISTENER,
-    TENANT_LISTENER,
-    TENANT_LISTENER_SECURITY,
-)
+from planner.contracts.vm_config.kafka_tls import TlsFiles, listener_security, listeners
 from planner.contracts.vm_config.validation import (
     BROKER_CONFIGS,
     BrokerConfigError,
@@ -64,13 +61,18 @@ class BrokerFacts:
     broker_id: int  # claimed in ZooKeeper by the agent
     rack: str  # the VM's availability zone
     listener_address: str  # the address the broker binds
-    port: int  # the internal PLAINTEXT listener
-    tenant_port: int  # the tenants' SASL_PLAINTEXT listener
+    port: int  # the internal listener (mutual TLS)
+    tenant_port: int  # the tenants' listener (SASL_SSL, SCRAM)
     advertised_address: str  # the address clients are told (the same on local VMs)
     log_dirs: tuple[str, ...]
     zookeeper_connect: str  # host:port list with Kafka's chroot, e.g. "h1:2181,h2:2181/kafka/c1"
     host_sizing: Mapping[str, str]  # sizing_properties(profile): chosen by whoever starts the VM
-    zookeeper_tls: ZookeeperTlsFiles  # the VM's identity, for the broker's ZooKeeper client
+    tls: TlsFiles  # the VM's identity, issued by the cluster CA
+
+    @property
+    def zookeeper_tls(self) -> ZookeeperTlsFiles:
+        """The same identity for the broker's ZooKeeper client."""
+        return ZookeeperTlsFiles(PurePath(self.tls.keystore), PurePath(self.tls.truststore))
 
     def problems(self) -> tuple[ConfigProblem, ...]:
         found = []
@@ -109,6 +111,7 @@ class BrokerFacts:
                     "/kafka/<cluster>",
                 )
             )
+        found.extend(ConfigProblem("ssl", problem) for problem in self.tls.problems())
         found.extend(broker_config_problems(self.host_sizing, "host sizing"))
         return tuple(found)
 
@@ -117,27 +120,20 @@ def agent_owned_properties(facts: BrokerFacts) -> dict[str, str]:
     return {
         "broker.id": str(facts.broker_id),
         "broker.rack": facts.rack,
-        "listeners": _listeners(facts.listener_address, facts),
-        "advertised.listeners": _listeners(facts.advertised_address, facts),
+        "listeners": listeners(facts.listener_address, facts.port, facts.tenant_port),
+        "advertised.listeners": listeners(facts.advertised_address, facts.port, facts.tenant_port),
         "log.dirs": ",".join(facts.log_dirs),
         "zookeeper.connect": facts.zookeeper_connect,
     }
 
 
-def _listeners(address: str, facts: BrokerFacts) -> str:
-    return (
-        f"{INTERNAL_LISTENER}://{address}:{facts.port},"
-        f"{TENANT_LISTENER}://{address}:{facts.tenant_port}"
-    )
-
-
 def render_server_properties(spec: ClusterSpec, facts: BrokerFacts) -> dict[str, str]:
     """Every key of this broker's server.properties, in file order.
 
-    Agent-owned keys, the tenant listener's security, then the durable defaults and host
+    Agent-owned keys, the listeners' security, then the durable defaults and host
     sizing; spec.broker_config replaces a default in place and appends new keys in name
     order. A spec key that is unknown, wrongly typed, out of range, agent-owned or part of
-    the tenant listener's security raises BrokerConfigError naming it.
+    the listeners' security raises BrokerConfigError naming it.
     """
     problems = facts.problems() + spec_broker_config_problems(spec.broker_config)
     if problems:
@@ -146,7 +142,7 @@ def render_server_properties(spec: ClusterSpec, facts: BrokerFacts) -> dict[str,
         **agent_owned_properties(facts),
         **ZOOKEEPER_SESSION,
         **broker_zookeeper_client_properties(facts.zookeeper_tls),
-        **TENANT_LISTENER_SECURITY,
+        **listener_security(facts.tls),
         **durable_defaults(spec.broker_count),
         **facts.host_sizing,
     }

@@ -28,7 +28,12 @@ from planner.contracts.vm_config.broker import (
     durable_defaults,
     render_server_properties,
 )
-from planner.contracts.vm_config.listeners import INTERNAL_LISTENER, INTERNAL_PRINCIPAL
+from planner.contracts.vm_config.kafka_tls import (
+    PRINCIPAL_MAPPING_RULES,
+    SUPER_USERS,
+    ListenerName,
+    internal_listener_security,
+)
 from planner.contracts.vm_config.validation import BrokerConfigError, ConfigProblem
 
 CONTROLLER_LISTENER: Final = "CONTROLLER"
@@ -146,7 +151,17 @@ def _protocol_map(properties: Mapping[str, str]) -> dict[str, str]:
 
 def internal_protocol(broker_properties: Mapping[str, str]) -> str:
     """The security protocol of the internal listener, which the controllers speak too."""
-    return _protocol_map(broker_properties).get(INTERNAL_LISTENER, INTERNAL_LISTENER)
+    protocol = _protocol_map(broker_properties).get(ListenerName.INTERNAL)
+    if protocol is None:
+        raise KraftConfigError(
+            [
+                ConfigProblem(
+                    "listener.security.protocol.map",
+                    f"names no protocol for the {ListenerName.INTERNAL} listener",
+                )
+            ]
+        )
+    return protocol
 
 
 def _listener_names(properties: Mapping[str, str]) -> list[str]:
@@ -190,6 +205,8 @@ def render_kraft_broker_properties(
             "controller.listener.names": CONTROLLER_LISTENER,
             "controller.quorum.bootstrap.servers": ",".join(bootstrap),
             "authorizer.class.name": KRAFT_AUTHORIZER,
+            # The broker is the controllers' client: mutual TLS as on the internal listener.
+            **internal_listener_security(CONTROLLER_LISTENER, facts.tls),
         }
     )
     return properties
@@ -224,9 +241,13 @@ def render_controller_properties(
         "controller.listener.names": CONTROLLER_LISTENER,
         "controller.quorum.bootstrap.servers": ",".join(bootstrap),
         "log.dirs": controller.metadata_dir,
+        # Mutual TLS against the cluster CA, as on the brokers' internal listener; the
+        # certificates' subjects map to the role names the super users list.
+        **internal_listener_security(CONTROLLER_LISTENER, broker.tls),
+        "ssl.principal.mapping.rules": PRINCIPAL_MAPPING_RULES,
         # ACLs live in the metadata log; the brokers forward their changes to the controllers.
         "authorizer.class.name": KRAFT_AUTHORIZER,
-        "super.users": INTERNAL_PRINCIPAL,
+        "super.users": SUPER_USERS,
         # A new topic's defaults (replication, min ISR, partitions) are the controller's.
         **{key: shared[key] for key in _topic_defaults(spec, broker) if key in shared},
     }

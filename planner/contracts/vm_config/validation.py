@@ -19,7 +19,7 @@ from planner.contracts.vm_config.definitions import (
     UpdateMode,
     ValidValues,
 )
-from planner.contracts.vm_config.listeners import RENDERED_OUTSIDE_CATALOG, TENANT_SECURITY_KEYS
+from planner.contracts.vm_config.kafka_tls import LISTENER_SECURITY_KEYS, RENDERED_OUTSIDE_CATALOG
 from planner.contracts.vm_config.zookeeper_security import ZOOKEEPER_CLIENT_SECURITY_KEYS
 from planner.errors import PlannerError
 
@@ -128,12 +128,12 @@ def broker_config_problems(
                 )
             )
             continue
-        if key in TENANT_SECURITY_KEYS or key in RENDERED_OUTSIDE_CATALOG:
+        if key in LISTENER_SECURITY_KEYS or key in RENDERED_OUTSIDE_CATALOG:
             problems.append(
                 ConfigProblem(
                     key,
-                    f"{where}: {key!r} is set by KaaS for the tenants' SASL listener and its "
-                    "ACL authorizer (docs/tenants.md)",
+                    f"{where}: {key!r} is set by KaaS for the listeners' TLS and authentication "
+                    "and the ACL authorizer (docs/security.md)",
                 )
             )
             continue

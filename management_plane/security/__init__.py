@@ -1,0 +1,1 @@
+"""Checking that every port of a cluster requires TLS and authentication."""

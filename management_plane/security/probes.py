@@ -1,0 +1,100 @@
+"""What a port does with a client that brings no credentials: the TLS handshake as Python's
+ssl module sees it, and a Kafka metadata request over TLS without a certificate or SASL.
+Thin adapters: what the answers mean is `verdict.py`'s."""
+
+from __future__ import annotations
+
+import socket
+import ssl
+from dataclasses import dataclass
+
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient
+
+from management_plane.security.verdict import AnonymousOutcome, TlsOutcome
+
+
+@dataclass(frozen=True)
+class TlsSession:
+    version: str  # "TLSv1.3"
+    cipher: str  # "TLS_AES_256_GCM_SHA384"
+
+
+def negotiate(
+    host: str,
+    port: int,
+    ca_pem: str,
+    server_name: str | None = None,
+    timeout_s: float = 10.0,
+    maximum_version: ssl.TLSVersion | None = None,
+) -> TlsSession:
+    """A TLS handshake that verifies the server against the CA `ca_pem` and presents no
+    certificate: the version and cipher the server chose. ssl.SSLError on refusal."""
+    context = ssl.create_default_context(cadata=ca_pem)
+    if maximum_version is not None:
+        context.maximum_version = maximum_version
+    with (
+        socket.create_connection((host, port), timeout=timeout_s) as raw,
+        context.wrap_socket(raw, server_hostname=server_name or host) as tls,
+    ):
+        version, cipher = tls.version(), tls.cipher()
+        if version is None or cipher is None:
+            raise ssl.SSLError(f"no TLS session with {host}:{port}")
+        return TlsSession(version, cipher[0])
+
+
+def _alert(error: ssl.SSLError) -> bool:
+    """Whether the server answered with a TLS alert: it speaks TLS and refused us."""
+    reason = (getattr(error, "reason", None) or "").upper()
+    return "ALERT" in reason or "CERTIFICATE_REQUIRED" in reason
+
+
+def probe_tls(host: str, port: int, timeout_s: float = 5.0) -> TlsOutcome:
+    """Offer TLS with no client certificate (and no check of the server's, which a scan
+    does not need): not TLS at all, TLS that wants a certificate, or TLS that does not."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    try:
+        with socket.create_connection((host, port), timeout=timeout_s) as raw:
+            try:
+                tls = context.wrap_socket(raw, server_hostname=host)
+            except ssl.SSLError as error:
+                return (
+                    TlsOutcome.CLIENT_CERTIFICATE_REQUIRED if _alert(error) else TlsOutcome.NOT_TLS
+                )
+            except OSError:  # closed or reset mid-handshake: the bytes were not its protocol
+                return TlsOutcome.NOT_TLS
+            with tls:
+                # TLS 1.3 sends the refusal of a missing certificate after the handshake.
+                tls.settimeout(min(timeout_s, 2.0))
+                try:
+                    tls.recv(1)
+                except ssl.SSLError as error:
+                    if _alert(error):
+                        return TlsOutcome.CLIENT_CERTIFICATE_REQUIRED
+                    return TlsOutcome.TLS_WITHOUT_CLIENT_CERTIFICATE
+                except (TimeoutError, OSError):
+                    pass
+                return TlsOutcome.TLS_WITHOUT_CLIENT_CERTIFICATE
+    except OSError:
+        return TlsOutcome.UNREACHABLE
+
+
+def probe_kafka_anonymous(
+    host: str, port: int, ca_file: str, tls: bool, timeout_s: float = 8.0
+) -> AnonymousOutcome:
+    """A metadata request from a client with no certificate and no SASL login, over TLS
+    (verifying the server against the cluster CA) or in clear: answered, or refused."""
+    config: dict[str, str | int | float | bool] = {
+        "bootstrap.servers": f"{host}:{port}",
+        "socket.timeout.ms": int(timeout_s * 1000),
+        "log_level": 0,  # every refusal is expected here
+    }
+    if tls:
+        config.update({"security.protocol": "SSL", "ssl.ca.location": ca_file})
+    try:
+        AdminClient(config).list_topics(timeout=timeout_s)
+    except KafkaException:
+        return AnonymousOutcome.REFUSED
+    return AnonymousOutcome.ANSWERED
