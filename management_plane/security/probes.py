@@ -4,14 +4,27 @@ Thin adapters: what the answers mean is `verdict.py`'s."""
 
 from __future__ import annotations
 
+import logging
 import socket
 import ssl
+import urllib.error
+import urllib.request
 from dataclasses import dataclass
 
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
+from kazoo.client import KazooClient
+from kazoo.exceptions import KazooException
+from kazoo.retry import KazooRetry
 
 from management_plane.security.verdict import AnonymousOutcome, TlsOutcome
+
+# What a ZooKeeper server may tell anyone outside a session: its state, its configuration
+# (paths, ports) and its metrics.
+FOUR_LETTER_WORDS = ("srvr", "conf", "mntr")
+# A refused session is what the probe looks for: kazoo's retries and warnings are noise.
+_KAZOO_LOG = logging.getLogger("kaas.security.kazoo")
+_KAZOO_LOG.setLevel(logging.CRITICAL)
 
 
 @dataclass(frozen=True)
@@ -79,6 +92,63 @@ def probe_tls(host: str, port: int, timeout_s: float = 5.0) -> TlsOutcome:
                 return TlsOutcome.TLS_WITHOUT_CLIENT_CERTIFICATE
     except OSError:
         return TlsOutcome.UNREACHABLE
+
+
+def probe_zookeeper_session(host: str, port: int, timeout_s: float = 8.0) -> AnonymousOutcome:
+    """A ZooKeeper session in clear with no credentials, and its first request (the root's
+    children): answered, or refused (the connection, the session or the request)."""
+    client = KazooClient(
+        f"{host}:{port}",
+        timeout=timeout_s,
+        connection_retry=KazooRetry(max_tries=0),
+        command_retry=KazooRetry(max_tries=0),
+        logger=_KAZOO_LOG,
+    )
+    try:
+        client.start(timeout=timeout_s)
+        client.get_children("/")
+    except (KazooException, OSError):
+        return AnonymousOutcome.REFUSED
+    finally:
+        client.stop()
+        client.close()
+    return AnonymousOutcome.ANSWERED
+
+
+def probe_four_letter_words(
+    host: str, port: int, words: tuple[str, ...] = FOUR_LETTER_WORDS, timeout_s: float = 5.0
+) -> tuple[str, ...]:
+    """The four-letter words (ZooKeeper's commands outside any session) the port answers."""
+    answered = []
+    for word in words:
+        try:
+            with socket.create_connection((host, port), timeout=timeout_s) as raw:
+                raw.sendall(word.encode())
+                if raw.recv(64):
+                    answered.append(word)
+        except OSError:
+            continue
+    return tuple(answered)
+
+
+def probe_jolokia_anonymous(host: str, port: int, timeout_s: float = 8.0) -> AnonymousOutcome:
+    """Jolokia's version request over HTTPS without a client certificate (and without a
+    check of the server's): answered (2xx), or refused (an HTTP error or a dropped
+    connection)."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    try:
+        with urllib.request.urlopen(
+            f"https://{host}:{port}/jolokia/version", context=context, timeout=timeout_s
+        ) as response:
+            return (
+                AnonymousOutcome.ANSWERED
+                if 200 <= response.status < 300
+                else (AnonymousOutcome.REFUSED)
+            )
+    except (urllib.error.URLError, OSError):  # HTTPError (403) is a URLError
+        return AnonymousOutcome.REFUSED
 
 
 def probe_kafka_anonymous(

@@ -11,7 +11,13 @@ import psutil
 
 from management_plane.local.state import ClusterState
 from management_plane.local.tls import admin_identity
-from management_plane.security.probes import probe_kafka_anonymous, probe_tls
+from management_plane.security.probes import (
+    probe_four_letter_words,
+    probe_jolokia_anonymous,
+    probe_kafka_anonymous,
+    probe_tls,
+    probe_zookeeper_session,
+)
 from management_plane.security.verdict import (
     AnonymousOutcome,
     PortKind,
@@ -57,6 +63,7 @@ def listening_ports(
     found = []
     for vm in state.layout.vms:
         kafka_ports = {vm.ports.kafka_internal, vm.ports.kafka_tenant}
+        zookeeper_ports = {vm.ports.zookeeper_client, vm.ports.zookeeper_reconfig_client}
         for process in state.kinds:
             record = state.record(vm.name, process)
             if record is None:
@@ -65,9 +72,13 @@ def listening_ports(
                 # An IPv4 address on a dual-stack socket reads ::ffff:a.b.c.d.
                 address = bound.removeprefix("::ffff:")
                 wildcard = address in ("0.0.0.0", "::", "")
-                kind = (
-                    PortKind.KAFKA if process == "kafka" and port in kafka_ports else PortKind.OTHER
-                )
+                kind = PortKind.OTHER
+                if process == "kafka" and port in kafka_ports:
+                    kind = PortKind.KAFKA
+                elif process == "zookeeper" and port in zookeeper_ports:
+                    kind = PortKind.ZOOKEEPER
+                elif port == vm.ports.jolokia:
+                    kind = PortKind.JOLOKIA
                 found.append(
                     ListeningPort(vm.name, process, vm.address if wildcard else address, port, kind)
                 )
@@ -84,7 +95,13 @@ def check_port(port: ListeningPort, ca_file: str) -> PortReport:
         anonymous = probe_kafka_anonymous(
             port.address, port.port, ca_file, tls=tls is TlsOutcome.TLS_WITHOUT_CLIENT_CERTIFICATE
         )
-    return PortReport(port, tls, anonymous, judge(port.kind, tls, anonymous))
+    if port.kind is PortKind.JOLOKIA and tls is TlsOutcome.TLS_WITHOUT_CLIENT_CERTIFICATE:
+        anonymous = probe_jolokia_anonymous(port.address, port.port)
+    words: tuple[str, ...] = ()
+    if port.kind is PortKind.ZOOKEEPER and tls is TlsOutcome.NOT_TLS:
+        anonymous = probe_zookeeper_session(port.address, port.port)
+        words = probe_four_letter_words(port.address, port.port)
+    return PortReport(port, tls, anonymous, judge(port.kind, tls, anonymous, words))
 
 
 def scan(state: ClusterState) -> list[PortReport]:

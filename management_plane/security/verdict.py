@@ -23,7 +23,13 @@ class AnonymousOutcome(StrEnum):
 
 class PortKind(StrEnum):
     KAFKA = "kafka"  # a broker listener: a metadata request tests anonymous access
-    OTHER = "other"  # ZooKeeper, Jolokia, anything else: only the TLS handshake is tested
+    # A ZooKeeper client port: in clear, a session's first request and the four-letter words
+    # test what it serves without a certificate.
+    ZOOKEEPER = "zookeeper"
+    # Jolokia's HTTPS: it completes the handshake without a certificate and refuses the
+    # request, so an HTTP request without one tests it.
+    JOLOKIA = "jolokia"
+    OTHER = "other"  # quorum ports, Jolokia, anything else: only the TLS handshake is tested
 
 
 @dataclass(frozen=True)
@@ -34,11 +40,42 @@ class PortVerdict:
     reason: str
 
 
-def judge(kind: PortKind, tls: TlsOutcome, anonymous: AnonymousOutcome) -> PortVerdict:
-    """`anonymous`: what a Kafka request with no credentials got, over TLS when the port
-    speaks it, else in clear (NOT_TESTED for other kinds)."""
+def _zookeeper_in_clear(anonymous: AnonymousOutcome, words: tuple[str, ...]) -> PortVerdict:
+    """ZooKeeper's reconfig needs a plaintext client port in every server line; whether it
+    is open depends on what it serves without a certificate."""
+    if anonymous is AnonymousOutcome.ANSWERED:
+        return PortVerdict(False, False, False, "plaintext: a session without credentials reads")
+    if anonymous is not AnonymousOutcome.REFUSED:
+        return PortVerdict(False, None, False, "plaintext: what it serves was not tested")
+    if words:
+        return PortVerdict(
+            False,
+            False,
+            False,
+            "plaintext: no session without a certificate, but the four-letter words "
+            f"{', '.join(words)} are answered in clear",
+        )
+    return PortVerdict(
+        False,
+        True,
+        True,
+        "plaintext, serving nothing without a certificate: no session, no four-letter word",
+    )
+
+
+def judge(
+    kind: PortKind,
+    tls: TlsOutcome,
+    anonymous: AnonymousOutcome,
+    answered_words: tuple[str, ...] = (),
+) -> PortVerdict:
+    """`anonymous`: what a Kafka request (a ZooKeeper session's first request) with no
+    credentials got, over TLS when the port speaks it, else in clear (NOT_TESTED for other
+    kinds). `answered_words`: the four-letter words a ZooKeeper port answered in clear."""
     if tls is TlsOutcome.UNREACHABLE:
         return PortVerdict(None, None, False, "refused the probe's connection: not checked")
+    if tls is TlsOutcome.NOT_TLS and kind is PortKind.ZOOKEEPER:
+        return _zookeeper_in_clear(anonymous, answered_words)
     if tls is TlsOutcome.NOT_TLS:
         if anonymous is AnonymousOutcome.ANSWERED:
             return PortVerdict(False, False, False, "plaintext: answered a request in clear")

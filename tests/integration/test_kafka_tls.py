@@ -153,11 +153,24 @@ def test_the_security_check_passes_every_kafka_port_and_fails_the_cluster_while_
     )
     lines = result.stdout.splitlines()
     for vm in kafka_cluster.layout.vms:
-        for port in (vm.ports.kafka_internal, vm.ports.kafka_tenant):
+        secured = (
+            vm.ports.kafka_internal,
+            vm.ports.kafka_tenant,
+            vm.ports.zookeeper_client,
+            vm.ports.jolokia,
+        )
+        for port in secured:
             [line] = [line for line in lines if f"{vm.address}:{port} " in line]
             assert " ok: " in line, line
-    # ZooKeeper's and Jolokia's ports stay plaintext until they get TLS: the check says
-    # so and exits 1, as it must while any port is open.
+        [jolokia] = [line for line in lines if f"{vm.address}:{vm.ports.jolokia} " in line]
+        assert "a request without credentials is refused" in jolokia, jolokia
+        # The plaintext port ZooKeeper's reconfig needs serves no session without a
+        # certificate; whatever else it answers in clear, the check names.
+        [reconfig] = [
+            line for line in lines if f"{vm.address}:{vm.ports.zookeeper_reconfig_client} " in line
+        ]
+        assert "serving nothing" in reconfig or "no session without a certificate" in reconfig
+    # The check exits 1 while any port is open.
     open_lines = [line for line in lines if " OPEN: " in line]
     assert result.returncode == (1 if open_lines else 0), result.stdout + result.stderr
     assert lines[-1].startswith(f"{len(lines) - 2} ports on 3 VMs")
