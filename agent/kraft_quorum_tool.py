@@ -145,7 +145,7 @@ class MetadataQuorumTool:
                     "unregister",
                     "--bootstrap-server",
                     self.kafka.bootstrap_servers,
-                    "--config",
+                    "--command-config",
                     str(command_config),
                     "--id",
                     str(broker_id),

@@ -81,12 +81,7 @@ def test_the_adapter_runs_kafkas_tools_with_the_right_arguments(tmp_path: Path) 
     def runner(command: Sequence[str]) -> str:
         ran.append(list(command))
         # The command config exists while the tool runs, private, and is gone afterwards.
-        path = Path(
-            command[
-                command.index("--command-config" if "--command-config" in command else "--config")
-                + 1
-            ]
-        )
+        path = Path(command[command.index("--command-config") + 1])
         assert path.stat().st_mode & 0o777 == 0o600
         files.append(path)
         lines = [line.partition("=") for line in path.read_text().splitlines()]
@@ -113,8 +108,7 @@ def test_the_adapter_runs_kafkas_tools_with_the_right_arguments(tmp_path: Path) 
     tool.unregister_broker(4)
     tails = [command[command.index("-cp") + 2 :] for command in ran]
     for tail in tails:  # the temporary file's name differs per run
-        flag = "--command-config" if "--command-config" in tail else "--config"
-        tail[tail.index(flag) + 1] = "CONFIG"
+        tail[tail.index("--command-config") + 1] = "CONFIG"
     quorum = [
         "org.apache.kafka.tools.MetadataQuorumCommand",
         "--bootstrap-controller",
@@ -139,7 +133,7 @@ def test_the_adapter_runs_kafkas_tools_with_the_right_arguments(tmp_path: Path) 
             "unregister",
             "--bootstrap-server",
             "h1:9092",
-            "--config",
+            "--command-config",
             "CONFIG",
             "--id",
             "4",
