@@ -151,6 +151,7 @@ def test_the_security_check_passes_every_kafka_port_and_fails_the_cluster_while_
     result = kaas_cli(
         "security", "check", "--home", str(kafka_cluster.home), kafka_cluster.layout.name
     )
+    print(result.stdout)  # the report, for the run's log
     lines = result.stdout.splitlines()
     for vm in kafka_cluster.layout.vms:
         secured = (

@@ -24,6 +24,8 @@ from management_plane.local.image import find_java, load_image
 from management_plane.local.processes import is_alive
 from management_plane.local.state import require_state
 from management_plane.local.up_choice import UpChoice
+from management_plane.security.probes import probe_tls
+from management_plane.security.verdict import TlsOutcome
 from tests import harness
 from tests.harness import ClusterHandle
 
@@ -100,6 +102,17 @@ def test_controllers_and_brokers_are_separate_processes(kraft_cluster: ClusterHa
     finally:
         client.stop()
         client.close()
+
+
+def test_the_controller_and_broker_listeners_want_a_client_certificate(
+    kraft_cluster: ClusterHandle,
+) -> None:
+    for vm in kraft_cluster.layout.vms:
+        for port in (vm.ports.kafka_controller, vm.ports.kafka_internal):
+            assert probe_tls(vm.address, port) is TlsOutcome.CLIENT_CERTIFICATE_REQUIRED
+        assert probe_tls(vm.address, vm.ports.kafka_tenant) is (
+            TlsOutcome.TLS_WITHOUT_CLIENT_CERTIFICATE
+        )
 
 
 def test_brokers_register_with_their_racks(kraft_cluster: ClusterHandle) -> None:
