@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import ssl
 import time
 from collections import Counter
 from dataclasses import dataclass, replace
@@ -95,8 +96,8 @@ def fill_random(bootstrap: str, topic: str, mib: int) -> None:
     assert producer.flush(900) == 0, "the fill did not finish"
 
 
-def _bytes_on(bootstrap: str, broker: int) -> int:
-    layout = read_live_layout(bootstrap)
+def _bytes_on(bootstrap: str, broker: int, jolokia: ssl.SSLContext) -> int:
+    layout = read_live_layout(bootstrap, jolokia_context=jolokia)
     return sum(int(p["size_bytes"]) for p in layout["partitions"] if broker in p["replicas"])
 
 
@@ -140,9 +141,8 @@ def drain_under_load(
     paths = ClusterPaths(name)
     zk = cluster.zookeeper()
     zk.start(timeout=15)
-    admin = KafkaReassignmentAdmin(
-        bootstrap, jolokia_port=8778, jolokia_context=client_context(cluster.node_identity)
-    )
+    jolokia = client_context(cluster.node_identity)  # Jolokia takes the nodes' certificate only
+    admin = KafkaReassignmentAdmin(bootstrap, jolokia_port=8778, jolokia_context=jolokia)
     try:
         wait_for_healthy_agents(zk, name, count=4, timeout=240)
         wait_until(lambda: _planner_settled(zk, name), 300, "the planner to settle")
@@ -158,7 +158,7 @@ def drain_under_load(
         wait_until(lambda: _planner_settled(zk, name), 300, "the planner to settle the topics")
         # vm4 shares zone-a with vm1: draining it keeps every zone's share possible.
         drained = next(b for b, m in harness.member_records(zk, name).items() if m.vm_id == "vm4")
-        data_bytes = _bytes_on(bootstrap, drained)
+        data_bytes = _bytes_on(bootstrap, drained, jolokia)
 
         # The machine's own stall first: the same probe for a quiet stretch before the drain.
         quiet = StallProbe(bootstrap, probe_topic)
@@ -209,7 +209,7 @@ def drain_under_load(
         probe.stopping.set()
         probe.thread.join(240)
         replicas_left, _ = _replicas_on(admin, drained)
-        layout = read_live_layout(bootstrap)
+        layout = read_live_layout(bootstrap, jolokia_context=jolokia)
         topics = {p["topic"] for p in layout["partitions"]}
         brokers = {b["id"] for b in layout["brokers"]}
         # Broker configs reach every broker through ZooKeeper a moment after the write.
