@@ -12,7 +12,9 @@ from planner.batches import MovementBudget
 from planner.feasibility import InfeasibleError
 from planner.goals import hard_goal_violations, rack_bounds
 from planner.model import Broker, BrokerState, Cluster, Partition, PlannerSettings
+from planner.optimizer import target_cluster
 from planner.plan import Plan, make_plan
+from planner.state import PlacementState
 
 pytestmark = pytest.mark.unit
 
@@ -141,6 +143,29 @@ def test_every_plan_keeps_every_hard_goal_and_is_a_fixed_point(cluster: Cluster)
     _steps_keep_the_hard_goals(cluster, plan)
     again = make_plan(plan.target)
     assert again.is_empty, again.reassignment_json()
+
+
+@PROPERTY
+@given(clusters(), st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 10**6)), max_size=60))
+def test_leader_load_kept_move_by_move_equals_the_load_summed_afresh(
+    cluster: Cluster, changes: list[tuple[int, int]]
+) -> None:
+    # The leader-load phase decides at the edge of its tolerance band: a load that
+    # depended on the order of the moves would read differently when the result is
+    # planned again, and the plan would not be a fixed point.
+    state = PlacementState(cluster, PlannerSettings())
+    brokers = len(state.broker_ids)
+    for which, to in changes:
+        p = which % len(state.replicas)
+        replicas = state.replicas[p]
+        dst = to % brokers
+        if dst in replicas:
+            state.make_leader(p, dst)
+        else:
+            state.move(p, replicas[which % len(replicas)], dst)
+    afresh = PlacementState(target_cluster(state), PlannerSettings())
+    assert state.leader_load == afresh.leader_load
+    assert state.leader_load_target == afresh.leader_load_target
 
 
 @PROPERTY
