@@ -53,9 +53,11 @@ demo: setup
 	$(BIN)/kaas up --nodes 3 $(UP_ARGS)
 	@rm -rf build/demo/ledger && mkdir -p build/demo
 	KAAS_PRODUCED_LEDGER_DIR=build/demo/ledger $(BIN)/kaas demo
-	@bootstrap=$$($(BIN)/kaas status --json | $(BIN)/python -c 'import json, sys; print(json.load(sys.stdin)["bootstrap_servers"])'); \
+	@status=$$($(BIN)/kaas status --json); \
+	  bootstrap=$$(echo "$$status" | $(BIN)/python -c 'import json, sys; print(json.load(sys.stdin)["bootstrap_servers"])'); \
+	  identity=$$(echo "$$status" | $(BIN)/python -c 'import json, sys; s = json.load(sys.stdin); print(s["home"] + "/" + s["vms"][0]["name"] + "/tls")'); \
 	  $(BIN)/kaas analytics audit --bootstrap-servers $$bootstrap --ledger build/demo/ledger --out build/demo/audit && \
-	  $(BIN)/kaas plan export --bootstrap-server $${bootstrap%%,*} --output build/demo/LAYOUT.json && \
+	  $(BIN)/kaas plan export --bootstrap-server $${bootstrap%%,*} --node-identity $$identity --output build/demo/LAYOUT.json && \
 	  $(BIN)/kaas analytics balance --bootstrap-servers $$bootstrap --out build/demo/analytics --layout build/demo/LAYOUT.json
 
 ## test: lint and types, then unit, integration and drill tests against real local clusters
