@@ -56,8 +56,9 @@ demo: setup
 	@status=$$($(BIN)/kaas status --json); \
 	  bootstrap=$$(echo "$$status" | $(BIN)/python -c 'import json, sys; print(json.load(sys.stdin)["bootstrap_servers"])'); \
 	  client=$$(echo "$$status" | $(BIN)/python -c 'import json, sys; print(json.load(sys.stdin)["client"]["directory"])'); \
+	  identity=$$(echo "$$status" | $(BIN)/python -c 'import json, sys; s = json.load(sys.stdin); print(s["home"] + "/" + s["vms"][0]["name"] + "/tls")'); \
 	  $(BIN)/kaas analytics audit --bootstrap-servers $$bootstrap --client-dir $$client --ledger build/demo/ledger --out build/demo/audit && \
-	  $(BIN)/kaas plan export --bootstrap-server $${bootstrap%%,*} --client-dir $$client --node-identity $$(dirname $$client)/vm1/tls --output build/demo/LAYOUT.json && \
+	  $(BIN)/kaas plan export --bootstrap-server $${bootstrap%%,*} --client-dir $$client --node-identity $$identity --output build/demo/LAYOUT.json && \
 	  $(BIN)/kaas analytics balance --bootstrap-servers $$bootstrap --client-dir $$client --out build/demo/analytics --layout build/demo/LAYOUT.json
 
 ## test: lint and types, then unit, integration and drill tests against real local clusters

@@ -70,7 +70,9 @@ class PlacementState:
         mean_in = sum(self.bytes_in) / len(parts) if parts else 0.0
         mean_out = sum(self.bytes_out) / len(parts) if parts else 0.0
         self.leader_weight = [
-            (i / mean_in if mean_in > 0 else 0.0) + (o / mean_out if mean_out > 0 else 0.0)
+            _on_load_grid(
+                (i / mean_in if mean_in > 0 else 0.0) + (o / mean_out if mean_out > 0 else 0.0)
+            )
             for i, o in zip(self.bytes_in, self.bytes_out, strict=True)
         ]
 
@@ -408,3 +410,16 @@ def _floor(value: float) -> int:
 
 def _ceil(value: float) -> int:
     return math.ceil(value - 1e-9)
+
+
+LOAD_GRID = 2.0**-20
+"""Leader weights are multiples of this, so that every sum of them is exact: a broker's
+leader load updated move by move equals the same load summed afresh, in any order, as
+long as the total stays below 2**33 (weights average 2, so up to 4 billion partitions).
+Without it the last bit of a load depends on the order of the moves, and a load that
+lands on the edge of the tolerance band reads inside it in one run and outside it when
+the result is planned again: the plan would not be a fixed point."""
+
+
+def _on_load_grid(weight: float) -> float:
+    return round(weight / LOAD_GRID) * LOAD_GRID

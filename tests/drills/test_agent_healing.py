@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from management_plane.local.image import image_dir_from_env
+from management_plane.local.tls import vm_identity
 from planner.contracts.claim import parse_claim
 from planner.contracts.journal import parse_journal_entry
 from planner.contracts.member import MemberState, parse_member
@@ -54,6 +55,7 @@ def test_agent_starts_a_stopped_broker_and_restarts_a_paused_one(
         "logs_dir": str(vm.logs_dir),
         "state_dir": str(vm.directory),
         "image_root": str(image_dir_from_env()),
+        "tls_dir": str(vm_identity(vm).directory),
         "loop_interval_s": 1,
         "broker_unresponsive_s": 6,
         "isr_check_interval_s": 1,

@@ -144,6 +144,8 @@ def test_killed_broker_pages_once_and_resolves_and_a_rolling_restart_pages_nothi
             service.url,
             "--api-key-file",
             str(service.home / "admin-key"),
+            "--api-ca",
+            str(service.trust_bundle),
         )
         assert result.returncode == 0, result.stderr
         assert "held" in result.stdout and "firing" in result.stdout

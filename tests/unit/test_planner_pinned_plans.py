@@ -122,18 +122,23 @@ PINNED = [
     # replicas moved fell or stayed everywhere (imbalance/1: 97 -> 85,
     # more_replicas_than_racks/2: 73 -> 56, tight_disks/2: 64 -> 50); leadership changes
     # rose by up to 5, the lowest priority.
+    # Re-pinned when leader weights were put on an exact grid (so a broker's leader load no
+    # longer depends on the order of the moves): replicas moved stayed the same on every
+    # instance; ties between leadership changes now break the same way every run, and
+    # leadership changes moved both ways (draining/1: 6 -> 3, more_replicas_than_racks/1:
+    # 13 -> 17, more_replicas_than_racks/2: 18 -> 15; 114 -> 112 over all twelve).
     ("imbalance", 1, 0, 85, 16, "bd365c4f0757ea29"),
-    ("imbalance", 2, 7, 85, 15, "167b24d87d0dd202"),
+    ("imbalance", 2, 7, 85, 15, "96c1b85174c8b0ca"),
     ("added", 1, 0, 304, 7, "1bd5dfb90e762bf9"),
     ("added", 2, 7, 302, 4, "8ee8115718b6cbf1"),
-    ("draining", 1, 0, 355, 6, "43e76e42ef4bd398"),
-    ("draining", 2, 7, 360, 3, "6619d37aefb94862"),
-    ("large_added", 1, 0, 1436, 22, "4affb3c41786bcbd"),
-    ("large_added", 2, 7, 1415, 0, "b11f438f62e0d66a"),
-    ("more_replicas_than_racks", 1, 0, 46, 13, "3cd429e486fb7fce"),
-    ("more_replicas_than_racks", 2, 7, 56, 18, "c0296a0e30ad379f"),
-    ("tight_disks", 1, 0, 32, 5, "8b57298a8ed4954a"),
-    ("tight_disks", 2, 7, 50, 5, "69f398a53b09b7e5"),
+    ("draining", 1, 0, 355, 3, "774db1fb5983688e"),
+    ("draining", 2, 7, 360, 3, "da65cf049bf456fc"),
+    ("large_added", 1, 0, 1436, 22, "b82199791feb5227"),
+    ("large_added", 2, 7, 1415, 0, "55548db8bed01b87"),
+    ("more_replicas_than_racks", 1, 0, 46, 17, "81944d0f3d2a6dab"),
+    ("more_replicas_than_racks", 2, 7, 56, 15, "cbc7a9dc100690c3"),
+    ("tight_disks", 1, 0, 32, 5, "cba8a7ffb07e5d9d"),
+    ("tight_disks", 2, 7, 50, 5, "55cfac263f44a6fd"),
 ]
 
 
