@@ -106,5 +106,14 @@ class ClusterPaths:
         return f"{self.kafka_chroot}/controller"
 
     @property
+    def kafka_cluster_id(self) -> str:
+        return f"{self.kafka_chroot}/cluster/id"
+
+    @property
+    def kafka_migration(self) -> str:
+        """Kafka's ZooKeeper-to-KRaft migration record, kept by the active KRaft controller."""
+        return f"{self.kafka_chroot}/migration"
+
+    @property
     def kafka_reassign_partitions(self) -> str:
         return f"{self.kafka_chroot}/admin/reassign_partitions"
