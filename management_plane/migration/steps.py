@@ -11,6 +11,7 @@ at what is already true, so running it again changes nothing.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Protocol, runtime_checkable
 
 from management_plane.errors import PermanentError
@@ -30,6 +31,7 @@ from planner.contracts.kraft_migration import (
     MigrationPhase,
     ZkMigrationRecord,
     migration_refusal,
+    migration_voters,
     rollback_refusal,
 )
 from planner.contracts.spec import ClusterSpec
@@ -96,13 +98,17 @@ def migration_phase(controller: Controller, op: OperationRow, batch: int) -> Out
     if refusal:
         return Outcome(FAIL, f"migration of {op.cluster} refused: {refusal}")
     if spec.migration is not None:
-        cluster_id = spec.migration.kafka_cluster_id
-    else:
-        found = _kafka_port(controller, op.cluster).kafka_cluster_id()
-        if found is None:
-            return wait("Kafka has not written its cluster id to ZooKeeper yet")
-        cluster_id = found
-    return _write_phase(controller, op.cluster, KraftMigration(phase, cluster_id), spec)
+        return _write_phase(controller, op.cluster, replace(spec.migration, phase=phase), spec)
+    found = _kafka_port(controller, op.cluster).kafka_cluster_id()
+    if found is None:
+        return wait("Kafka has not written its cluster id to ZooKeeper yet")
+    brokers = {
+        int(vm["broker_id"]): str(vm["address"])
+        for vm in controller.db.cluster_vms(op.cluster)
+        if vm["state"] == "running" and vm["broker_id"] is not None
+    }
+    voters = migration_voters(brokers, spec.kraft_controllers)
+    return _write_phase(controller, op.cluster, KraftMigration(phase, found, voters), spec)
 
 
 @step(StepName.WAIT_MIGRATED, MIGRATING, Patience.APPLIED)
@@ -110,8 +116,10 @@ def wait_migrated(controller: Controller, op: OperationRow, _batch: int) -> Outc
     """The active KRaft controller has copied ZooKeeper's metadata into its log (its
     migration record names a metadata offset): the brokers may leave ZooKeeper."""
     record = _kafka_port(controller, op.cluster).zk_migration_record()
-    if record is None:
-        return wait("no KRaft controller has started the metadata migration yet")
+    if record is None or record.kraft_controller_id < 0:
+        # The active controller claims the record once every broker has registered with it
+        # in migration mode.
+        return wait("waiting for the brokers to register with the KRaft controllers")
     if not record.metadata_migrated:
         return wait(
             f"controller {record.kraft_controller_id} is migrating the metadata from ZooKeeper"
@@ -150,7 +158,7 @@ def rollback_phase(controller: Controller, op: OperationRow, batch: int) -> Outc
     if refusal:
         return Outcome(FAIL, f"rollback of {op.cluster} refused: {refusal}")
     assert spec.migration is not None
-    wanted = None if phase is None else KraftMigration(phase, spec.migration.kafka_cluster_id)
+    wanted = None if phase is None else replace(spec.migration, phase=phase)
     return _write_phase(controller, op.cluster, wanted, spec)
 
 

@@ -11,6 +11,7 @@ phases too, so an agent needs no other input.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Final
@@ -66,21 +67,51 @@ FORWARD_PHASES: Final = (
 )
 
 
+# Kafka 3.9 migrates onto a static quorum: its voters are chosen when the migration starts
+# and kept until it ends. A VM's controller is node 3000 + its broker id (as in KRaft
+# clusters) and listens on this port of the VM's address.
+CONTROLLER_PORT: Final = 9093
+CONTROLLER_NODE_ID_OFFSET: Final = 3000
+_VOTER = re.compile(r"^(\d+)@([A-Za-z0-9.\-]+):(\d{1,5})$")
+
+
 @dataclass(frozen=True)
 class KraftMigration:
     """The spec's `migration` value."""
 
     phase: MigrationPhase
     kafka_cluster_id: str  # the ZooKeeper-mode cluster's id, which the controllers format with
+    voters: tuple[str, ...] = ()  # "<node id>@<host>:<port>", the static controller quorum
 
     def to_json(self) -> dict[str, Any]:
-        return {"phase": self.phase.value, "kafka_cluster_id": self.kafka_cluster_id}
+        return {
+            "phase": self.phase.value,
+            "kafka_cluster_id": self.kafka_cluster_id,
+            "voters": list(self.voters),
+        }
+
+    def voter_broker_ids(self) -> frozenset[int]:
+        """The brokers whose VMs run a controller."""
+        return frozenset(int(v.split("@", 1)[0]) - CONTROLLER_NODE_ID_OFFSET for v in self.voters)
+
+
+def migration_voters(brokers: dict[int, str], quorum_size: int) -> tuple[str, ...]:
+    """The static quorum of a migration: controllers on the VMs of the lowest broker ids
+    (as a KRaft cluster's first VMs run them), as many as the quorum size and the VMs allow
+    (1, 3 or 5). `brokers`: broker id -> the VM's address."""
+    size = max(n for n in (1, 3, 5) if n <= min(quorum_size, len(brokers))) if brokers else 0
+    if size == 0:
+        raise MigrationError("a migration needs at least one broker VM for a controller")
+    return tuple(
+        f"{CONTROLLER_NODE_ID_OFFSET + b}@{brokers[b]}:{CONTROLLER_PORT}"
+        for b in sorted(brokers)[:size]
+    )
 
 
 def parse_migration(value: object, where: str = "spec.migration") -> KraftMigration:
     if not isinstance(value, dict):
         raise MigrationError(f"{where} must be an object")
-    unknown = set(value) - {"phase", "kafka_cluster_id"}
+    unknown = set(value) - {"phase", "kafka_cluster_id", "voters"}
     if unknown:
         raise MigrationError(f"{where} has unknown keys: {', '.join(sorted(unknown))}")
     phase = value.get("phase")
@@ -92,7 +123,19 @@ def parse_migration(value: object, where: str = "spec.migration") -> KraftMigrat
     cluster_id = value.get("kafka_cluster_id")
     if not isinstance(cluster_id, str) or not cluster_id.strip():
         raise MigrationError(f"{where}.kafka_cluster_id must be a non-empty string")
-    return KraftMigration(parsed, cluster_id)
+    voters = value.get("voters", [])
+    if not isinstance(voters, list) or not voters:
+        raise MigrationError(f"{where}.voters must be a non-empty list of node@host:port")
+    for voter in voters:
+        match = _VOTER.match(voter) if isinstance(voter, str) else None
+        if match is None or int(match[1]) < CONTROLLER_NODE_ID_OFFSET:
+            raise MigrationError(
+                f"{where}.voters: {voter!r} is not <node id of {CONTROLLER_NODE_ID_OFFSET} "
+                "or more>@<host>:<port>"
+            )
+    if len(voters) not in (1, 3, 5) or len({v.split("@")[0] for v in voters}) != len(voters):
+        raise MigrationError(f"{where}.voters must be 1, 3 or 5 distinct controllers: {voters}")
+    return KraftMigration(parsed, cluster_id, tuple(voters))
 
 
 def effective_mode(kafka_version: str, migration: KraftMigration | None) -> KafkaMode:

@@ -34,6 +34,7 @@ from planner.contracts.kraft_migration import (
     MigrationPhase,
     ZkMigrationRecord,
     migration_refusal,
+    migration_voters,
     parse_kafka_cluster_id,
     parse_migration,
     parse_zk_migration_record,
@@ -48,6 +49,7 @@ pytestmark = pytest.mark.unit
 
 K = OperationKind
 P = MigrationPhase
+V = ("3000@127.0.0.1:9093",)
 ZONES = ("zone-a", "zone-b", "zone-c")
 
 
@@ -58,12 +60,12 @@ ZONES = ("zone-a", "zone-b", "zone-c")
     ("version", "migration", "refusal"),
     [
         ("3.9.2", None, ""),
-        ("3.9.2", KraftMigration(P.BROKERS_MIGRATING, "id"), ""),  # goes on from its phase
-        ("3.9.2", KraftMigration(P.BROKERS_KRAFT, "id"), ""),
+        ("3.9.2", KraftMigration(P.BROKERS_MIGRATING, "id", V), ""),  # goes on from its phase
+        ("3.9.2", KraftMigration(P.BROKERS_KRAFT, "id", V), ""),
         ("3.8.1", None, "starts only from Kafka 3.9 (upgrade it first)"),
         ("4.3.1", None, "runs KRaft already"),
-        ("3.9.2", KraftMigration(P.FINALIZED, "id"), "runs KRaft already"),
-        ("3.9.2", KraftMigration(P.ROLLBACK_CONTROLLERS_STOPPED, "id"), "a rollback"),
+        ("3.9.2", KraftMigration(P.FINALIZED, "id", V), "runs KRaft already"),
+        ("3.9.2", KraftMigration(P.ROLLBACK_CONTROLLERS_STOPPED, "id", V), "a rollback"),
     ],
 )
 def test_migration_refusals(version: str, migration: KraftMigration | None, refusal: str) -> None:
@@ -75,10 +77,10 @@ def test_migration_refusals(version: str, migration: KraftMigration | None, refu
     ("migration", "refusal"),
     [
         (None, "nothing to roll back"),
-        (KraftMigration(P.FINALIZED, "id"), "finalised"),
-        (KraftMigration(P.BROKERS_KRAFT, "id"), ""),
-        (KraftMigration(P.CONTROLLERS, "id"), ""),
-        (KraftMigration(P.ROLLBACK_CONTROLLERS_STOPPED, "id"), ""),
+        (KraftMigration(P.FINALIZED, "id", V), "finalised"),
+        (KraftMigration(P.BROKERS_KRAFT, "id", V), ""),
+        (KraftMigration(P.CONTROLLERS, "id", V), ""),
+        (KraftMigration(P.ROLLBACK_CONTROLLERS_STOPPED, "id", V), ""),
     ],
 )
 def test_rollback_refusals(migration: KraftMigration | None, refusal: str) -> None:
@@ -94,12 +96,12 @@ def test_the_spec_carries_the_migration_and_a_finalised_one_runs_kraft() -> None
     plain = _spec()
     assert "migration" not in plain.to_json()  # a ZooKeeper-mode spec keeps its bytes
     for phase in P:
-        spec = _spec(migration=KraftMigration(phase, "abc"))
+        spec = _spec(migration=KraftMigration(phase, "abc", V))
         parsed = parse_spec(spec.encode())
         assert parsed == spec
         expected = KafkaMode.KRAFT if phase is P.FINALIZED else KafkaMode.ZOOKEEPER
         assert parsed.kafka_mode is expected
-    finalised = parse_spec(_spec(migration=KraftMigration(P.FINALIZED, "abc")).encode())
+    finalised = parse_spec(_spec(migration=KraftMigration(P.FINALIZED, "abc", V)).encode())
     assert finalised.to_json()["kraft"] == {"controllers": 3}
 
 
@@ -108,6 +110,15 @@ def test_the_spec_carries_the_migration_and_a_finalised_one_runs_kraft() -> None
     [
         ({"phase": "sideways", "kafka_cluster_id": "x"}, "spec.migration.phase must be one of"),
         ({"phase": "controllers"}, "spec.migration.kafka_cluster_id must be a non-empty"),
+        ({"phase": "controllers", "kafka_cluster_id": "x"}, "voters must be a non-empty list"),
+        (
+            {"phase": "controllers", "kafka_cluster_id": "x", "voters": ["1@h:9093"]},
+            "is not <node id of 3000 or more>@<host>:<port>",
+        ),
+        (
+            {"phase": "controllers", "kafka_cluster_id": "x", "voters": [*V, *V]},
+            "1, 3 or 5 distinct controllers",
+        ),
         ({"phase": "controllers", "kafka_cluster_id": "x", "x": 1}, "unknown keys: x"),
         ([], "spec.migration must be an object"),
     ],
@@ -122,10 +133,36 @@ def test_a_bad_migration_value_is_refused_naming_the_field(value: object, messag
 
 def test_only_a_39_spec_may_carry_a_migration() -> None:
     raw = _spec("3.8.1").to_json() | {
-        "migration": {"phase": "controllers", "kafka_cluster_id": "x"}
+        "migration": {"phase": "controllers", "kafka_cluster_id": "x", "voters": list(V)}
     }
     with pytest.raises(SpecError, match=r"not a 3\.9 release"):
         parse_spec(json.dumps(raw))
+
+
+@pytest.mark.parametrize(
+    ("brokers", "size", "voters"),
+    [
+        ({0: "a", 1: "b", 2: "c", 3: "d"}, 3, ("3000@a:9093", "3001@b:9093", "3002@c:9093")),
+        ({5: "f", 1: "b"}, 3, ("3001@b:9093",)),  # two VMs: a quorum of one
+        (
+            {0: "a", 1: "b", 2: "c", 3: "d", 4: "e", 6: "g"},
+            5,
+            tuple(
+                f"{3000 + b}@{h}:9093"
+                for b, h in ((0, "a"), (1, "b"), (2, "c"), (3, "d"), (4, "e"))
+            ),
+        ),
+    ],
+)
+def test_the_static_quorum_sits_beside_the_lowest_broker_ids(
+    brokers: dict[int, str], size: int, voters: tuple[str, ...]
+) -> None:
+    assert migration_voters(brokers, size) == voters
+    assert KraftMigration(P.CONTROLLERS, "x", voters).voter_broker_ids() == frozenset(
+        sorted(brokers)[: len(voters)]
+    )
+    with pytest.raises(MigrationError, match="at least one broker"):
+        migration_voters({}, 3)
 
 
 def test_kafkas_migration_record_and_cluster_id() -> None:
@@ -287,14 +324,20 @@ def test_a_migration_walks_the_phases_waiting_for_agents_and_kafka(mworld: Migra
     assert _at("wait_applied:0", op) and op.status == RUNNING
     assert mworld.phase() is P.CONTROLLERS
     assert mworld.fake.spec is not None
-    assert mworld.fake.spec.migration == KraftMigration(P.CONTROLLERS, "ZkClusterId0")
+    # The static quorum: controllers beside the brokers of the lowest ids.
+    addresses = {vm["broker_id"]: vm["address"] for vm in mworld.db.cluster_vms("orders")}
+    voters = tuple(f"{3000 + b}@{addresses[b]}:9093" for b in (0, 1, 2))
+    assert mworld.fake.spec.migration == KraftMigration(P.CONTROLLERS, "ZkClusterId0", voters)
 
     mworld.fake.every_agent_applies()
     op = mworld.run(op)
     assert _at("wait_applied:1", op) and mworld.phase() is P.BROKERS_MIGRATING
     mworld.fake.every_agent_applies()
     op = mworld.run(op)
-    assert _at("wait_migrated", op) and "no KRaft controller" in op.message
+    assert _at("wait_migrated", op) and "waiting for the brokers to register" in op.message
+    mworld.fake.migration_record = ZkMigrationRecord(-1, -1, -1, -1)  # as the controllers start
+    op = mworld.run(op)
+    assert _at("wait_migrated", op) and "waiting for the brokers to register" in op.message
     mworld.fake.migration_record = ZkMigrationRecord(3001, 1, -1, -1)
     op = mworld.run(op)
     assert _at("wait_migrated", op) and "controller 3001 is migrating" in op.message
@@ -351,7 +394,7 @@ def test_a_migration_of_a_cluster_that_cannot_is_failed_without_a_change(
 def test_a_rollback_from_kraft_brokers_returns_to_zookeeper_mode(mworld: MigrationWorld) -> None:
     assert mworld.fake.spec is not None
     mworld.fake.spec = replace(
-        mworld.fake.spec, migration=KraftMigration(P.BROKERS_KRAFT, "ZkClusterId0")
+        mworld.fake.spec, migration=KraftMigration(P.BROKERS_KRAFT, "ZkClusterId0", V)
     )
     steps = rollback_steps(rollback_start(P.BROKERS_KRAFT))
     op = mworld.run(mworld.queue_steps(K.ROLLBACK_KRAFT_MIGRATION, steps))
@@ -373,7 +416,7 @@ def test_a_rollback_from_kraft_brokers_returns_to_zookeeper_mode(mworld: Migrati
 def test_controller_state_stays_while_the_controllers_run(mworld: MigrationWorld) -> None:
     assert mworld.fake.spec is not None
     mworld.fake.spec = replace(
-        mworld.fake.spec, migration=KraftMigration(P.BROKERS_MIGRATING, "ZkClusterId0")
+        mworld.fake.spec, migration=KraftMigration(P.BROKERS_MIGRATING, "ZkClusterId0", V)
     )
     op = mworld.run(
         mworld.queue_steps(K.ROLLBACK_KRAFT_MIGRATION, [StepRef(StepName.CLEAR_MIGRATION)])
@@ -385,7 +428,7 @@ def test_controller_state_stays_while_the_controllers_run(mworld: MigrationWorld
 def test_a_finalised_migration_cannot_be_rolled_back(mworld: MigrationWorld) -> None:
     assert mworld.fake.spec is not None
     mworld.fake.spec = replace(
-        mworld.fake.spec, migration=KraftMigration(P.FINALIZED, "ZkClusterId0")
+        mworld.fake.spec, migration=KraftMigration(P.FINALIZED, "ZkClusterId0", V)
     )
     op = mworld.run(mworld.queue_steps(K.ROLLBACK_KRAFT_MIGRATION, rollback_steps(0)))
     assert op.status == FAILED and "finalised" in op.message

@@ -62,6 +62,16 @@ class QuorumVoter:
     def entry(self) -> str:
         return f"{self.node_id}@{self.endpoint}"
 
+    @classmethod
+    def parse(cls, entry: str) -> QuorumVoter:
+        node, _, endpoint = entry.partition("@")
+        return cls(int(node) if node.isdigit() else -1, endpoint)
+
+
+def spec_voters(spec: ClusterSpec) -> tuple[QuorumVoter, ...]:
+    """The migration's static quorum, as the spec names it."""
+    return tuple(QuorumVoter.parse(v) for v in spec.migration.voters) if spec.migration else ()
+
 
 def quorum_voters(voters: Sequence[QuorumVoter]) -> str:
     """controller.quorum.voters: the static quorum a migration runs on."""
@@ -88,7 +98,12 @@ def _problems(spec: ClusterSpec, voters: Sequence[QuorumVoter]) -> list[ConfigPr
         found.append(ConfigProblem("controller.quorum.voters", f"node ids repeat: {ids}"))
     for voter in voters:
         host, _, port = voter.endpoint.rpartition(":")
-        if not host or not port.isdigit() or any(c in voter.endpoint for c in ",/@ "):
+        if (
+            voter.node_id < 0
+            or not host
+            or not port.isdigit()
+            or any(c in voter.endpoint for c in ",/@ ")
+        ):
             found.append(
                 ConfigProblem("controller.quorum.voters", f"{voter.endpoint!r} is not host:port")
             )
@@ -97,12 +112,13 @@ def _problems(spec: ClusterSpec, voters: Sequence[QuorumVoter]) -> list[ConfigPr
     return found
 
 
-def _check(spec: ClusterSpec, voters: Sequence[QuorumVoter]) -> MigrationPhase:
+def _check(spec: ClusterSpec) -> tuple[MigrationPhase, tuple[QuorumVoter, ...]]:
+    voters = spec_voters(spec)
     problems = _problems(spec, voters)
     if problems:
         raise KraftConfigError(problems)
     assert spec.migration is not None
-    return spec.migration.phase
+    return spec.migration.phase, voters
 
 
 def _protocol_map(zookeeper_mode: Mapping[str, str]) -> str:
@@ -122,11 +138,9 @@ def _quorum_client(facts: BrokerFacts, voters: Sequence[QuorumVoter]) -> dict[st
     }
 
 
-def render_migration_broker_properties(
-    spec: ClusterSpec, facts: BrokerFacts, voters: Sequence[QuorumVoter]
-) -> dict[str, str]:
+def render_migration_broker_properties(spec: ClusterSpec, facts: BrokerFacts) -> dict[str, str]:
     """Every key of a broker's server.properties in the spec's migration phase."""
-    phase = _check(spec, voters)
+    phase, voters = _check(spec)
     zookeeper_mode = render_server_properties(spec, facts)
     if phase is MigrationPhase.CONTROLLERS:
         return zookeeper_mode
@@ -160,12 +174,11 @@ def render_migration_controller_properties(
     spec: ClusterSpec,
     broker: BrokerFacts,
     controller: ControllerFacts,
-    voters: Sequence[QuorumVoter],
 ) -> dict[str, str] | None:
     """Every key of this VM's controller.properties in the spec's migration phase; None when
     the phase runs no controller. `broker` is the same VM's broker: the controller takes its
     identity, its ZooKeeper client and the listener it reaches the brokers on."""
-    phase = _check(spec, voters)
+    phase, voters = _check(spec)
     problems = list(controller.problems())
     if controller.node_id not in {v.node_id for v in voters}:
         problems.append(
@@ -198,7 +211,9 @@ def render_migration_controller_properties(
     }
     if phase is not MigrationPhase.FINALIZED:
         # Migration mode: the controller copies ZooKeeper's metadata, then writes every
-        # change to both until it is finalised.
+        # change to both until it is finalised, and sends ZooKeeper-mode brokers their
+        # controller requests on the internal listener, as its client (mutual TLS).
+        properties.update(internal_listener_security(ListenerName.INTERNAL, broker.tls))
         properties[MIGRATION_FLAG] = "true"
         properties.update(
             {key: value for key, value in zookeeper_mode.items() if key.startswith("zookeeper.")}
