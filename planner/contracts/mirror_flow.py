@@ -170,7 +170,7 @@ def validate_filter(pattern: str, what: str) -> str:
     try:
         re.compile(pattern)
     except re.error as exc:
-        raise ContractError(f"{what} filter {pattern!r} is not a regular expression ({exc})")
+        raise ContractError(f"{what} filter {pattern!r} is not a regular expression ({exc})") from None
     return pattern
 
 
