@@ -96,9 +96,7 @@ class MirrorFlow:
                 f"checkpoint_interval_s must be 1 to 3600, got {self.checkpoint_interval_s}"
             )
         if not 1 <= self.replication_factor <= 5:
-            raise ContractError(
-                f"replication_factor must be 1 to 5, got {self.replication_factor}"
-            )
+            raise ContractError(f"replication_factor must be 1 to 5, got {self.replication_factor}")
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -144,9 +142,7 @@ def validate_alias(alias: str, what: str) -> str:
 
 def validate_bootstrap(servers: str, what: str) -> str:
     if not isinstance(servers, str) or not _BOOTSTRAP.fullmatch(servers):
-        raise ContractError(
-            f"{what} must be host:port pairs separated by commas, got {servers!r}"
-        )
+        raise ContractError(f"{what} must be host:port pairs separated by commas, got {servers!r}")
     for pair in servers.split(","):
         port = int(pair.rsplit(":", 1)[1])
         if not 1 <= port <= 65535:
@@ -170,7 +166,9 @@ def validate_filter(pattern: str, what: str) -> str:
     try:
         re.compile(pattern)
     except re.error as exc:
-        raise ContractError(f"{what} filter {pattern!r} is not a regular expression ({exc})") from None
+        raise ContractError(
+            f"{what} filter {pattern!r} is not a regular expression ({exc})"
+        ) from None
     return pattern
 
 

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
+import stat
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pytest
+from cryptography.hazmat.primitives.serialization import Encoding, pkcs12
 
 from planner.contracts.fields import ContractError
 from planner.contracts.mirror_flow import (
@@ -19,7 +23,14 @@ from planner.contracts.mirror_flow import (
 )
 from planner.contracts.paths import ClusterPaths
 from planner.contracts.vm_config.kafka_tls import TlsFiles
-from planner.contracts.vm_config.mirror import MirrorEndpoint, render_mirror_maker_properties
+from planner.contracts.vm_config.mirror import (
+    MirrorEndpoint,
+    RestStores,
+    render_mirror_maker_properties,
+)
+from planner.pki.authority import Role, create_authority, issue
+from planner.pki.files import IdentityFiles, write_identity
+from planner.pki.pkcs12 import write_pkcs12_stores
 
 pytestmark = pytest.mark.unit
 
@@ -113,6 +124,8 @@ def _render(*flows: MirrorFlow, sources: dict[str, MirrorEndpoint] | None = None
         flows=flows,
         sources=sources if sources is not None else {f.name: _SOURCE for f in flows},
         rest_address="127.0.2.1",
+        rest_port=8083,
+        rest_stores=RestStores("/vm/rest/keystore.p12", "/vm/rest/truststore.p12", "pw"),
     )
 
 
@@ -135,7 +148,7 @@ def test_rendered_flow_reads_the_source_and_writes_only_the_target() -> None:
 def test_internal_rest_is_mutual_tls_on_the_vm_address() -> None:
     props = _render(_flow())
     assert props["dedicated.mode.enable.internal.rest"] == "true"
-    assert props["backup.listeners"] == "https://127.0.2.1:0"
+    assert props["listeners"] == "https://127.0.2.1:8083"
     assert props["listeners.https.ssl.client.auth"] == "required"
 
 
@@ -162,3 +175,25 @@ def test_relative_identity_paths_are_refused() -> None:
     relative = MirrorEndpoint("127.0.1.1:9092", TlsFiles("mirror.pem", "/ca.pem"))
     with pytest.raises(ContractError, match="absolute path"):
         _render(_flow(), sources={"orders-dr": relative})
+
+
+def test_pkcs12_stores_carry_the_identity_and_trust_its_ca(tmp_path: Path) -> None:
+    now = dt.datetime.now(dt.UTC)
+    authority = create_authority("backup", now)
+    identity = IdentityFiles(tmp_path / "tls", Role.NODE)
+    issued = issue(authority, Role.NODE, ("127.0.2.1",), now)
+    write_identity(identity, issued, authority.certificate_pem)
+    stores = write_pkcs12_stores(identity, tmp_path / "rest")
+    loaded = pkcs12.load_pkcs12(stores.keystore.read_bytes(), stores.password.encode())
+    assert loaded.cert is not None
+    assert loaded.cert.certificate.public_bytes(Encoding.PEM) in identity.certificate.read_bytes()
+    trusted = pkcs12.load_pkcs12(stores.truststore.read_bytes(), stores.password.encode())
+    assert [c.certificate.subject for c in trusted.additional_certs] == [
+        authority.certificate.subject
+    ]
+    for path in (stores.keystore, stores.truststore, tmp_path / "rest" / "stores.password"):
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    again = write_pkcs12_stores(identity, tmp_path / "rest")
+    assert again.password == stores.password
+    with pytest.raises(ValueError):
+        pkcs12.load_pkcs12(stores.keystore.read_bytes(), b"wrong")

@@ -21,7 +21,7 @@ Choices that differ from MirrorMaker's defaults, and why:
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from planner.contracts.fields import ContractError
 from planner.contracts.mirror_flow import FlowState, MirrorFlow
@@ -30,6 +30,16 @@ from planner.contracts.vm_config.kafka_tls import TLS_PROTOCOLS, TlsFiles
 DISCOVERY_INTERVAL_S = 10
 MIRROR_SOURCE_CONNECTOR = "MirrorSourceConnector"
 MIRROR_CHECKPOINT_CONNECTOR = "MirrorCheckpointConnector"
+
+
+@dataclass(frozen=True)
+class RestStores:
+    """The VM's identity as PKCS#12 stores (planner.pki.pkcs12): Connect's REST server reads
+    no PEM store."""
+
+    keystore: str
+    truststore: str
+    password: str = field(repr=False)
 
 
 @dataclass(frozen=True)
@@ -61,11 +71,13 @@ def render_mirror_maker_properties(
     flows: Sequence[MirrorFlow],
     sources: Mapping[str, MirrorEndpoint],
     rest_address: str,
+    rest_port: int,
+    rest_stores: RestStores,
 ) -> dict[str, str]:
     """The properties of this VM's MirrorMaker process for the active `flows` into
     `target_cluster`. `sources` maps each flow's name to how this VM reaches its source;
-    `rest_address` is the VM's own address, where the internal REST server listens (on a
-    port the system picks; the group learns it through the config topic)."""
+    The internal REST server listens on the VM's own `rest_address` and `rest_port`. The
+    result holds the stores' password: write it to a 0600 file only."""
     active = sorted((f for f in flows if f.state is FlowState.ACTIVE), key=lambda f: f.name)
     if not active:
         raise ContractError(f"cluster {target_cluster} has no active flow to run MirrorMaker for")
@@ -90,15 +102,21 @@ def render_mirror_maker_properties(
 
     properties: dict[str, str] = {
         "clusters": ",".join([target_cluster, *sorted(aliases)]),
+        # Every plugin jar carries its manifest: skip the slow class-path scan at start.
+        "plugin.discovery": "service_load",
         **_client_tls(f"{target_cluster}.", target),
         "dedicated.mode.enable.internal.rest": "true",
         # Heartbeats would be written into the sources, and between two sources of one target.
         "emit.heartbeats.enabled": "false",
-        f"{target_cluster}.listeners": f"https://{rest_address}:0",
-        "listeners.https.ssl.keystore.type": "PEM",
-        "listeners.https.ssl.keystore.location": target.tls.keystore,
-        "listeners.https.ssl.truststore.type": "PEM",
-        "listeners.https.ssl.truststore.location": target.tls.truststore,
+        # One REST server per process, configured at the top level.
+        "listeners": f"https://{rest_address}:{rest_port}",
+        "listeners.https.ssl.keystore.type": "PKCS12",
+        "listeners.https.ssl.keystore.location": rest_stores.keystore,
+        "listeners.https.ssl.keystore.password": rest_stores.password,
+        "listeners.https.ssl.key.password": rest_stores.password,
+        "listeners.https.ssl.truststore.type": "PKCS12",
+        "listeners.https.ssl.truststore.location": rest_stores.truststore,
+        "listeners.https.ssl.truststore.password": rest_stores.password,
         "listeners.https.ssl.client.auth": "required",
         "listeners.https.ssl.enabled.protocols": TLS_PROTOCOLS,
         # The Connect group's own topics live on the target (MirrorMaker names them per source).
