@@ -77,6 +77,14 @@ class ClusterPaths:
         return f"{self.root}/load"
 
     @property
+    def mirror_flows(self) -> str:
+        """MirrorMaker 2 flows into this cluster, one child per flow (mirror_flow.py)."""
+        return f"{self.root}/mirror/flows"
+
+    def mirror_flow(self, flow: str) -> str:
+        return f"{self.mirror_flows}/{flow}"
+
+    @property
     def restart_lock(self) -> str:
         return f"{self.root}/locks/restart"
 
