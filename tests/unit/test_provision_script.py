@@ -21,6 +21,8 @@ JARS = {
     "kafka": "kafka_2.13-3.9.2.jar",
     "kafka-previous": "kafka_2.13-3.8.1.jar",
     "kafka-kraft": "kafka_2.13-4.3.1.jar",
+    "mirror": "connect-mirror-3.9.2.jar",
+    "mirror-kraft": "connect-mirror-4.3.1.jar",
     "zookeeper": "zookeeper-3.8.4.jar",
     "jolokia": "jolokia-agent-jvm-2.6.0-javaagent.jar",
     "spark-kafka": "spark-sql-kafka-0-10_2.13-4.0.0.jar",
