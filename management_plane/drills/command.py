@@ -10,6 +10,7 @@ from management_plane.drills.errors import DrillRefused
 from management_plane.drills.local_cluster import LocalFaultCluster
 from management_plane.drills.network import NftablesRules
 from management_plane.drills.runner import DrillOptions, DrillResult, run_drill
+from management_plane.service.client import add_api_arguments, api_client, watch_operation
 
 
 def add_arguments(drill: argparse.ArgumentParser) -> None:
@@ -22,6 +23,13 @@ def add_arguments(drill: argparse.ArgumentParser) -> None:
     run.add_argument("--rate", type=float, default=200.0, help="messages per second")
     run.add_argument("--bounces", type=int, default=3, help="bounces of the bounce drills")
     run.add_argument("--report", type=Path, help="folder for report.json, report.html, history")
+    run.add_argument(
+        "--api",
+        action="store_true",
+        help="run it as an operation of the management plane (journaled; the report stays in "
+        "the service's home, named by the operation)",
+    )
+    add_api_arguments(run)
 
 
 def run_command(args: argparse.Namespace, home: Path) -> int:
@@ -31,6 +39,8 @@ def run_command(args: argparse.Namespace, home: Path) -> int:
             print(f"{drill.name:<{width}}  {drill.duration_s:>4.0f}s  {drill.summary}")
         return 0
     drill = find_drill(args.name)
+    if args.api:
+        return _run_through_api(args, home)
     cluster = LocalFaultCluster(home)
     if args.cluster is not None and args.cluster != cluster.name:
         raise DrillRefused(
@@ -50,6 +60,19 @@ def run_command(args: argparse.Namespace, home: Path) -> int:
     )
     print(summary(result))
     return 0 if result.passed else 1
+
+
+def _run_through_api(args: argparse.Namespace, home: Path) -> int:
+    if args.report is not None:
+        raise DrillRefused("--report names a folder here; with --api the service keeps the report")
+    name = args.cluster or LocalFaultCluster(home).name
+    client = api_client(args)
+    body = {"drill": args.name, "duration_s": args.duration, "rate_per_s": args.rate}
+    op = client.call("POST", f"/v1/clusters/{name}/drills", {**body, "bounces": args.bounces})
+    print(
+        f"drill {args.name} on {name}: operation {op['op_id']}, report in {op['params']['report_dir']}"
+    )
+    return watch_operation(client, int(op["op_id"]))
 
 
 def summary(result: DrillResult) -> str:

@@ -27,6 +27,7 @@ class OperationKind(StrEnum):
     CHANGE_INSTANCE_TYPE = "change_instance_type"
     CHANGE_CONFIG = "change_config"
     DELETE_CLUSTER = "delete_cluster"
+    RUN_DRILL = "run_drill"
     # Tenant operations run inside their request (tenant_service), through the same runner.
     CREATE_TENANT = "create_tenant"
     DELETE_TENANT = "delete_tenant"
@@ -93,6 +94,9 @@ class StepName(StrEnum):
     WAIT_APPLIED = "wait_applied"
     RECYCLE_ALL = "recycle_all"
     FINISH = "finish"
+    # a drill (management_plane.drills.operation)
+    START_DRILL = "start_drill"
+    WAIT_DRILL = "wait_drill"
     # tenant steps (management_plane.service.tenant_service)
     REGISTER = "register"
     CREDENTIAL = "credential"
@@ -253,6 +257,8 @@ def expand_steps(kind: OperationKind | str, batch_count: int = 0) -> list[StepRe
         return _steps(N.WRITE_SPEC, N.WAIT_APPLIED, N.FINISH)
     if kind == OperationKind.DELETE_CLUSTER:
         return _steps(N.RECYCLE_ALL, N.FINISH)
+    if kind == OperationKind.RUN_DRILL:
+        return _steps(N.START_DRILL, N.WAIT_DRILL, N.FINISH)
     if kind == OperationKind.CREATE_TENANT:
         return _steps(N.REGISTER, N.CREDENTIAL, N.ACLS, N.QUOTAS, N.VERIFY, N.API_KEY)
     if kind == OperationKind.DELETE_TENANT:

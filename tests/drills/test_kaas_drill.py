@@ -27,6 +27,7 @@ from management_plane.drills.runner import DrillOptions, run_drill
 from management_plane.local import probes
 from tests import harness
 from tests.harness import ClusterHandle
+from tests.mp_service import ServiceHandle, free_port, step_timings
 
 pytestmark = pytest.mark.drill
 
@@ -225,3 +226,74 @@ def test_refusals_touch_nothing(drill_cluster: ClusterHandle) -> None:
     finally:
         drill_cluster.vm("resume", "vm3", "--only", "kafka")
     assert drill_topics() == topics_before
+
+
+def test_a_drill_through_the_api_is_a_journaled_operation_and_bad_ones_are_refused(
+    drill_cluster: ClusterHandle, tmp_path: Path
+) -> None:
+    """`kaas drill run --api`: the management plane queues the drill as an operation, its
+    steps start and follow the drill to its report; bad requests get a 4xx and queue
+    nothing."""
+    _wait_healthy(drill_cluster.home)
+    name = drill_cluster.layout.name
+    service = ServiceHandle(
+        tmp_path / "service",
+        free_port(),
+        harness.FRESH_CLUSTER_BASE,
+        extra_args=("--adopt-local-cluster", str(drill_cluster.home)),
+    )
+    service.start()
+    try:
+        path = f"/v1/clusters/{name}/drills"
+        for body, status, words in [
+            ({"drill": "no-such-drill"}, 400, "unknown drill 'no-such-drill'"),
+            ({"drill": "broker-sigkill", "duration_s": -1}, 400, "duration must be above 0"),
+            ({"drill": "broker-sigkill", "rate": 5}, 422, "rate: Extra inputs"),
+        ]:
+            code, answer = service.call("POST", path, body)
+            assert code == status, answer
+            assert words in answer["message"], answer
+        code, answer = service.call("POST", "/v1/clusters/nothere/drills", {"drill": "agent-kill"})
+        assert code == 404, answer
+        drill_cluster.vm("pause", "vm3", "--only", "kafka")
+        try:
+            code, answer = service.call("POST", path, {"drill": "broker-sigkill"})
+        finally:
+            drill_cluster.vm("resume", "vm3", "--only", "kafka")
+        assert code == 409 and "cluster not healthy: vm3's kafka is paused" in answer["message"]
+        code, operations = service.call("GET", f"/v1/operations?cluster={name}")
+        assert code == 200 and operations == []  # nothing queued by a refusal
+
+        _wait_healthy(drill_cluster.home)
+        run = drill_cluster.kaas(
+            "drill",
+            "run",
+            "broker-sigstop",
+            "--api",
+            "--api-url",
+            service.url,
+            "--api-key-file",
+            str(service.home / "admin-key"),
+            "--api-ca",
+            str(service.trust_bundle),
+            "--duration",
+            str(SHORT_S),
+            "--rate",
+            "100",
+        )
+        assert run.returncode == 0, run.stdout + run.stderr
+        code, operations = service.call("GET", f"/v1/operations?cluster={name}")
+        (op,) = operations
+        op = service.operation(op["op_id"])
+        assert op["kind"] == "run_drill" and op["status"] == "succeeded", op
+        journal = [(j["step"], j["outcome"]) for j in op["journal"]]
+        assert [s for s, outcome in journal if outcome == "done"] == [
+            "start_drill",
+            "wait_drill",
+            "finish",
+        ]
+        report = json.loads((Path(op["params"]["report_dir"]) / "report.json").read_text())
+        assert report["passed"] is True and report["drill"] == "broker-sigstop"
+        print(f"\n{step_timings(op)}")
+    finally:
+        service.stop()
