@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from management_plane.drills.disk_faults import DestroyedVolume, FullDisk
 from management_plane.drills.errors import DrillRefused
 from management_plane.drills.faults import (
     BounceFault,
@@ -151,6 +152,19 @@ _SINGLE: tuple[Drill, ...] = (
         "network-partition",
         "one broker's VM cut off from the other VMs and from clients (nftables), then healed",
         lambda: (NetworkPartition(),),
+        30.0,
+    ),
+    Drill(
+        "destroyed-volume",
+        "a broker's log directory deleted while it runs; it stops, starts empty and re-replicates",
+        lambda: (DestroyedVolume(),),
+        30.0,
+    ),
+    Drill(
+        "full-disk",
+        "a broker's log directory moved onto a small tmpfs and filled; freed and moved back "
+        "after the duration",
+        lambda: (FullDisk(),),
         30.0,
     ),
     Drill(

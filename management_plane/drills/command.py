@@ -50,6 +50,8 @@ def run_command(args: argparse.Namespace, home: Path) -> int:
     network = NftablesRules()
     if network.problem() is None:
         network.remove_stale()
+    for vm in cluster.restore_stale_log_dirs():
+        print(f"drill {drill.name}: {vm}'s log directory moved back from a stopped drill's tmpfs")
     result = run_drill(
         drill,
         cluster,
