@@ -25,6 +25,9 @@ from management_plane.drills.local_cluster import LocalFaultCluster
 from management_plane.drills.network import NftablesRules, drill_tables, isolation_script
 from management_plane.drills.runner import DrillOptions, run_drill
 from management_plane.local import probes
+from planner.contracts.journal import parse_journal_entry
+from planner.contracts.paths import ClusterPaths
+from planner.zookeeper_ensemble import parse_ensemble_config
 from tests import harness
 from tests.harness import ClusterHandle
 from tests.mp_service import ServiceHandle, free_port, step_timings
@@ -297,3 +300,45 @@ def test_a_drill_through_the_api_is_a_journaled_operation_and_bad_ones_are_refus
         print(f"\n{step_timings(op)}")
     finally:
         service.stop()
+
+
+def test_a_zookeeper_server_gone_past_the_threshold_is_removed_and_rejoins(
+    drill_cluster: ClusterHandle, tmp_path: Path
+) -> None:
+    """The agents' ensemble repair under the drill's load: a ZooKeeper follower killed for
+    longer than the agents' threshold (20 s on local VMs) is removed by reconfig, and its VM's
+    agent adds it back once it runs again; the checker's verdict stays valid."""
+    _wait_healthy(drill_cluster.home)
+    since_ms = int(time.time() * 1000)
+    result = run_drill(
+        find_drill("zookeeper-follower-kill"),
+        LocalFaultCluster(drill_cluster.home),
+        DrillOptions(duration_s=30.0, rate_per_s=100.0),
+        tmp_path / "report",
+    )
+    assert result.passed, json.dumps(result.report["summary"], indent=2)
+    (outcome,) = result.outcomes
+    victim = outcome.target.removesuffix("'s zookeeper")
+    zk = drill_cluster.zookeeper()
+    zk.start(timeout=15)
+    try:
+
+        def participants() -> int:
+            return len(parse_ensemble_config(zk.get("/zookeeper/config")[0].decode()).participants)
+
+        harness.wait_until(lambda: participants() == 3, 120, f"{victim}'s agent to add it back")
+        paths = ClusterPaths(drill_cluster.layout.name)
+        entries = [
+            parse_journal_entry(zk.get(f"{paths.journal}/{c}")[0])
+            for c in sorted(zk.get_children(paths.journal))
+        ]
+    finally:
+        zk.stop()
+        zk.close()
+    reconfigs = [
+        e
+        for e in entries
+        if e.at_ms >= since_ms and e.action == "zk_reconfig" and e.result == "done"
+    ]
+    assert any("removing it" in e.reason for e in reconfigs), reconfigs
+    assert any("adding it as participant" in e.reason and e.vm_id == victim for e in reconfigs)
