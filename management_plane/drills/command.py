@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from management_plane.drills.catalog import DRILLS, find_drill
+from management_plane.drills.catalog import DRILLS, GAME_DAY_DRILLS, choose_drill
 from management_plane.drills.errors import DrillRefused
 from management_plane.drills.local_cluster import LocalFaultCluster
 from management_plane.drills.network import NftablesRules
@@ -22,6 +22,13 @@ def add_arguments(drill: argparse.ArgumentParser) -> None:
     run.add_argument("--duration", type=float, help="seconds each fault lasts")
     run.add_argument("--rate", type=float, default=200.0, help="messages per second")
     run.add_argument("--bounces", type=int, default=3, help="bounces of the bounce drills")
+    run.add_argument(
+        "--drills",
+        type=lambda text: tuple(n.strip() for n in text.split(",") if n.strip()),
+        help="game-day only: the drills it runs in turn, comma-separated (default: "
+        + ",".join(GAME_DAY_DRILLS)
+        + ")",
+    )
     run.add_argument("--report", type=Path, help="folder for report.json, report.html, history")
     run.add_argument(
         "--api",
@@ -38,7 +45,7 @@ def run_command(args: argparse.Namespace, home: Path) -> int:
         for drill in DRILLS:
             print(f"{drill.name:<{width}}  {drill.duration_s:>4.0f}s  {drill.summary}")
         return 0
-    drill = find_drill(args.name)
+    drill = choose_drill(args.name, args.drills)
     if args.api:
         return _run_through_api(args, home)
     cluster = LocalFaultCluster(home)
@@ -70,7 +77,8 @@ def _run_through_api(args: argparse.Namespace, home: Path) -> int:
     name = args.cluster or LocalFaultCluster(home).name
     client = api_client(args)
     body = {"drill": args.name, "duration_s": args.duration, "rate_per_s": args.rate}
-    op = client.call("POST", f"/v1/clusters/{name}/drills", {**body, "bounces": args.bounces})
+    body |= {"bounces": args.bounces, "drills": list(args.drills) if args.drills else None}
+    op = client.call("POST", f"/v1/clusters/{name}/drills", body)
     print(
         f"drill {args.name} on {name}: operation {op['op_id']}, report in {op['params']['report_dir']}"
     )

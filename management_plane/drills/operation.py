@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from management_plane.drills.catalog import find_drill
+from management_plane.drills.catalog import choose_drill
 from management_plane.drills.errors import DrillRefused
 from management_plane.drills.local_cluster import LocalFaultCluster
 from management_plane.drills.network import NftablesRules
@@ -41,6 +41,7 @@ class DrillAsk:
     duration_s: float | None = None
     rate_per_s: float = 200.0
     bounces: int = 3
+    game_day_drills: tuple[str, ...] | None = None
 
 
 def check_drill_request(
@@ -48,7 +49,7 @@ def check_drill_request(
 ) -> DrillRequest:
     """The drill to queue, or RequestRefused naming every problem; touches nothing."""
     try:
-        drill = find_drill(ask.drill)
+        drill = choose_drill(ask.drill, ask.game_day_drills)
     except DrillRefused as exc:
         raise RequestRefused(Refusal.INVALID, str(exc)) from None
     options = DrillOptions(
@@ -77,6 +78,7 @@ def check_drill_request(
         duration_s=ask.duration_s,
         rate_per_s=ask.rate_per_s,
         bounces=ask.bounces,
+        game_day_drills=ask.game_day_drills,
     )
 
 

@@ -36,6 +36,7 @@ class DrillRequest:
     duration_s: float | None
     rate_per_s: float
     bounces: int
+    game_day_drills: tuple[str, ...] | None = None  # game-day's chosen drills
 
     def command(self) -> list[str]:
         command = [
@@ -56,6 +57,8 @@ class DrillRequest:
         ]
         if self.duration_s is not None:
             command += ["--duration", str(self.duration_s)]
+        if self.game_day_drills is not None:
+            command += ["--drills", ",".join(self.game_day_drills)]
         return command
 
     def to_params(self) -> dict[str, Any]:
@@ -66,12 +69,14 @@ class DrillRequest:
             "duration_s": self.duration_s,
             "rate_per_s": self.rate_per_s,
             "bounces": self.bounces,
+            "game_day_drills": None if self.game_day_drills is None else list(self.game_day_drills),
         }
 
     @staticmethod
     def from_params(params: dict[str, Any]) -> DrillRequest:
         try:
             duration = params["duration_s"]
+            chosen = params.get("game_day_drills")
             return DrillRequest(
                 drill=str(params["drill"]),
                 home=Path(str(params["home"])),
@@ -79,6 +84,7 @@ class DrillRequest:
                 duration_s=None if duration is None else float(duration),
                 rate_per_s=float(params["rate_per_s"]),
                 bounces=int(params["bounces"]),
+                game_day_drills=None if chosen is None else tuple(str(n) for n in chosen),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise DrillError(f"the operation's drill parameters are unreadable: {exc!r}") from None

@@ -82,6 +82,9 @@ class DrillRequestIn(BaseModel):
     )
     rate_per_s: float = Field(200.0, description="messages per second of the drill's workload")
     bounces: int = Field(3, description="bounces of the bounce drills")
+    drills: list[str] | None = Field(
+        None, max_length=50, description="game-day only: the drills it runs in turn"
+    )
 
 
 class VmOut(BaseModel):
@@ -287,7 +290,8 @@ def create_app(service: Service) -> FastAPI:
     @app.post("/v1/clusters/{name}/drills", status_code=202, responses=ERRORS)
     def run_drill(name: str, body: DrillRequestIn, who: Admin) -> OperationOut:
         """A chaos drill under load; its report's folder is in the operation's params."""
-        ask = DrillAsk(body.drill, body.duration_s, body.rate_per_s, body.bounces)
+        chosen = None if body.drills is None else tuple(body.drills)
+        ask = DrillAsk(body.drill, body.duration_s, body.rate_per_s, body.bounces, chosen)
         return operation_out(service.run_drill(name, ask, who.name))
 
     @app.delete("/v1/clusters/{name}", status_code=202, responses=ERRORS)

@@ -458,3 +458,31 @@ def test_disk_faults_refuse_a_cluster_whose_disks_they_cannot_reach(name: str) -
     (fault,) = find_drill(name).faults()
     problem = fault.preflight(context(FakeCluster()))
     assert problem is not None and "broker disks" in problem
+
+
+def test_a_game_day_runs_the_chosen_drills_faults_in_that_order() -> None:
+    from management_plane.drills.catalog import choose_drill
+
+    drill = choose_drill("game-day", ("full-disk", "broker-sigstop", "destroyed-volume"))
+    assert [f.name for f in drill.faults()] == ["full-disk", "broker-sigstop", "destroyed-volume"]
+    assert drill.summary.startswith("in turn: full-disk, broker-sigstop, destroyed-volume")
+    assert choose_drill("game-day", None).name == "game-day"
+
+
+@pytest.mark.parametrize(
+    ("name", "chosen", "words"),
+    [
+        ("game-day", ("broker-sigkill", "no-such"), "'no-such' is not a single drill"),
+        ("game-day", ("game-day",), "'game-day' is not a single drill"),
+        ("game-day", ("agent-kill", "agent-kill"), "agent-kill named more than once"),
+        ("game-day", (), "it needs at least one drill"),
+        ("broker-sigkill", ("agent-kill",), "only game-day takes a list of drills"),
+    ],
+)
+def test_a_bad_game_day_choice_is_refused_naming_it(
+    name: str, chosen: tuple[str, ...], words: str
+) -> None:
+    from management_plane.drills.catalog import choose_drill
+
+    with pytest.raises(DrillRefused, match=words):
+        choose_drill(name, chosen)

@@ -239,3 +239,28 @@ def test_a_cluster_that_is_not_there_is_refused_before_anything_is_touched(
     answer = http_answer(refused.value)
     assert answer.status == 409 and "drill broker-sigkill refused" in answer.message
     assert not (tmp_path / "report").exists() and not home.exists()
+
+
+def test_a_game_days_chosen_drills_reach_the_drill_process_and_survive_the_params(
+    tmp_path: Path,
+) -> None:
+    request = DrillRequest(
+        drill="game-day",
+        home=tmp_path,
+        report_dir=tmp_path / "r",
+        duration_s=None,
+        rate_per_s=50.0,
+        bounces=1,
+        game_day_drills=("full-disk", "agent-kill"),
+    )
+    assert request.command()[-2:] == ["--drills", "full-disk,agent-kill"]
+    assert "--duration" not in request.command()
+    assert DrillRequest.from_params(json.loads(json.dumps(request.to_params()))) == request
+
+
+def test_a_bad_game_day_choice_is_a_400(tmp_path: Path) -> None:
+    ask = DrillAsk("game-day", game_day_drills=("broker-sigkill", "nope"))
+    with pytest.raises(RequestRefused) as refused:
+        check_drill_request(ask, "orders", FakeProvider(), tmp_path / "report")
+    answer = http_answer(refused.value)
+    assert answer.status == 400 and "'nope' is not a single drill" in answer.message
