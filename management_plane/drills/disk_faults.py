@@ -70,7 +70,7 @@ class DestroyedVolume:
     others. Held until the broker noticed, at least the duration."""
 
     name: str = "destroyed-volume"
-    notice_timeout_s: float = 60.0
+    notice_timeout_s: float = 240.0  # a loaded host takes a minute to halt the broker
     vm: str | None = field(default=None, init=False)
     broker_pid: int | None = field(default=None, init=False)
 

@@ -52,7 +52,10 @@ def destroy(data_dir: Path) -> str:
     """The volume gone from under the running broker: its log directory deleted."""
     if not data_dir.is_dir():
         raise DrillError(f"no log directory at {data_dir}")
-    shutil.rmtree(data_dir)
+    # Moved away first, in one step: the broker keeps writing while the tree is deleted.
+    doomed = data_dir.with_name(data_dir.name + ".destroyed")
+    os.rename(data_dir, doomed)
+    shutil.rmtree(doomed, ignore_errors=True)
     return f"{data_dir} deleted"
 
 
