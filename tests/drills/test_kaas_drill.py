@@ -245,8 +245,8 @@ def test_a_drill_through_the_api_is_a_journaled_operation_and_bad_ones_are_refus
         harness.FRESH_CLUSTER_BASE,
         extra_args=("--adopt-local-cluster", str(drill_cluster.home)),
     )
-    service.start()
     try:
+        service.start()  # inside: a service too slow to answer is stopped all the same
         path = f"/v1/clusters/{name}/drills"
         for body, status, words in [
             ({"drill": "no-such-drill"}, 400, "unknown drill 'no-such-drill'"),
