@@ -58,8 +58,9 @@ def claim_broker_id(
     limit: int,
     volume_broker: int | None = None,
 ) -> int:
-    """The id this volume already holds, else the id Kafka recorded on the volume if it is
-    free, else the lowest free one in 0..limit-1."""
+    """The id this volume already holds, else the id this VM holds (its volume was replaced),
+    else the id Kafka recorded on the volume if it is free, else the lowest free one in
+    0..limit-1."""
     client.ensure_path(paths.ids)
     claims: dict[int, BrokerIdClaim | None] = {}
     for child in client.get_children(paths.ids):
@@ -79,6 +80,12 @@ def claim_broker_id(
                 claim.vm_id != vm_id
             ):  # the volume moved to a new VM (replacement): keep the id, record the VM
                 client.set(paths.broker_id_claim(broker_id), _claim(broker_id, vm_id, volume))
+            return broker_id
+    for broker_id, claim in sorted(claims.items()):
+        # The same VM on a new volume (its old one destroyed): it keeps its id, which Kafka
+        # may have written onto the new volume already, and the claim names the new volume.
+        if claim is not None and claim.vm_id == vm_id:
+            client.set(paths.broker_id_claim(broker_id), _claim(broker_id, vm_id, volume))
             return broker_id
     for broker_id in candidate_ids(claims, limit, volume_broker):
         try:

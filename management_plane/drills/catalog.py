@@ -3,9 +3,10 @@ recovery check between) and its default fault duration."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from management_plane.drills.disk_faults import DestroyedVolume, FullDisk
 from management_plane.drills.errors import DrillRefused
 from management_plane.drills.faults import (
     BounceFault,
@@ -154,6 +155,19 @@ _SINGLE: tuple[Drill, ...] = (
         30.0,
     ),
     Drill(
+        "destroyed-volume",
+        "a broker's log directory deleted while it runs; it stops, starts empty and re-replicates",
+        lambda: (DestroyedVolume(),),
+        30.0,
+    ),
+    Drill(
+        "full-disk",
+        "a broker's log directory moved onto a small tmpfs and filled; freed and moved back "
+        "after the duration",
+        lambda: (FullDisk(),),
+        30.0,
+    ),
+    Drill(
         "degraded-network",
         "one broker's VM losing 20% of its packets each way (nftables), then healed",
         lambda: (DegradedNetwork(),),
@@ -171,20 +185,42 @@ GAME_DAY_DRILLS = (
 )
 
 
-def _game_day() -> tuple[Fault, ...]:
+GAME_DAY = "game-day"
+
+
+def game_day(names: Sequence[str] = GAME_DAY_DRILLS) -> Drill:
+    """The rolling sequence of the drills `names`, in that order (any single drill, each at
+    most once)."""
     by_name = {drill.name: drill for drill in _SINGLE}
-    return tuple(fault for name in GAME_DAY_DRILLS for fault in by_name[name].faults())
-
-
-DRILLS: tuple[Drill, ...] = (
-    *_SINGLE,
-    Drill(
-        "game-day",
-        "in turn: " + ", ".join(GAME_DAY_DRILLS) + ", each recovered before the next",
-        _game_day,
+    problems = [f"{name!r} is not a single drill" for name in names if name not in by_name]
+    repeated = sorted({name for name in names if list(names).count(name) > 1})
+    if repeated:
+        problems.append(f"{', '.join(repeated)} named more than once")
+    if not names:
+        problems.append("it needs at least one drill")
+    if problems:
+        raise DrillRefused(
+            f"game-day refused: {'; '.join(problems)} (single drills: {', '.join(by_name)})"
+        )
+    chosen = tuple(names)
+    return Drill(
+        GAME_DAY,
+        "in turn: " + ", ".join(chosen) + ", each recovered before the next",
+        lambda: tuple(fault for name in chosen for fault in by_name[name].faults()),
         15.0,
-    ),
-)
+    )
+
+
+DRILLS: tuple[Drill, ...] = (*_SINGLE, game_day())
+
+
+def choose_drill(name: str, game_day_drills: Sequence[str] | None) -> Drill:
+    """The drill to run: `name`, or the game day of the drills chosen for it."""
+    if game_day_drills is None:
+        return find_drill(name)
+    if name != GAME_DAY:
+        raise DrillRefused(f"drill {name} refused: only {GAME_DAY} takes a list of drills")
+    return game_day(game_day_drills)
 
 
 def find_drill(name: str) -> Drill:

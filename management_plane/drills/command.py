@@ -5,11 +5,12 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from management_plane.drills.catalog import DRILLS, find_drill
+from management_plane.drills.catalog import DRILLS, GAME_DAY_DRILLS, choose_drill
 from management_plane.drills.errors import DrillRefused
 from management_plane.drills.local_cluster import LocalFaultCluster
 from management_plane.drills.network import NftablesRules
 from management_plane.drills.runner import DrillOptions, DrillResult, run_drill
+from management_plane.service.client import add_api_arguments, api_client, watch_operation
 
 
 def add_arguments(drill: argparse.ArgumentParser) -> None:
@@ -21,7 +22,21 @@ def add_arguments(drill: argparse.ArgumentParser) -> None:
     run.add_argument("--duration", type=float, help="seconds each fault lasts")
     run.add_argument("--rate", type=float, default=200.0, help="messages per second")
     run.add_argument("--bounces", type=int, default=3, help="bounces of the bounce drills")
+    run.add_argument(
+        "--drills",
+        type=lambda text: tuple(n.strip() for n in text.split(",") if n.strip()),
+        help="game-day only: the drills it runs in turn, comma-separated (default: "
+        + ",".join(GAME_DAY_DRILLS)
+        + ")",
+    )
     run.add_argument("--report", type=Path, help="folder for report.json, report.html, history")
+    run.add_argument(
+        "--api",
+        action="store_true",
+        help="run it as an operation of the management plane (journaled; the report stays in "
+        "the service's home, named by the operation)",
+    )
+    add_api_arguments(run)
 
 
 def run_command(args: argparse.Namespace, home: Path) -> int:
@@ -30,7 +45,9 @@ def run_command(args: argparse.Namespace, home: Path) -> int:
         for drill in DRILLS:
             print(f"{drill.name:<{width}}  {drill.duration_s:>4.0f}s  {drill.summary}")
         return 0
-    drill = find_drill(args.name)
+    drill = choose_drill(args.name, args.drills)
+    if args.api:
+        return _run_through_api(args, home)
     cluster = LocalFaultCluster(home)
     if args.cluster is not None and args.cluster != cluster.name:
         raise DrillRefused(
@@ -40,6 +57,8 @@ def run_command(args: argparse.Namespace, home: Path) -> int:
     network = NftablesRules()
     if network.problem() is None:
         network.remove_stale()
+    for vm in cluster.restore_stale_log_dirs():
+        print(f"drill {drill.name}: {vm}'s log directory moved back from a stopped drill's tmpfs")
     result = run_drill(
         drill,
         cluster,
@@ -50,6 +69,20 @@ def run_command(args: argparse.Namespace, home: Path) -> int:
     )
     print(summary(result))
     return 0 if result.passed else 1
+
+
+def _run_through_api(args: argparse.Namespace, home: Path) -> int:
+    if args.report is not None:
+        raise DrillRefused("--report names a folder here; with --api the service keeps the report")
+    name = args.cluster or LocalFaultCluster(home).name
+    client = api_client(args)
+    body = {"drill": args.name, "duration_s": args.duration, "rate_per_s": args.rate}
+    body |= {"bounces": args.bounces, "drills": list(args.drills) if args.drills else None}
+    op = client.call("POST", f"/v1/clusters/{name}/drills", body)
+    print(
+        f"drill {args.name} on {name}: operation {op['op_id']}, report in {op['params']['report_dir']}"
+    )
+    return watch_operation(client, int(op["op_id"]))
 
 
 def summary(result: DrillResult) -> str:

@@ -5,12 +5,14 @@
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Mapping
 from pathlib import Path
 
 from kazoo.exceptions import KazooException, NoNodeError
 
+from management_plane.drills import local_disk
 from management_plane.drills.errors import DrillError
 from management_plane.drills.faults import ProcessAction, ProcessKind
 from management_plane.drills.health import JournalLine
@@ -90,6 +92,43 @@ class LocalFaultCluster:
 
     def act(self, vm: str, action: ProcessAction, kind: ProcessKind) -> str:
         return self.local.vm_action(action.value, vm, only=kind.value)
+
+    # -- the disk faults (disk_faults.DiskCluster), through local_disk --
+
+    def broker_pid(self, vm: str) -> int | None:
+        record = self._state().record(vm, ProcessKind.KAFKA.value)
+        return record.pid if record is not None and is_alive(record) else None
+
+    def _data_dir(self, vm: str) -> Path:
+        return self._state().layout.vm(vm).kafka_data_dir
+
+    def destroy_broker_data(self, vm: str) -> str:
+        return local_disk.destroy(self._data_dir(vm))
+
+    def limit_log_dir(self, vm: str, headroom_bytes: int) -> int:
+        return local_disk.limit(self._data_dir(vm), headroom_bytes, os.getpid())
+
+    def fill_log_dir(self, vm: str) -> int:
+        return local_disk.fill(self._data_dir(vm))
+
+    def restore_log_dir(self, vm: str) -> bool:
+        return local_disk.restore(self._data_dir(vm))
+
+    def restore_stale_log_dirs(self) -> list[str]:
+        """Log directories a drill killed outright left on its filesystem: each VM's broker
+        (and agent) stopped, the data moved back, started again. Returns the VMs."""
+        by_dir = {self._data_dir(vm): vm for vm in self.vm_names()}
+        restored = []
+        for data_dir in local_disk.stale_mounts(list(by_dir)):
+            vm = by_dir[data_dir]
+            agents = self.runs_agents()
+            if agents:
+                self.act(vm, ProcessAction.STOP, ProcessKind.AGENT)
+            self.act(vm, ProcessAction.STOP, ProcessKind.KAFKA)
+            local_disk.restore(data_dir)
+            self.act(vm, ProcessAction.START, ProcessKind.AGENT if agents else ProcessKind.KAFKA)
+            restored.append(vm)
+        return restored
 
     def wait_broker_serving(self, vm: str, timeout_s: float) -> None:
         layout = self._state().layout

@@ -125,6 +125,25 @@ def refusals(
     return problems
 
 
+def refusal_message(drill: Drill, problems: list[str]) -> str:
+    return f"drill {drill.name} refused: " + "; ".join(problems)
+
+
+def preflight(
+    drill: Drill, cluster: DrillCluster, options: DrillOptions, network: NetworkRules | None
+) -> list[str]:
+    """`refusals` of a drill not started yet (the API's check before it queues one)."""
+    duration = options.duration_s if options.duration_s is not None else drill.duration_s
+    context = FaultContext(
+        cluster=cluster,
+        topic=f"drill-{drill.name}",
+        duration_s=duration,
+        bounces=options.bounces,
+        network=network,
+    )
+    return refusals(drill, drill.faults(), options, cluster.status(), context)
+
+
 @contextlib.contextmanager
 def _terminate_as_interrupt() -> Iterator[None]:
     """SIGTERM raises KeyboardInterrupt, as SIGINT does, so the drill heals before exiting."""
@@ -178,7 +197,7 @@ def run_drill(
     )
     problems = refusals(drill, faults, options, cluster.status(), context)
     if problems:
-        raise DrillRefused(f"drill {drill.name} refused: " + "; ".join(problems))
+        raise DrillRefused(refusal_message(drill, problems))
 
     started = time.time()
     connection = cluster.kafka.librdkafka()

@@ -117,6 +117,14 @@ class AdoptsClusters(Protocol):
     operations on them but never deletes them."""
 
 
+@runtime_checkable
+class RunsDrills(Protocol):
+    def drill_home(self, cluster: str) -> Path:
+        """The folder `kaas drill run --home` takes for this cluster: where its processes
+        and network faults are reached from this host."""
+        ...
+
+
 class ServiceProvider(Provider, Protocol):
     """A provider as the service offers it to callers: its choices and versions."""
 

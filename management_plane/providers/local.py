@@ -71,6 +71,9 @@ class LocalProvider:
     def cluster_home(self, cluster: str) -> Path:
         return self.adopted.get(cluster, self.home / cluster)
 
+    def drill_home(self, cluster: str) -> Path:
+        return self.cluster_home(cluster)
+
     def _local(self, cluster: str) -> LocalCluster:
         return LocalCluster(self.cluster_home(cluster), self.image())
 

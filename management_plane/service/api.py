@@ -14,6 +14,7 @@ from fastapi.security import APIKeyHeader
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from management_plane.drills.operation import DrillAsk
 from management_plane.errors import ApiError, KaasError, http_answer
 from management_plane.monitoring.routes import add_alert_routes
 from management_plane.service.auth import Caller, authenticate
@@ -77,6 +78,19 @@ class ConfigRequest(BaseModel):
 class ReplaceRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
     vm_id: str = Field(max_length=200, description="the VM to replace (e.g. mycluster/vm2 or vm2)")
+
+
+class DrillRequestIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    drill: str = Field(max_length=64, description="the drill (`kaas drill list`)")
+    duration_s: float | None = Field(
+        None, description="seconds each fault lasts (default: the drill's)"
+    )
+    rate_per_s: float = Field(200.0, description="messages per second of the drill's workload")
+    bounces: int = Field(3, description="bounces of the bounce drills")
+    drills: list[str] | None = Field(
+        None, max_length=50, description="game-day only: the drills it runs in turn"
+    )
 
 
 class VmOut(BaseModel):
@@ -284,6 +298,13 @@ def create_app(service: Service) -> FastAPI:
     @app.post("/v1/clusters/{name}/replace", status_code=202, responses=ERRORS)
     def replace_vm(name: str, body: ReplaceRequest, who: Admin) -> OperationOut:
         return operation_out(service.replace_vm(name, body.vm_id, who.name))
+
+    @app.post("/v1/clusters/{name}/drills", status_code=202, responses=ERRORS)
+    def run_drill(name: str, body: DrillRequestIn, who: Admin) -> OperationOut:
+        """A chaos drill under load; its report's folder is in the operation's params."""
+        chosen = None if body.drills is None else tuple(body.drills)
+        ask = DrillAsk(body.drill, body.duration_s, body.rate_per_s, body.bounces, chosen)
+        return operation_out(service.run_drill(name, ask, who.name))
 
     @app.delete("/v1/clusters/{name}", status_code=202, responses=ERRORS)
     def delete_cluster(name: str, who: Admin) -> OperationOut:

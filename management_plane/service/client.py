@@ -67,27 +67,31 @@ def tenant_client_config(created: dict[str, Any]) -> dict[str, str | int | float
     ).librdkafka()
 
 
+def add_api_arguments(sub: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """The options that say which management plane to call and with which key."""
+    sub.add_argument(
+        "--api-url",
+        default=os.environ.get("KAAS_API_URL", DEFAULT_URL),
+        help=f"the management plane (default: $KAAS_API_URL or {DEFAULT_URL})",
+    )
+    sub.add_argument(
+        "--api-key-file",
+        type=Path,
+        default=None,
+        help="file holding the API key (default: $KAAS_API_KEY, else SERVICE_HOME/admin-key)",
+    )
+    sub.add_argument(
+        "--api-ca",
+        type=Path,
+        default=None,
+        help="the service's CA certificate the API is verified with "
+        "(default: $KAAS_API_CA, else SERVICE_HOME/tls/ca.pem)",
+    )
+    return sub
+
+
 def add_commands(commands: Any) -> None:
-    def with_api(sub: argparse.ArgumentParser) -> argparse.ArgumentParser:
-        sub.add_argument(
-            "--api-url",
-            default=os.environ.get("KAAS_API_URL", DEFAULT_URL),
-            help=f"the management plane (default: $KAAS_API_URL or {DEFAULT_URL})",
-        )
-        sub.add_argument(
-            "--api-key-file",
-            type=Path,
-            default=None,
-            help="file holding the API key (default: $KAAS_API_KEY, else SERVICE_HOME/admin-key)",
-        )
-        sub.add_argument(
-            "--api-ca",
-            type=Path,
-            default=None,
-            help="the service's CA certificate the API is verified with "
-            "(default: $KAAS_API_CA, else SERVICE_HOME/tls/ca.pem)",
-        )
-        return sub
+    with_api = add_api_arguments
 
     serve = commands.add_parser("serve", help="run the management plane (HTTP API)")
     serve.add_argument(
@@ -291,6 +295,11 @@ def add_commands(commands: Any) -> None:
     watch = with_api(op_actions.add_parser("watch", help="follow an operation to its end"))
     watch.add_argument("op_id", type=int)
     with_api(op_actions.add_parser("list", help="recent operations"))
+
+
+def api_client(args: argparse.Namespace) -> ApiClient:
+    """The client the options of `add_api_arguments` name."""
+    return _client(args)
 
 
 def _client(args: argparse.Namespace) -> ApiClient:

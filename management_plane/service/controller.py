@@ -20,6 +20,7 @@ from typing import Any, Protocol
 
 import structlog
 
+from management_plane.drills.process import DrillProcesses, LocalDrillProcesses
 from management_plane.errors import KaasError, StepVerdict, step_verdict
 from management_plane.providers.base import (
     BootstrapsClusters,
@@ -115,11 +116,17 @@ def wait(message: str, **context: Any) -> Outcome:
 
 class Controller:
     def __init__(
-        self, db: Database, provider: Provider, cluster_io: ClusterPortFactory = ClusterIO
+        self,
+        db: Database,
+        provider: Provider,
+        cluster_io: ClusterPortFactory = ClusterIO,
+        drill_processes: DrillProcesses | None = None,
     ) -> None:
         self.db = db
         self.provider = provider
         self.cluster_io = cluster_io
+        # Drills run as processes of their own (management_plane.drills.operation's steps).
+        self.drill_processes = drill_processes or LocalDrillProcesses()
 
     # -- helpers --------------------------------------------------------------------------
 
@@ -584,3 +591,6 @@ class Controller:
 
 # The migration to KRaft registers its steps in the same registry (a module of its own).
 from management_plane.migration import steps as _migration_steps  # noqa: E402, F401
+# The drill operation's steps live with the drills; imported here, once every name they use
+# exists, so the registry is whole wherever the controller is.
+import management_plane.drills.operation  # noqa: E402, F401

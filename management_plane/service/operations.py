@@ -31,6 +31,7 @@ class OperationKind(StrEnum):
     DELETE_CLUSTER = "delete_cluster"
     MIGRATE_TO_KRAFT = "migrate_to_kraft"
     ROLLBACK_KRAFT_MIGRATION = "rollback_kraft_migration"
+    RUN_DRILL = "run_drill"
     # Tenant operations run inside their request (tenant_service), through the same runner.
     CREATE_TENANT = "create_tenant"
     DELETE_TENANT = "delete_tenant"
@@ -102,6 +103,9 @@ class StepName(StrEnum):
     WAIT_MIGRATED = "wait_migrated"
     CLEAR_MIGRATION = "clear_migration"
     REMOVE_KAFKA_CHROOT = "remove_kafka_chroot"
+    # a drill (management_plane.drills.operation)
+    START_DRILL = "start_drill"
+    WAIT_DRILL = "wait_drill"
     # tenant steps (management_plane.service.tenant_service)
     REGISTER = "register"
     CREDENTIAL = "credential"
@@ -266,6 +270,8 @@ def expand_steps(kind: OperationKind | str, batch_count: int = 0) -> list[StepRe
         return migration_steps()
     if kind == OperationKind.ROLLBACK_KRAFT_MIGRATION:
         return rollback_steps(batch_count)
+    if kind == OperationKind.RUN_DRILL:
+        return _steps(N.START_DRILL, N.WAIT_DRILL, N.FINISH)
     if kind == OperationKind.CREATE_TENANT:
         return _steps(N.REGISTER, N.CREDENTIAL, N.ACLS, N.QUOTAS, N.VERIFY, N.API_KEY)
     if kind == OperationKind.DELETE_TENANT:

@@ -7,11 +7,13 @@ operation per cluster at a time (a second write gets 409), so operations never i
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.exc import IntegrityError
 
+from management_plane.drills.operation import DrillAsk, check_drill_request
 from management_plane.errors import ApiError
 from management_plane.providers.base import AdoptsClusters, ServiceProvider, client_identity
 from management_plane.service.cluster_io import ClusterIO, bootstrap_servers
@@ -352,3 +354,13 @@ class Service:
         self.db.update_cluster(name, status="deleting")
         self.engine.wake()
         return op
+
+    def run_drill(self, name: str, ask: DrillAsk, caller: str) -> OperationRow:
+        """A chaos drill against the cluster under load, as an operation; refused before
+        anything is touched when it cannot run (management_plane/drills/operation.py)."""
+        self._cluster(name)
+        self._idle(name)
+        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+        report_dir = self.home / "drills" / name / f"{stamp}-{ask.drill}"
+        request = check_drill_request(ask, name, self.provider, report_dir)
+        return self._queue(name, OperationKind.RUN_DRILL, request.to_params(), caller)

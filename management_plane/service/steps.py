@@ -29,6 +29,7 @@ class Patience(StrEnum):
     DRAINED = "drained"  # Kafka moving data
     APPLIED = "applied"  # every agent applying a spec
     OTHER = "other"
+    DRILL = "drill"  # a chaos drill running to its report
 
 
 class RetryPolicy(StrEnum):
@@ -47,6 +48,7 @@ class StepTimeouts:
     drained: float = 3600.0
     applied: float = 1200.0
     other: float = 300.0
+    drill: float = 7200.0
 
     def seconds(self, patience: Patience) -> float:
         return float(getattr(self, patience.value))
@@ -56,7 +58,7 @@ class StepTimeouts:
         """Every step gets the same timeout."""
         if seconds <= 0:
             raise ValueError(f"a step timeout must be positive, got {seconds}")
-        return cls(seconds, seconds, seconds, seconds, seconds)
+        return cls(seconds, seconds, seconds, seconds, seconds, seconds)
 
 
 StepFunction = Callable[[H, OperationRow, int], Outcome]

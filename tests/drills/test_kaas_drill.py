@@ -25,8 +25,12 @@ from management_plane.drills.local_cluster import LocalFaultCluster
 from management_plane.drills.network import NftablesRules, drill_tables, isolation_script
 from management_plane.drills.runner import DrillOptions, run_drill
 from management_plane.local import probes
+from planner.contracts.journal import parse_journal_entry
+from planner.contracts.paths import ClusterPaths
+from planner.zookeeper_ensemble import parse_ensemble_config
 from tests import harness
 from tests.harness import ClusterHandle
+from tests.mp_service import ServiceHandle, free_port, step_timings
 
 pytestmark = pytest.mark.drill
 
@@ -225,3 +229,116 @@ def test_refusals_touch_nothing(drill_cluster: ClusterHandle) -> None:
     finally:
         drill_cluster.vm("resume", "vm3", "--only", "kafka")
     assert drill_topics() == topics_before
+
+
+def test_a_drill_through_the_api_is_a_journaled_operation_and_bad_ones_are_refused(
+    drill_cluster: ClusterHandle, tmp_path: Path
+) -> None:
+    """`kaas drill run --api`: the management plane queues the drill as an operation, its
+    steps start and follow the drill to its report; bad requests get a 4xx and queue
+    nothing."""
+    _wait_healthy(drill_cluster.home)
+    name = drill_cluster.layout.name
+    service = ServiceHandle(
+        tmp_path / "service",
+        free_port(),
+        harness.FRESH_CLUSTER_BASE,
+        extra_args=("--adopt-local-cluster", str(drill_cluster.home)),
+    )
+    try:
+        service.start()  # inside: a service too slow to answer is stopped all the same
+        path = f"/v1/clusters/{name}/drills"
+        for body, status, words in [
+            ({"drill": "no-such-drill"}, 400, "unknown drill 'no-such-drill'"),
+            ({"drill": "broker-sigkill", "duration_s": -1}, 400, "duration must be above 0"),
+            ({"drill": "broker-sigkill", "rate": 5}, 422, "rate: Extra inputs"),
+        ]:
+            code, answer = service.call("POST", path, body)
+            assert code == status, answer
+            assert words in answer["message"], answer
+        code, answer = service.call("POST", "/v1/clusters/nothere/drills", {"drill": "agent-kill"})
+        assert code == 404, answer
+        drill_cluster.vm("pause", "vm3", "--only", "kafka")
+        try:
+            code, answer = service.call("POST", path, {"drill": "broker-sigkill"})
+        finally:
+            drill_cluster.vm("resume", "vm3", "--only", "kafka")
+        assert code == 409 and "cluster not healthy: vm3's kafka is paused" in answer["message"]
+        code, operations = service.call("GET", f"/v1/operations?cluster={name}")
+        assert code == 200 and operations == []  # nothing queued by a refusal
+
+        _wait_healthy(drill_cluster.home)
+        run = drill_cluster.kaas(
+            "drill",
+            "run",
+            "broker-sigstop",
+            "--api",
+            "--api-url",
+            service.url,
+            "--api-key-file",
+            str(service.home / "admin-key"),
+            "--api-ca",
+            str(service.trust_bundle),
+            "--duration",
+            str(SHORT_S),
+            "--rate",
+            "100",
+        )
+        assert run.returncode == 0, run.stdout + run.stderr
+        code, operations = service.call("GET", f"/v1/operations?cluster={name}")
+        (op,) = operations
+        op = service.operation(op["op_id"])
+        assert op["kind"] == "run_drill" and op["status"] == "succeeded", op
+        journal = [(j["step"], j["outcome"]) for j in op["journal"]]
+        assert [s for s, outcome in journal if outcome == "done"] == [
+            "start_drill",
+            "wait_drill",
+            "finish",
+        ]
+        report = json.loads((Path(op["params"]["report_dir"]) / "report.json").read_text())
+        assert report["passed"] is True and report["drill"] == "broker-sigstop"
+        print(f"\n{step_timings(op)}")
+    finally:
+        service.stop()
+
+
+def test_a_zookeeper_server_gone_past_the_threshold_is_removed_and_rejoins(
+    drill_cluster: ClusterHandle, tmp_path: Path
+) -> None:
+    """The agents' ensemble repair under the drill's load: a ZooKeeper follower killed for
+    longer than the agents' threshold (20 s on local VMs) is removed by reconfig, and its VM's
+    agent adds it back once it runs again; the checker's verdict stays valid."""
+    _wait_healthy(drill_cluster.home)
+    since_ms = int(time.time() * 1000)
+    result = run_drill(
+        find_drill("zookeeper-follower-kill"),
+        LocalFaultCluster(drill_cluster.home),
+        DrillOptions(duration_s=30.0, rate_per_s=100.0),
+        tmp_path / "report",
+    )
+    assert result.passed, json.dumps(result.report["summary"], indent=2)
+    (outcome,) = result.outcomes
+    victim = outcome.target.removesuffix("'s zookeeper")
+    zk = drill_cluster.zookeeper()
+    zk.start(timeout=15)
+    try:
+
+        def participants() -> int:
+            return len(parse_ensemble_config(zk.get("/zookeeper/config")[0].decode()).participants)
+
+        harness.wait_until(lambda: participants() == 3, 120, f"{victim}'s agent to add it back")
+        paths = ClusterPaths(drill_cluster.layout.name)
+        entries = [
+            parse_journal_entry(zk.get(f"{paths.journal}/{c}")[0])
+            for c in sorted(zk.get_children(paths.journal))
+        ]
+    finally:
+        zk.stop()
+        zk.close()
+    reconfigs = [
+        e
+        for e in entries
+        if e.at_ms >= since_ms and e.action == "zk_reconfig" and e.result == "done"
+    ]
+    assert any("removing it" in e.reason for e in reconfigs), reconfigs
+    assert any("adding it as participant" in e.reason and e.vm_id == victim for e in reconfigs)

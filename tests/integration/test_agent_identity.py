@@ -66,6 +66,11 @@ def test_a_volume_keeps_its_id_across_restarts_and_vms(
         raw, _ = client.get(paths.broker_id_claim(0))
         claim = parse_claim(0, raw)
         assert (claim.broker_id, claim.vm_id, claim.volume_id) == (0, "vm-c", volume_a)
+        # vm-b's volume destroyed, a new one in its place: vm-b keeps its id, and the claim
+        # names the new volume.
+        assert claim_broker_id(client, paths, "vm-b", "vol-b-new", limit=3) == 1
+        raw, _ = client.get(paths.broker_id_claim(1))
+        assert parse_claim(1, raw).volume_id == "vol-b-new"
         # A volume Kafka already used as broker 2 gets id 2 while it is free.
         assert claim_broker_id(client, paths, "vm-d", "vol-d", limit=3, volume_broker=2) == 2
         # Every id taken: a clear error.

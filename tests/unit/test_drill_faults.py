@@ -370,3 +370,119 @@ def test_recovery_gives_up_at_the_timeout() -> None:
 
 def test_the_fake_is_a_fault_cluster() -> None:
     assert isinstance(FakeCluster(), FaultCluster)
+
+
+# -- the disk faults ----------------------------------------------------------------------
+
+
+@dataclass
+class FakeDiskCluster(FakeCluster):
+    """FakeCluster with broker disks: a broker 'stops' when its volume is destroyed or full."""
+
+    pids: dict[str, int | None] = field(
+        default_factory=lambda: {"vm1": 100, "vm2": 200, "vm3": 300}
+    )
+    disks: list[tuple[str, str]] = field(default_factory=list)
+
+    def broker_pid(self, vm: str) -> int | None:
+        return self.pids[vm]
+
+    def destroy_broker_data(self, vm: str) -> str:
+        self.disks.append((vm, "destroy"))
+        self.pids[vm] = None  # the broker notices and stops
+        return f"/vms/{vm}/data/kafka deleted"
+
+    def limit_log_dir(self, vm: str, headroom_bytes: int) -> int:
+        self.disks.append((vm, f"limit {headroom_bytes}"))
+        return headroom_bytes + (1 << 20)
+
+    def fill_log_dir(self, vm: str) -> int:
+        self.disks.append((vm, "fill"))
+        return 32 << 20
+
+    def restore_log_dir(self, vm: str) -> bool:
+        self.disks.append((vm, "restore"))
+        return True
+
+
+def test_a_destroyed_volume_deletes_a_plain_brokers_data_and_heal_starts_it() -> None:
+    cluster = FakeDiskCluster()
+    target = run("destroyed-volume", cluster)
+    assert target == "vm3's broker volume (/vms/vm3/data/kafka deleted)"
+    assert cluster.disks == [("vm3", "destroy")]
+    assert cluster.actions == [("vm3", "start", "kafka")]  # no agent: the heal starts it
+    assert cluster.waited == ["vm3"]
+
+
+def test_a_destroyed_volume_with_agents_leaves_the_restart_to_the_agent() -> None:
+    cluster = FakeDiskCluster(agents=True)
+    run("destroyed-volume", cluster)
+    assert cluster.actions == [] and cluster.waited == ["vm3"]
+
+
+def test_a_destroyed_volume_whose_broker_never_notices_fails_the_drill() -> None:
+    cluster = FakeDiskCluster()
+    (fault,) = find_drill("destroyed-volume").faults()
+    ctx = context(cluster)
+    fault.inject(ctx)
+    cluster.pids["vm3"] = 300  # still the same broker
+    fault.notice_timeout_s = 0.0  # type: ignore[attr-defined]
+    with pytest.raises(DrillError, match="vm3's broker still runs"):
+        fault.hold(ctx)
+
+
+@pytest.mark.parametrize(
+    ("agents", "stops", "starts"),
+    [
+        (False, [("vm3", "stop", "kafka")], [("vm3", "start", "kafka")]),
+        (
+            True,
+            [("vm3", "stop", "agent"), ("vm3", "stop", "kafka")],
+            [("vm3", "start", "agent")],
+        ),
+    ],
+)
+def test_a_full_disk_moves_the_log_dir_fills_it_and_heal_moves_it_back(
+    agents: bool, stops: list[tuple[str, str, str]], starts: list[tuple[str, str, str]]
+) -> None:
+    cluster = FakeDiskCluster(agents=agents)
+    target = run("full-disk", cluster)
+    assert target == "vm3's log directory (33 MiB filesystem, 32 MiB ballast)"
+    assert cluster.disks == [("vm3", f"limit {32 << 20}"), ("vm3", "fill"), ("vm3", "restore")]
+    assert cluster.actions == stops + starts + stops + starts
+    assert cluster.waited == ["vm3", "vm3"]
+
+
+@pytest.mark.parametrize("name", ["destroyed-volume", "full-disk"])
+def test_disk_faults_refuse_a_cluster_whose_disks_they_cannot_reach(name: str) -> None:
+    (fault,) = find_drill(name).faults()
+    problem = fault.preflight(context(FakeCluster()))
+    assert problem is not None and "broker disks" in problem
+
+
+def test_a_game_day_runs_the_chosen_drills_faults_in_that_order() -> None:
+    from management_plane.drills.catalog import choose_drill
+
+    drill = choose_drill("game-day", ("full-disk", "broker-sigstop", "destroyed-volume"))
+    assert [f.name for f in drill.faults()] == ["full-disk", "broker-sigstop", "destroyed-volume"]
+    assert drill.summary.startswith("in turn: full-disk, broker-sigstop, destroyed-volume")
+    assert choose_drill("game-day", None).name == "game-day"
+
+
+@pytest.mark.parametrize(
+    ("name", "chosen", "words"),
+    [
+        ("game-day", ("broker-sigkill", "no-such"), "'no-such' is not a single drill"),
+        ("game-day", ("game-day",), "'game-day' is not a single drill"),
+        ("game-day", ("agent-kill", "agent-kill"), "agent-kill named more than once"),
+        ("game-day", (), "it needs at least one drill"),
+        ("broker-sigkill", ("agent-kill",), "only game-day takes a list of drills"),
+    ],
+)
+def test_a_bad_game_day_choice_is_refused_naming_it(
+    name: str, chosen: tuple[str, ...], words: str
+) -> None:
+    from management_plane.drills.catalog import choose_drill
+
+    with pytest.raises(DrillRefused, match=words):
+        choose_drill(name, chosen)

@@ -156,7 +156,14 @@ def test_waiting_steps_get_their_own_timeouts() -> None:
     for (name, kind), expected in patience.items():
         assert STEPS.lookup(StepRef(name), kind).patience == expected
     timeouts = StepTimeouts()
-    assert [timeouts.seconds(p) for p in Patience] == [900.0, 600.0, 3600.0, 1200.0, 300.0]
+    assert [timeouts.seconds(p) for p in Patience] == [
+        900.0,
+        600.0,
+        3600.0,
+        1200.0,
+        300.0,
+        7200.0,
+    ]
     assert StepTimeouts.capped(5).seconds(Patience.DRAINED) == 5
     with pytest.raises(ValueError, match="must be positive"):
         StepTimeouts.capped(0)
