@@ -173,7 +173,6 @@ def _write_vm_files(
 
 ZOOKEEPER_PORT_ROLES = (
     "zookeeper_client",
-    "zookeeper_reconfig_client",
     "zookeeper_peer",
     "zookeeper_election",
 )
