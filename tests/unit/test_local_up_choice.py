@@ -8,6 +8,7 @@ import pytest
 
 from management_plane.errors import KaasError
 from management_plane.local.up_choice import (
+    ClusterPredatesTls,
     RecordedCluster,
     UpChoice,
     address_base_of,
@@ -74,3 +75,15 @@ def test_a_cluster_of_another_shape_is_refused_not_replaced(nodes: int, address_
 def test_the_address_base_is_the_first_three_octets() -> None:
     assert address_base_of("127.0.1.4") == "127.0.1"
     assert address_base_of("127.0.11.12") == "127.0.11"
+
+
+@pytest.mark.parametrize("alive", [0, 4, 9])
+def test_a_cluster_made_before_tls_is_refused_by_name_whatever_runs(alive: int) -> None:
+    """Neither started with secured files, nor replaced (which would delete its data)."""
+    before_tls = RecordedCluster(3, "127.0.1", alive, 9, name="shop", has_authority=False)
+    with pytest.raises(ClusterPredatesTls) as refused:
+        decide_up(before_tls, 3, "127.0.1", HOME)
+    message = str(refused.value)
+    assert f"cluster 'shop' at {HOME} predates TLS" in message
+    assert "plaintext Kafka listeners, ZooKeeper without TLS or ACLs" in message
+    assert f"kaas down --purge --home {HOME}" in message
