@@ -105,8 +105,6 @@ class AgentSettings:
     zookeeper_election_port: int = 3888
     zookeeper_client_port: int = 2181
     """ZooKeeper's secure client port (TLS, the VM's certificate)."""
-    zookeeper_reconfig_client_port: int = 2182
-    """The plaintext client port a server line needs for reconfig; it serves no session."""
     zookeeper_gone_s: float = 60.0
     """A participant unreachable this long is removed from the ensemble by reconfig."""
     statsd_host: str | None = None

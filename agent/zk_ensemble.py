@@ -84,8 +84,6 @@ class EnsembleKeeper:
             s.zookeeper_peer_port,
             s.zookeeper_election_port,
             ZookeeperRole.PARTICIPANT,
-            s.zookeeper_reconfig_client_port,
-            s.address,
         )
 
     def _recycled_addresses(self) -> frozenset[str]:
@@ -140,9 +138,9 @@ class EnsembleKeeper:
         error. Returns what it journals."""
         try:
             self.zk.reconfig(
-                joining=change.joining,
-                leaving=change.leaving,
-                new_members=None,
+                joining=None,
+                leaving=None,
+                new_members=change.new_members,
                 from_config=change.from_config,
             )
             result = ReconfigResult(ReconfigOutcome.APPLIED, "done")

@@ -6,8 +6,10 @@ longer than a threshold (or at once when the management plane says its VM is rec
 good), add this VM's server (participant while the ensemble is below the spec's size, else
 observer), or promote this VM's observer while the voting ensemble is below that size. A
 change is proposed only when a quorum of the config it produces is connected, one at a
-time, and it carries the config version it was decided from: the reconfig is conditional
-on it, so of two agents deciding from the same config only one change lands. A half-done
+time, and it carries the config version it was decided from and the whole ensemble it
+makes (a non-incremental reconfig: ZooKeeper's incremental one wants a plaintext client
+port in the joining line): the reconfig is conditional on that version, so of two agents
+deciding from the same config only one change lands. A half-done
 change (a server removed while it is being replaced, or a server running but absent from
 the config) is simply the state the next cycle repairs.
 """
@@ -47,6 +49,22 @@ class ReconfigChange:
     server: ZkServer  # for an add or a promotion: the server with the role it gets
     reason: str
     from_config: int  # the config version this change was decided from
+    before: tuple[ZkServer, ...]  # the ensemble of that config version
+
+    @property
+    def members(self) -> tuple[ZkServer, ...]:
+        """The whole ensemble once the change is made, in server id order."""
+        kept = {s.server_id: s for s in self.before}
+        kept.pop(self.server.server_id, None)
+        if self.kind is not ReconfigKind.REMOVE:
+            kept[self.server.server_id] = self.server
+        return tuple(kept[i] for i in sorted(kept))
+
+    @property
+    def new_members(self) -> str:
+        """The reconfig's member list. A whole list, not a joining line: ZooKeeper refuses a
+        joining line without a plaintext client port, and a secured server has none."""
+        return ",".join(server.line() for server in self.members)
 
     @property
     def joining(self) -> str | None:
@@ -88,6 +106,7 @@ def _removal(view: MembershipView) -> ReconfigChange | None:
             server,
             f"ZooKeeper server {server_id} {why}, removing it from the ensemble",
             view.config.version,
+            tuple(view.config.servers.values()),
         )
     return None
 
@@ -114,6 +133,7 @@ def _my_change(view: MembershipView) -> ReconfigChange | None:
             me.with_role(role),
             f"ZooKeeper server {me.server_id} is not in the ensemble, adding it as {role.value}",
             view.config.version,
+            tuple(view.config.servers.values()),
         )
     if current.role is ZookeeperRole.OBSERVER and len(participants) < view.desired_participants:
         if not _has_quorum(participants | {me.server_id}, view.serving):
@@ -125,6 +145,7 @@ def _my_change(view: MembershipView) -> ReconfigChange | None:
             f"{len(participants)} of {view.desired_participants} participants, "
             "promoting it to participant",
             view.config.version,
+            tuple(view.config.servers.values()),
         )
     return None
 

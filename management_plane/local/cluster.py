@@ -54,6 +54,7 @@ from management_plane.local.state import (
 from management_plane.local.tls import (
     admin_client,
     admin_identity,
+    authority_dir,
     ensure_vm_identity,
     write_admin_client_files,
 )
@@ -79,6 +80,7 @@ from planner.contracts.paths import ClusterPaths
 from planner.contracts.plan_status import PlanStatus
 from planner.contracts.vm_config import render_zookeeper_myid
 from planner.pki.client_settings import client_files
+from planner.pki.files import has_authority
 from planner.zookeeper_client import zookeeper_client
 
 log = structlog.get_logger("kaas.local")
@@ -173,7 +175,6 @@ def _write_vm_files(
 
 ZOOKEEPER_PORT_ROLES = (
     "zookeeper_client",
-    "zookeeper_reconfig_client",
     "zookeeper_peer",
     "zookeeper_election",
 )
@@ -463,14 +464,18 @@ class LocalCluster:
             is_alive(state.record(vm.name, kind)) for vm in vms for kind in state.vm_kinds(vm.name)
         )
         expected = sum(len(state.vm_kinds(vm.name)) for vm in vms)
+        # A cluster made before TLS has no CA: it is refused, never probed over TLS.
+        secured = has_authority(authority_dir(state.layout))
         return RecordedCluster(
             vm_count=len(vms),
             address_base=address_base_of(vms[0].address),
             processes_alive=alive,
             processes_expected=expected,
             serving_problem=probes.serving_problem(state.layout, state.kraft)
-            if alive == expected
+            if alive == expected and secured
             else None,
+            name=state.layout.name,
+            has_authority=secured,
         )
 
     def _discard(self, state: ClusterState) -> None:

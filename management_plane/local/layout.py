@@ -22,10 +22,7 @@ def zookeeper_participants(nodes: int) -> int:
 class Ports:
     """Every VM serves the standard ports on its own address, as real VMs do."""
 
-    zookeeper_client: int = 2181  # TLS, client certificate required
-    # The client port ZooKeeper's reconfig requires in each server line; it serves no session
-    # (every session must authenticate by certificate, which plaintext cannot).
-    zookeeper_reconfig_client: int = 2182
+    zookeeper_client: int = 2181  # TLS, client certificate required; ZooKeeper's only client port
     zookeeper_peer: int = 2888
     zookeeper_election: int = 3888
     kafka_internal: int = 9092  # mutual TLS: inter-broker, agents, management plane, tools
@@ -37,7 +34,6 @@ class Ports:
     def all(self) -> dict[str, int]:
         return {
             "zookeeper_client": self.zookeeper_client,
-            "zookeeper_reconfig_client": self.zookeeper_reconfig_client,
             "zookeeper_peer": self.zookeeper_peer,
             "zookeeper_election": self.zookeeper_election,
             "kafka_internal": self.kafka_internal,

@@ -102,7 +102,6 @@ def ensemble_server(
         vm.address,
         p.zookeeper_peer,
         p.zookeeper_election,
-        p.zookeeper_reconfig_client,
         role,
     )
 
@@ -227,7 +226,6 @@ def agent_settings(
         "zookeeper_peer_port": vm.ports.zookeeper_peer,
         "zookeeper_election_port": vm.ports.zookeeper_election,
         "zookeeper_client_port": vm.ports.zookeeper_client,
-        "zookeeper_reconfig_client_port": vm.ports.zookeeper_reconfig_client,
         # Local VMs are cheap to restart and tests should not wait a minute: shorter than the default.
         "zookeeper_gone_s": 20,
         "metrics_interval_s": 10,

@@ -4,7 +4,9 @@ Running `kaas up` (or `make demo`) again must work whatever the last run left: a
 that runs and serves is reused, a stopped one is started from its own record (which may
 differ from a fresh layout: the demo replaces a VM), and one that is partly running or
 runs without serving is stopped and replaced. A cluster of another size or on other
-addresses is refused rather than thrown away: the user asked for something else.
+addresses is refused rather than thrown away: the user asked for something else. So is
+a cluster made by a release before TLS (no cluster CA in its folder): starting it with
+this release's secured files would fail obscurely, and replacing it would delete its data.
 """
 
 from __future__ import annotations
@@ -34,6 +36,14 @@ class RecordedCluster:
     serving_problem: str | None = None
     """Why a cluster whose processes all run does not serve; None when it serves (or when
     not every process runs, and so it was not probed)."""
+    name: str = "local"
+    has_authority: bool = True
+    """Whether its folder holds the cluster's CA: every cluster made since TLS does."""
+
+
+class ClusterPredatesTls(KaasError):
+    """A recorded cluster made by a release before TLS: plaintext listeners, ZooKeeper
+    without TLS or ACLs. Refused by name rather than started, replaced or half-converted."""
 
 
 @dataclass(frozen=True)
@@ -52,6 +62,14 @@ def decide_up(
     """Refuses (KaasError) a recorded cluster of another size or on other addresses."""
     if recorded is None:
         return UpDecision(UpChoice.CREATE, f"no cluster at {home}")
+    if not recorded.has_authority:
+        raise ClusterPredatesTls(
+            f"cluster {recorded.name!r} at {home} predates TLS: it was made by a KaaS release "
+            "before TLS (plaintext Kafka listeners, ZooKeeper without TLS or ACLs; no cluster "
+            f"CA in {home}/secrets/ca). This release runs secured clusters only and does not "
+            "convert a local cluster in place: copy out what you need, then "
+            f"`kaas down --purge --home {home}` deletes it and `kaas up` makes a secured one"
+        )
     if recorded.vm_count != nodes or recorded.address_base != address_base:
         raise KaasError(
             f"a cluster of {recorded.vm_count} VMs on {recorded.address_base}.x already lives at "

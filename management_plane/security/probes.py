@@ -115,6 +115,12 @@ def probe_zookeeper_session(host: str, port: int, timeout_s: float = 8.0) -> Ano
     return AnonymousOutcome.ANSWERED
 
 
+def four_letter_word_answered(reply: bytes) -> bool:
+    """Whether a reply to a four-letter word is its answer: ZooKeeper says so in clear when a
+    word is off its whitelist, which tells nothing."""
+    return bool(reply) and b"is not executed because it is not in the whitelist" not in reply
+
+
 def probe_four_letter_words(
     host: str, port: int, words: tuple[str, ...] = FOUR_LETTER_WORDS, timeout_s: float = 5.0
 ) -> tuple[str, ...]:
@@ -124,7 +130,7 @@ def probe_four_letter_words(
         try:
             with socket.create_connection((host, port), timeout=timeout_s) as raw:
                 raw.sendall(word.encode())
-                if raw.recv(64):
+                if four_letter_word_answered(raw.recv(128)):
                     answered.append(word)
         except OSError:
             continue

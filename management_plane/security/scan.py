@@ -63,7 +63,9 @@ def listening_ports(
     found = []
     for vm in state.layout.vms:
         kafka_ports = {vm.ports.kafka_internal, vm.ports.kafka_tenant}
-        zookeeper_ports = {vm.ports.zookeeper_client, vm.ports.zookeeper_reconfig_client}
+        # Whatever else ZooKeeper listens on is a client port (a converted cluster's plaintext
+        # one until its servers restart): probed as one.
+        quorum_ports = {vm.ports.zookeeper_peer, vm.ports.zookeeper_election}
         for process in state.kinds:
             record = state.record(vm.name, process)
             if record is None:
@@ -75,7 +77,7 @@ def listening_ports(
                 kind = PortKind.OTHER
                 if process == "kafka" and port in kafka_ports:
                     kind = PortKind.KAFKA
-                elif process == "zookeeper" and port in zookeeper_ports:
+                elif process == "zookeeper" and port not in quorum_ports:
                     kind = PortKind.ZOOKEEPER
                 elif port == vm.ports.jolokia:
                     kind = PortKind.JOLOKIA

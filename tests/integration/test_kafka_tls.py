@@ -6,18 +6,25 @@ check that finds them."""
 from __future__ import annotations
 
 import datetime as dt
+import socket
 import ssl
 import uuid
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
+from kazoo.exceptions import NoAuthError
+from kazoo.security import ACL, ANYONE_ID_UNSAFE, OPEN_ACL_UNSAFE, Id, Permissions
 
 from management_plane.local.image import find_java, load_image
+from management_plane.local.state import require_state
 from management_plane.security.probes import negotiate, probe_tls
+from management_plane.security.scan import listening_ports
 from management_plane.security.verdict import TlsOutcome
+from management_plane.security.znode_acls import migrate_kafka_znodes
 from management_plane.tenants.kafka import KafkaTenants
 from management_plane.tenants.model import PLANS, ConnectionDetails, new_tenant
 from management_plane.tenants.quotas import UserQuotaTool
@@ -28,14 +35,16 @@ from management_plane.workload import (
     produce_keyed,
     verify_per_key_order,
 )
-from planner.pki.authority import Role, create_authority, issue
+from planner.pki.authority import Role, create_authority, issue, role_distinguished_name
 from planner.pki.client_settings import ClientConfig, InternalClient
 from planner.pki.files import IdentityFiles, write_identity
+from planner.zookeeper_client import zookeeper_client
 from tests.harness import ClusterHandle, kaas_cli
 
 pytestmark = pytest.mark.integration
 
 REFUSAL_TIMEOUT_S = 8.0
+TLS_RECORD_TYPES = (0x15, 0x16)  # alert, handshake
 
 
 def answers(config: ClientConfig) -> bool:
@@ -145,9 +154,23 @@ def test_the_listeners_speak_tls_1_3_and_1_2_and_the_internal_one_wants_a_certif
     )
 
 
-def test_the_security_check_passes_every_kafka_port_and_fails_the_cluster_while_one_is_open(
-    kafka_cluster: ClusterHandle,
-) -> None:
+def _plaintext_refused(address: str, port: int) -> bool:
+    """Bytes in clear (a four-letter word, an HTTP request) get no answer in clear: the
+    connection closes, or the reply is a TLS record (an alert)."""
+    for request in (b"srvr", b"GET /jolokia/version HTTP/1.0\r\n\r\n"):
+        try:
+            with socket.create_connection((address, port), timeout=5) as raw:
+                raw.sendall(request)
+                raw.settimeout(5)
+                reply = raw.recv(4096)
+        except (ConnectionResetError, BrokenPipeError, TimeoutError):
+            continue
+        if reply and reply[0] not in TLS_RECORD_TYPES:
+            return False
+    return True
+
+
+def test_the_security_check_passes_every_port_of_every_vm(kafka_cluster: ClusterHandle) -> None:
     result = kaas_cli(
         "security", "check", "--home", str(kafka_cluster.home), kafka_cluster.layout.name
     )
@@ -165,13 +188,54 @@ def test_the_security_check_passes_every_kafka_port_and_fails_the_cluster_while_
             assert " ok: " in line, line
         [jolokia] = [line for line in lines if f"{vm.address}:{vm.ports.jolokia} " in line]
         assert "a request without credentials is refused" in jolokia, jolokia
-        # The plaintext port ZooKeeper's reconfig needs serves no session without a
-        # certificate; whatever else it answers in clear, the check names.
-        [reconfig] = [
-            line for line in lines if f"{vm.address}:{vm.ports.zookeeper_reconfig_client} " in line
-        ]
-        assert "serving nothing" in reconfig or "no session without a certificate" in reconfig
-    # The check exits 1 while any port is open.
-    open_lines = [line for line in lines if " OPEN: " in line]
-    assert result.returncode == (1 if open_lines else 0), result.stdout + result.stderr
+    # Every port, ZooKeeper's included (it has no plaintext client port), requires TLS and
+    # authentication: TLS "yes", authentication "yes", and the check exits 0.
+    for line in lines[1:-1]:
+        assert " yes  yes   ok: " in line, line
+    assert result.returncode == 0, result.stdout + result.stderr
+    ports = listening_ports(require_state(kafka_cluster.home))
+    assert {p.vm for p in ports} == {vm.name for vm in kafka_cluster.layout.vms}
+    # At once: a TLS server may wait for the rest of a record until the read times out.
+    with ThreadPoolExecutor(max_workers=len(ports)) as pool:
+        answers = pool.map(lambda p: _plaintext_refused(p.address, p.port), ports)
+        refused = dict(zip(((p.address, p.port) for p in ports), answers, strict=True))
+    assert all(refused.values()), refused
     assert lines[-1].startswith(f"{len(lines) - 2} ports on 3 VMs")
+
+
+def test_kafka_znodes_an_older_release_left_open_get_kafkas_secure_acls(
+    kafka_cluster: ClusterHandle,
+) -> None:
+    """Kafka's own migration, run as the nodes' identity, on a scratch chroot shaped as a
+    converted cluster's: the creator may do everything, the world only reads, and SCRAM
+    credentials are the creator's alone."""
+    chroot = f"/acl-migration-{uuid.uuid4().hex[:8]}"
+    # The nodes' identity: ZooKeeper's super user, which reads the creator-only znodes too.
+    admin = zookeeper_client(kafka_cluster.zookeeper_hosts, kafka_cluster.node_identity)
+    admin.start(timeout=15)
+    operator = kafka_cluster.zookeeper(timeout=10)
+    operator.start(timeout=15)
+    try:
+        for path in ("brokers/ids/0", "config/users/tenant"):
+            admin.create(f"{chroot}/{path}", b"{}", acl=OPEN_ACL_UNSAFE, makepath=True)
+        migrate_kafka_znodes(
+            str(find_java()),
+            load_image(verify=False).kafka_libs(),
+            f"{kafka_cluster.zookeeper_hosts}{chroot}",
+            kafka_cluster.node_identity,
+        )
+        node = Id("x509", role_distinguished_name(Role.NODE))
+        broker_acl = set(admin.get_acls(f"{chroot}/brokers/ids/0")[0])
+        assert broker_acl == {ACL(Permissions.ALL, node), ACL(Permissions.READ, ANYONE_ID_UNSAFE)}
+        assert set(admin.get_acls(f"{chroot}/config/users/tenant")[0]) == {
+            ACL(Permissions.ALL, node)
+        }
+        operator.get(f"{chroot}/brokers/ids/0")  # the world reads it
+        with pytest.raises(NoAuthError):  # the admin identity is not the creator
+            operator.get(f"{chroot}/config/users/tenant")
+    finally:
+        operator.stop()
+        operator.close()
+        admin.delete(chroot, recursive=True)
+        admin.stop()
+        admin.close()

@@ -11,6 +11,7 @@ import socket
 import ssl
 import urllib.error
 import urllib.request
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,16 +20,25 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.x509.oid import NameOID
 from kazoo.client import KazooClient
-from kazoo.exceptions import KazooException, NoAuthError
+from kazoo.exceptions import NoAuthError
 from kazoo.handlers.threading import KazooTimeoutError
-from kazoo.security import Permissions
+from kazoo.security import OPEN_ACL_UNSAFE, Permissions
 
+from management_plane.local.state import require_state
 from management_plane.local.tls import authority_dir
+from management_plane.security.scan import listening_ports
+from management_plane.security.znode_acls import AclMigration, secure_tree
 from planner.contracts.paths import ClusterPaths
 from planner.pki.authority import Authority, Role, create_authority, issue, new_key_pem
 from planner.pki.files import IdentityFiles, load_authority, write_identity
 from planner.pki.tls import client_context
-from planner.zookeeper_client import CLUSTER_PRINCIPALS, server_mode, zookeeper_client
+from planner.zookeeper_client import (
+    CLUSTER_PRINCIPALS,
+    cluster_acl,
+    server_mode,
+    zookeeper_client,
+)
+from planner.zookeeper_ensemble import parse_ensemble_config
 from tests import harness
 from tests.harness import ClusterHandle
 
@@ -123,33 +133,29 @@ def test_a_plaintext_client_cannot_connect_to_any_server(secured: ClusterHandle)
         assert b"Mode:" not in answer
 
 
-def test_the_plaintext_port_reconfig_needs_serves_no_session(secured: ClusterHandle) -> None:
-    """ZooKeeper's reconfig needs a plaintext client port in every server line; a client
-    there gets nothing: no read of KaaS's, Kafka's or ZooKeeper's own znodes, no write."""
-    paths = ClusterPaths(secured.layout.name)
+def test_zookeeper_has_no_plaintext_client_port_and_its_lines_name_none(
+    secured: ClusterHandle,
+) -> None:
+    """No server line names a client port, so no server binds a plaintext one: each
+    ZooKeeper listens on its secure client port and its quorum ports only. The agents'
+    reconfigs (the cluster's servers joined by them) keep it so."""
+    zk = secured.zookeeper(timeout=10)
+    zk.start(timeout=15)
+    try:
+        zk.sync("/zookeeper/config")
+        config = parse_ensemble_config(zk.get("/zookeeper/config")[0].decode())
+    finally:
+        zk.stop()
+        zk.close()
+    assert len(config.servers) == 3
+    assert all(server.client_port is None for server in config.servers.values()), config
+    state = require_state(secured.home)
+    ports = listening_ports(state)
     for vm in secured.layout.vms:
-        plain = KazooClient(
-            hosts=f"{vm.address}:{vm.ports.zookeeper_reconfig_client}",
-            timeout=5,
-            connection_retry=None,
-            command_retry=None,
-        )
-        try:
-            try:
-                plain.start(timeout=6)
-            except KazooTimeoutError:
-                continue  # refused before a session: nothing to read either
-            with pytest.raises(KazooException):
-                plain.get(paths.spec)
-            with pytest.raises(KazooException):
-                plain.get_children(secured.kafka_chroot)
-            with pytest.raises(KazooException):
-                plain.get("/zookeeper/config")
-            with pytest.raises(KazooException):
-                plain.create("/intruder", b"x")
-        finally:
-            plain.stop()
-            plain.close()
+        zookeeper_ports = {p.port for p in ports if (p.vm, p.process) == (vm.name, "zookeeper")}
+        allowed = {vm.ports.zookeeper_client, vm.ports.zookeeper_peer, vm.ports.zookeeper_election}
+        assert vm.ports.zookeeper_client in zookeeper_ports
+        assert zookeeper_ports <= allowed, (vm.name, zookeeper_ports)
 
 
 def test_a_tls_client_without_a_certificate_or_of_another_ca_is_refused(
@@ -330,3 +336,30 @@ def test_jolokia_refuses_write_and_exec_even_to_a_node(secured: ClusterHandle) -
     # Nothing changed: the attribute the write named is still off.
     verbose = _jolokia(vm.jolokia_url + "read/java.lang:type=Memory/Verbose", context)
     assert verbose["status"] == 200 and verbose["value"] is False
+
+
+def test_znodes_an_older_release_left_open_are_closed_by_the_acl_migration(
+    secured: ClusterHandle, stranger: KazooClient
+) -> None:
+    """As a converted cluster's: znodes open to world:anyone get the cluster's policy, after
+    which a principal not of the cluster gets NoAuth; a second run changes nothing."""
+    root = f"{ClusterPaths(secured.layout.name).root}/converted-{uuid.uuid4().hex[:8]}"
+    admin = secured.zookeeper(timeout=10)
+    admin.start(timeout=15)
+    try:
+        for path in (root, f"{root}/spec", f"{root}/ids", f"{root}/ids/0"):
+            admin.create(path, b"{}", acl=OPEN_ACL_UNSAFE)
+        assert stranger.get(f"{root}/ids/0")[0] == b"{}"  # open, as an older release left it
+        first = secure_tree(admin, root)
+        assert (first.checked, first.changed) == (4, 4)
+        for path in (root, f"{root}/ids/0"):
+            assert set(admin.get_acls(path)[0]) == set(cluster_acl())
+            with pytest.raises(NoAuthError):
+                stranger.get(path)
+        with pytest.raises(NoAuthError):
+            stranger.create(f"{root}/ids/1", b"x")
+        assert secure_tree(admin, root) == AclMigration(checked=4, changed=0)
+    finally:
+        admin.delete(root, recursive=True)
+        admin.stop()
+        admin.close()

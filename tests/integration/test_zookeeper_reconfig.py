@@ -57,7 +57,8 @@ def read_config(zk: KazooClient) -> EnsembleConfig:
 
 
 def ghost(server_id: int) -> ZkServer:
-    """An observer at a scratch address where no server runs."""
+    """An observer at a scratch address where no server runs. Added by an incremental reconfig,
+    which wants a client part in the line; no server runs to bind it."""
     address = f"{harness.SCRATCH_BASE}.{server_id}"
     return ZkServer(server_id, address, 2888, 3888, ZookeeperRole.OBSERVER, 2182, address)
 
@@ -113,7 +114,7 @@ def spec(cluster: str) -> ClusterSpec:
 
 def voter(cluster: ClusterHandle, index: int) -> ZkServer:
     vm = cluster.layout.vms[index]
-    return ZkServer(vm.index, vm.address, 2888, 3888, ZookeeperRole.PARTICIPANT, 2182, vm.address)
+    return ZkServer(vm.index, vm.address, 2888, 3888, ZookeeperRole.PARTICIPANT)
 
 
 def test_two_deciders_racing_from_one_config_version_land_exactly_one_change(
@@ -257,6 +258,36 @@ def test_a_repair_request_makes_an_agent_remove_a_recycled_server_at_once(
             with pytest.raises(NoNodeError):
                 zk.get(ClusterPaths(name).ensemble_repair)
             assert journal == [("zk_reconfig", change.reason, "done")]
+    finally:
+        zk.stop()
+        zk.close()
+
+
+def test_the_agents_whole_member_list_adds_a_server_whose_line_names_no_client_port(
+    kafka_cluster: ClusterHandle, tmp_path: Path
+) -> None:
+    """The agent's add, as ZooKeeper takes it: a non-incremental reconfig with a line
+    without a client part (an incremental one refuses such a joining line), conditional on
+    the config version; the other servers' lines stay as they were."""
+    name = f"whole-{uuid.uuid4().hex[:8]}"
+    zk = super_client(kafka_cluster)
+    try:
+        before = read_config(zk)
+        added = ZkServer(246, f"{harness.SCRATCH_BASE}.246", 2888, 3888, ZookeeperRole.OBSERVER)
+        agent = keeper(kafka_cluster, name, zk, voter(kafka_cluster, 0), [], tmp_path, 60)
+        addition = ReconfigChange(
+            ReconfigKind.ADD, added, "test", before.version, tuple(before.servers.values())
+        )
+        assert agent.apply(addition).outcome is ReconfigOutcome.APPLIED
+        after = read_config(zk)
+        assert after.servers[246] == added
+        assert after.servers[246].client_port is None
+        assert {i: s for i, s in after.servers.items() if i != 246} == before.servers
+        removal = ReconfigChange(
+            ReconfigKind.REMOVE, added, "test", after.version, tuple(after.servers.values())
+        )
+        assert agent.apply(removal).outcome is ReconfigOutcome.APPLIED
+        assert read_config(zk).servers == before.servers
     finally:
         zk.stop()
         zk.close()

@@ -278,6 +278,7 @@ def test_a_zookeeper_reconfig_runs_the_change_decide_returned(tmp_path: Path) ->
         ZkServer(4, "127.0.1.1", 2888, 3888, ZookeeperRole.PARTICIPANT, 2181),
         "joining as server 4",
         from_config=0x100000003,
+        before=(),
     )
     rig.ensemble.next_change = change
     assert "joining as server 4" in rig.agent.run_cycle()

@@ -50,7 +50,9 @@ def snap(**changes: object) -> Snapshot:
         (snap(spec=None, spec_error="no spec"), None, MemberState.WAITING_FOR_SPEC),
         (snap(broker=BrokerView(STOPPED, False, False)), None, MemberState.STARTING),
         (
-            snap(zookeeper_change=ReconfigChange(ReconfigKind.ADD, SERVER, "adding server 4", 1)),
+            snap(
+                zookeeper_change=ReconfigChange(ReconfigKind.ADD, SERVER, "adding server 4", 1, ())
+            ),
             None,
             MemberState.RECONFIGURING_ZOOKEEPER,
         ),

@@ -88,9 +88,8 @@ def test_zookeeper_config_enables_reconfig_without_standalone(tmp_path: Path) ->
     assert cfg["dynamicConfigFile"] == str(layout.vms[0].config_dir / render.ZOOKEEPER_DYNAMIC)
     assert cfg["dataDir"] == str(layout.vms[0].zookeeper_data_dir)
     dynamic = files[render.ZOOKEEPER_DYNAMIC].splitlines()
-    # The client part is the port reconfig needs, which serves no session; clients use the
-    # secure port above.
-    assert dynamic[1] == "server.2=127.0.1.2:2888:3888:participant;127.0.1.2:2182"
+    # No client part: no plaintext client port anywhere; clients use the secure port above.
+    assert dynamic[1] == "server.2=127.0.1.2:2888:3888:participant"
     # Beyond the ensemble size (3 for 3 or 4 VMs) a VM's server observes.
     four_vms = plan_layout("c1", tmp_path, 4)
     four_files = render.config_files(four_vms, four_vms.vms[0], "3.9.2")
@@ -246,5 +245,5 @@ def test_a_joining_vm_keeps_the_live_ensemble_and_adds_itself_as_participant(
     added = next_vm(layout, "zone-b")
     assert render.joining_dynamic_file(live, added).splitlines() == [
         *live,
-        "server.4=127.0.9.4:2888:3888:participant;127.0.9.4:2182",
+        "server.4=127.0.9.4:2888:3888:participant",
     ]

@@ -7,7 +7,12 @@ from pathlib import Path
 import pytest
 
 from management_plane.errors import KaasError
+from management_plane.local.cluster import LocalCluster
+from management_plane.local.layout import plan_layout
+from management_plane.local.state import ClusterState
+from management_plane.local.tls import cluster_authority
 from management_plane.local.up_choice import (
+    ClusterPredatesTls,
     RecordedCluster,
     UpChoice,
     address_base_of,
@@ -74,3 +79,28 @@ def test_a_cluster_of_another_shape_is_refused_not_replaced(nodes: int, address_
 def test_the_address_base_is_the_first_three_octets() -> None:
     assert address_base_of("127.0.1.4") == "127.0.1"
     assert address_base_of("127.0.11.12") == "127.0.11"
+
+
+@pytest.mark.parametrize("alive", [0, 4, 9])
+def test_a_cluster_made_before_tls_is_refused_by_name_whatever_runs(alive: int) -> None:
+    """Neither started with secured files, nor replaced (which would delete its data)."""
+    before_tls = RecordedCluster(3, "127.0.1", alive, 9, name="shop", has_authority=False)
+    with pytest.raises(ClusterPredatesTls) as refused:
+        decide_up(before_tls, 3, "127.0.1", HOME)
+    message = str(refused.value)
+    assert f"cluster 'shop' at {HOME} predates TLS" in message
+    assert "plaintext Kafka listeners, ZooKeeper without TLS or ACLs" in message
+    assert f"kaas down --purge --home {HOME}" in message
+
+
+def test_a_recorded_cluster_without_its_ca_is_one_made_before_tls(tmp_path: Path) -> None:
+    """What `kaas up` reads from the folder: a stopped cluster (nothing to probe) whose
+    folder has no `secrets/ca` was made before TLS; with the CA it is a secured one."""
+    layout = plan_layout("shop", tmp_path, 3, "127.0.9")
+    state = ClusterState(layout=layout, kafka_version="3.9.2")
+    local = LocalCluster(tmp_path)
+    found = local._recorded(state)
+    assert found is not None and (found.name, found.has_authority) == ("shop", False)
+    cluster_authority(layout)
+    found = local._recorded(state)
+    assert found is not None and found.has_authority

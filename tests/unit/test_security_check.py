@@ -10,6 +10,7 @@ import pytest
 from management_plane.local.layout import plan_layout
 from management_plane.local.processes import ProcessRecord
 from management_plane.local.state import ClusterState
+from management_plane.security.probes import four_letter_word_answered
 from management_plane.security.scan import listening_ports
 from management_plane.security.verdict import AnonymousOutcome, PortKind, TlsOutcome, judge
 
@@ -92,3 +93,17 @@ def test_ports_come_from_each_recorded_process_and_name_their_kind(tmp_path: Pat
         ("vm1", "kafka", "127.0.9.1", 9094, KAFKA),
         ("vm2", "kafka", "127.0.9.2", 9092, KAFKA),
     ]
+
+
+@pytest.mark.parametrize(
+    ("reply", "answered"),
+    [
+        (b"Zookeeper version: 3.8.4\nMode: follower\n", True),
+        (b"mntr is not executed because it is not in the whitelist.", False),
+        (b"", False),
+    ],
+)
+def test_a_four_letter_word_off_the_whitelist_is_not_an_answer(
+    reply: bytes, answered: bool
+) -> None:
+    assert four_letter_word_answered(reply) is answered

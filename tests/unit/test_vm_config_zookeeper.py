@@ -34,12 +34,12 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def server(server_id: int, role: ZookeeperRole = ZookeeperRole.PARTICIPANT) -> EnsembleServer:
-    return EnsembleServer(server_id, f"10.0.0.{server_id}", 2888, 3888, 2181, role)
+    return EnsembleServer(server_id, f"10.0.0.{server_id}", 2888, 3888, role)
 
 
-def test_a_server_line_names_its_role_and_client_endpoint() -> None:
-    assert server(2).line() == "server.2=10.0.0.2:2888:3888:participant;10.0.0.2:2181"
-    assert server(4, ZookeeperRole.OBSERVER).line().endswith(":observer;10.0.0.4:2181")
+def test_a_server_line_names_its_role_and_no_plaintext_client_port() -> None:
+    assert server(2).line() == "server.2=10.0.0.2:2888:3888:participant"
+    assert server(4, ZookeeperRole.OBSERVER).line() == "server.4=10.0.0.4:2888:3888:observer"
 
 
 @pytest.mark.parametrize(
@@ -69,9 +69,9 @@ def test_the_dynamic_file_lists_live_lines_first_then_the_new_servers() -> None:
         ([], [], "at least one server"),
         ([server(1), server(1)], [], "server ids repeat"),
         ([server(0)], [], "server id must be 1-255, got 0"),
-        ([EnsembleServer(1, "a:b", 2888, 3888, 2181)], [], "'a:b' is not a host"),
-        ([EnsembleServer(1, "h", 2888, 2888, 2181)], [], "ports must differ"),
-        ([EnsembleServer(1, "h", 0, 3888, 2181)], [], "ports must be 1-65535"),
+        ([EnsembleServer(1, "a:b", 2888, 3888)], [], "'a:b' is not a host"),
+        ([EnsembleServer(1, "h", 2888, 2888)], [], "ports must differ"),
+        ([EnsembleServer(1, "h", 0, 3888)], [], "ports must be 1-65535"),
         ([server(1)], ["tickTime=2000"], "live ensemble lines must be server lines"),
     ],
 )

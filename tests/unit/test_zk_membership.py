@@ -17,7 +17,7 @@ CONFIG_VERSION = 0x10000000A
 
 
 def server(i: int, role: ZookeeperRole = PARTICIPANT) -> ZkServer:
-    return ZkServer(i, f"127.0.1.{i}", 2888, 3888, role, 2181, f"127.0.1.{i}")
+    return ZkServer(i, f"127.0.1.{i}", 2888, 3888, role)
 
 
 def config(*ids: int, observers: tuple[int, ...] = ()) -> EnsembleConfig:
@@ -122,6 +122,9 @@ def test_a_change_names_its_reconfig_arguments() -> None:
     removal = decide_membership(view(config(1, 2, 3), {1, 2}, {3: 61.0}, me=1))
     assert removal is not None
     assert (removal.joining, removal.leaving) == (None, "3")
+    assert removal.new_members == (
+        "server.1=127.0.1.1:2888:3888:participant,server.2=127.0.1.2:2888:3888:participant"
+    )
     assert "gone for 61s, removing it" in removal.reason
     recycled = decide_membership(view(config(1, 2, 3), {1, 2}, me=1, recycled=(3,)))
     assert recycled is not None
@@ -129,8 +132,28 @@ def test_a_change_names_its_reconfig_arguments() -> None:
     promotion = decide_membership(view(config(1, 2, observers=(4,)), {1, 2, 4}, me=4))
     assert promotion is not None
     assert promotion.leaving is None
-    assert promotion.joining == "server.4=127.0.1.4:2888:3888:participant;127.0.1.4:2181"
+    assert promotion.joining == "server.4=127.0.1.4:2888:3888:participant"
+    assert promotion.new_members.split(",") == [
+        "server.1=127.0.1.1:2888:3888:participant",
+        "server.2=127.0.1.2:2888:3888:participant",
+        "server.4=127.0.1.4:2888:3888:participant",
+    ]
     addition = decide_membership(view(config(1, 2, 3), {1, 2, 3, 4}, me=4))
     assert addition is not None
-    assert addition.joining == "server.4=127.0.1.4:2888:3888:observer;127.0.1.4:2181"
+    assert addition.joining == "server.4=127.0.1.4:2888:3888:observer"
+    assert addition.new_members.split(",")[-1] == "server.4=127.0.1.4:2888:3888:observer"
     assert "adding it as observer" in addition.reason
+
+
+def test_the_member_list_keeps_the_other_servers_lines_as_the_ensemble_states_them() -> None:
+    """A converted cluster's servers may still name a plaintext client port: a reconfig of
+    another server leaves their lines as they are."""
+    legacy = ZkServer(1, "127.0.1.1", 2888, 3888, PARTICIPANT, 2181, "127.0.1.1")
+    cfg = EnsembleConfig({1: legacy, 2: server(2)}, CONFIG_VERSION)
+    addition = decide_membership(view(cfg, {1, 2, 3}, me=3))
+    assert addition is not None
+    assert addition.new_members.split(",") == [
+        "server.1=127.0.1.1:2888:3888:participant;127.0.1.1:2181",
+        "server.2=127.0.1.2:2888:3888:participant",
+        "server.3=127.0.1.3:2888:3888:participant",
+    ]

@@ -30,25 +30,24 @@ class ZookeeperConfigError(PlannerError, ValueError):
 
 @dataclass(frozen=True)
 class EnsembleServer:
-    """One server line of the dynamic file: server.<id>=<address>:<peer>:<election>:<role>;
-    <address>:<client>.
+    """One server line of the dynamic file: server.<id>=<address>:<peer>:<election>:<role>.
 
-    ZooKeeper's reconfig refuses a server line without a client part, and a server whose line
-    gains one must already listen there, so the line names a plaintext client port; that
-    port serves no session (zookeeper_security: every session must authenticate by
-    certificate). Clients use the secure port of each server's zoo.cfg."""
+    No client part: a server binds a plaintext client port wherever its own line names one,
+    and ZooKeeper 3.8 answers the four-letter word `srvr` there whatever the whitelist says.
+    Clients use the secure port of each server's zoo.cfg. ZooKeeper's incremental reconfig
+    wants a client part in a joining line, so the agents reconfigure with the whole member
+    list instead (`agent.zk_membership`)."""
 
     server_id: int
     address: str
     peer_port: int
     election_port: int
-    client_port: int
     role: ZookeeperRole = ZookeeperRole.PARTICIPANT
 
     def line(self) -> str:
         return (
             f"server.{self.server_id}={self.address}:{self.peer_port}:{self.election_port}:"
-            f"{self.role};{self.address}:{self.client_port}"
+            f"{self.role}"
         )
 
     def problems(self) -> tuple[str, ...]:
@@ -58,11 +57,11 @@ class EnsembleServer:
             found.append(f"server id must be 1-255, got {self.server_id}")
         if not self.address.strip() or any(c in self.address for c in ":;,= "):
             found.append(f"server {self.server_id}: {self.address!r} is not a host or address")
-        ports = (self.peer_port, self.election_port, self.client_port)
+        ports = (self.peer_port, self.election_port)
         if not all(0 < port < 65536 for port in ports):
             found.append(f"server {self.server_id}: ports must be 1-65535, got {ports}")
-        elif len(set(ports)) != 3:
-            found.append(f"server {self.server_id}: peer, election and client ports must differ")
+        elif self.peer_port == self.election_port:
+            found.append(f"server {self.server_id}: peer and election ports must differ")
         return tuple(found)
 
 
@@ -112,7 +111,8 @@ def render_zoo_cfg(
             "reconfigEnabled=true",
             "standaloneEnabled=false",
             f"dynamicConfigFile={dynamic_file}",
-            "4lw.commands.whitelist=srvr,mntr,ruok,conf,stat,isro",
+            # KaaS reads `srvr` (over TLS); ZooKeeper enables it whatever this says.
+            "4lw.commands.whitelist=srvr",
             "admin.enableServer=false",
             "autopurge.snapRetainCount=3",
             "autopurge.purgeInterval=1",

@@ -2,10 +2,11 @@
 between the servers, clients authenticated by their certificate, and the brokers' ZooKeeper
 client over TLS with ACLs on Kafka's znodes. Pure.
 
-- Clients connect to `secureClientPort` (Netty, TLS, a client certificate required). The
-  plaintext client port that ZooKeeper 3.8's reconfig needs in every server line serves no
-  session: `enforce.auth` requires every session to be authenticated by the x509 provider,
-  which a plaintext connection cannot be, so its requests are refused (AuthFailed).
+- Clients connect to `secureClientPort` (Netty, TLS, a client certificate required), the
+  only client port: no `clientPort`, and no server line names one (vm_config.zookeeper).
+  `enforce.auth` still requires every session to be authenticated by the x509 provider, so
+  a server line naming a plaintext port (a converted cluster's, until its servers restart)
+  serves no session there (AuthFailed).
 - The quorum (peer and election ports) runs over TLS too (`sslQuorum`) with hostname
   verification both ways: ZooKeeper 3.8 checks the connecting server's source address
   against its certificate too, so a VM's certificate names every address it connects from.
