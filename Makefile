@@ -29,6 +29,11 @@ system-packages:
 	@command -v nft >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
 	  { apt-get update -q >/dev/null && apt-get install -y -q nftables >/dev/null; } ; } || \
 	  echo "setup: nftables not installed: the network drills will be refused" >&2
+	@# Debian's chromium and its driver: the dashboard's test drives a real headless browser.
+	@{ command -v chromium >/dev/null && command -v chromedriver >/dev/null; } || \
+	  { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -q -o DPkg::Lock::Timeout=600 chromium chromium-driver >/dev/null; } || \
+	  echo "setup: chromium and chromium-driver not installed: the dashboard's browser test will fail" >&2
 
 $(VENV)/.installed: setup.cfg pyproject.toml constraints.txt
 	@command -v java >/dev/null || { echo "setup: java not found on PATH: install a Java 17+ runtime" >&2; exit 1; }

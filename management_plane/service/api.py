@@ -15,6 +15,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from management_plane.errors import ApiError, KaasError, http_answer
+from management_plane.monitoring.dashboard_routes import DashboardSessions, add_dashboard_routes
+from management_plane.monitoring.dashboard_source import DashboardSource
 from management_plane.monitoring.routes import add_alert_routes
 from management_plane.service.auth import Caller, authenticate
 from management_plane.service.db import OperationRow
@@ -297,6 +299,7 @@ def create_app(service: Service) -> FastAPI:
     if service.tenants is not None:
         add_tenant_routes(app, service.tenants, caller, admin, ERRORS)
     add_alert_routes(app, service.alerts, admin, ERRORS)
+    add_dashboard_routes(app, service.db, DashboardSource(service), DashboardSessions(), ERRORS)
     add_docs_routes(app, caller)
 
     return app
