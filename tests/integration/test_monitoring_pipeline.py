@@ -116,6 +116,22 @@ def test_graphite_holds_every_brokers_under_replicated_series_soon_after_up(
     for name in expected:
         assert all(value == 0 for value in seen[name]), (name, seen[name])
 
+    # Beside the record: each VM's ZooKeeper server (mntr over TLS) and the agent's own.
+    own = {
+        f"kaas.{cluster}.brokers.{i}.{name}"
+        for i in range(3)
+        for name in ("zookeeper.up", "zookeeper.avg_latency_ms", "agent.cycles")
+    }
+    deadline = time.monotonic() + 3 * METRICS_INTERVAL_S
+    while time.monotonic() < deadline:
+        seen = _series(layout.graphite_url, f"kaas.{cluster}.brokers.*.{{zookeeper,agent}}.*")
+        if own <= {name for name, points in seen.items() if points}:
+            break
+        time.sleep(1)
+    assert own <= {name for name, points in seen.items() if points}, sorted(seen)
+    roles = _series(layout.graphite_url, f"kaas.{cluster}.brokers.*.zookeeper.is_leader")
+    assert sum(points[-1] for points in roles.values() if points) == 1, roles
+
     # Metric delay: one gauge sent now, until the render API shows it.
     probe = f"kaas.{cluster}.probe.delay"
     sent = time.monotonic()
