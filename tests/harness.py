@@ -221,11 +221,12 @@ class ClusterHandle:
     def log_tails(self, lines: int = 80) -> list[tuple[str, str]]:
         tails = []
         for vm in self.layout.vms:
-            for kind in ("zookeeper", "agent", "controller", "kafka"):
-                path = vm.logs_dir / f"{kind}.log"
+            # The processes' captured output, and the rolling files their logging writes.
+            for name in ("zookeeper", "zookeeper-server", "agent", "controller", "kafka", "server"):
+                path = vm.logs_dir / f"{name}.log"
                 if path.exists():
                     text = path.read_text(errors="replace").splitlines()[-lines:]
-                    tails.append((f"{vm.name} {kind}.log (last {lines} lines)", "\n".join(text)))
+                    tails.append((f"{vm.name} {name}.log (last {lines} lines)", "\n".join(text)))
         return tails
 
 

@@ -19,6 +19,7 @@ from planner.contracts.kafka_release import (
     kafka_mode,
     kraft_quorum_size_problem,
 )
+from planner.contracts.log_limits import DEFAULT_LOG_LIMITS, LogLimits, parse_log_limits
 from planner.contracts.monitoring import MonitoringTargets, parse_monitoring
 
 SPEC_SCHEMA_VERSION = 1
@@ -58,6 +59,11 @@ class ClusterSpec:
         return kafka_mode(self.kafka_version)
 
     monitoring: MonitoringTargets | None = None  # absent: the agents' own statsd setting
+    logs: LogLimits | None = None  # absent: LogLimits()'s defaults
+
+    @property
+    def log_limits(self) -> LogLimits:
+        return self.logs or DEFAULT_LOG_LIMITS
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -78,6 +84,7 @@ class ClusterSpec:
                 else {}
             ),
             **({"monitoring": self.monitoring.to_json()} if self.monitoring else {}),
+            **({"logs": self.logs.to_json()} if self.logs else {}),
         }
 
     def encode(self) -> bytes:
@@ -190,6 +197,10 @@ def parse_spec(raw: bytes | str) -> ClusterSpec:
         monitoring = parse_monitoring(value["monitoring"]) if "monitoring" in value else None
     except ContractError as exc:
         raise SpecError(str(exc)) from None
+    try:
+        logs = parse_log_limits(value["logs"]) if "logs" in value else None
+    except ContractError as exc:
+        raise SpecError(str(exc)) from None
     return ClusterSpec(
         cluster=cluster,
         kafka_version=kafka_version,
@@ -202,4 +213,5 @@ def parse_spec(raw: bytes | str) -> ClusterSpec:
         generation=generation,
         kraft_controllers=controllers,
         monitoring=monitoring,
+        logs=logs,
     )
