@@ -65,6 +65,12 @@ demo: setup
 	  $(BIN)/kaas analytics audit --bootstrap-servers $$bootstrap --client-dir $$client --ledger build/demo/ledger --out build/demo/audit && \
 	  $(BIN)/kaas plan export --bootstrap-server $${bootstrap%%,*} --client-dir $$client --node-identity $$identity --output build/demo/LAYOUT.json && \
 	  $(BIN)/kaas analytics balance --bootstrap-servers $$bootstrap --client-dir $$client --out build/demo/analytics --layout build/demo/LAYOUT.json
+	@url=$$($(BIN)/kaas status --json | $(BIN)/python -c 'import json, sys; print(json.load(sys.stdin)["service_url"] or "")'); \
+	  if [ -n "$$url" ]; then \
+	    echo "dashboard: $$url/dashboard (sign in with the admin API key kaas up named)"; \
+	    echo "alerts (pending, held or firing now; none once the replacement is done):"; \
+	    KAAS_API_URL=$$url $(BIN)/kaas alerts list; \
+	  else echo "dashboard: the management plane is not running"; fi
 
 ## test: lint and types, then unit, integration and drill tests against real local clusters
 test: setup lint typecheck
