@@ -32,14 +32,14 @@ def create_private_file(path: Path) -> Path:
     return path
 
 
-def write_private(path: Path, text: str) -> Path:
+def write_private(path: Path, text: str | bytes) -> Path:
     """Write `text` to `path` atomically, mode 0600: a new file of its own mode, then renamed
     over `path`, so a reader sees the old content or the new, never a part."""
     temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     temporary.unlink(missing_ok=True)  # left by a process of the same id that died
     descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE_FILE_MODE)
     try:
-        with os.fdopen(descriptor, "w") as out:
+        with os.fdopen(descriptor, "wb" if isinstance(text, bytes) else "w") as out:
             out.write(text)
             out.flush()
             os.fsync(out.fileno())

@@ -16,6 +16,7 @@ from planner.contracts.vm_config.jolokia import (
     render_jolokia_properties,
 )
 from planner.contracts.vm_config.kafka_tls import TlsFiles
+from planner.contracts.vm_config.migration import render_migration_broker_properties
 from planner.pki.authority import Role, role_distinguished_name
 
 
@@ -38,7 +39,10 @@ def broker_facts(settings: AgentSettings, broker_id: int) -> BrokerFacts:
 def desired_server_properties(
     settings: AgentSettings, broker_id: int, spec: ClusterSpec
 ) -> dict[str, str]:
-    """server.properties as the spec and this VM's facts say; BrokerConfigError names a bad key."""
+    """server.properties as the spec and this VM's facts say; BrokerConfigError names a bad key.
+    A cluster migrating to KRaft renders its phase's broker config."""
+    if spec.migration is not None:
+        return render_migration_broker_properties(spec, broker_facts(settings, broker_id))
     return render_server_properties(spec, broker_facts(settings, broker_id))
 
 

@@ -32,6 +32,7 @@ class Ports:
     kafka_tenant: int = 9094  # SASL_SSL with SCRAM-SHA-512: tenants (docs/tenants.md)
     jolokia: int = 8778
     kafka_controller: int = 9093  # KRaft clusters' controller listener (first VMs only)
+    mirror_rest: int = 8083  # MirrorMaker 2's internal REST (mutual TLS), when flows run here
 
     def all(self) -> dict[str, int]:
         return {
@@ -43,6 +44,7 @@ class Ports:
             "kafka_tenant": self.kafka_tenant,
             "jolokia": self.jolokia,
             "kafka_controller": self.kafka_controller,
+            "mirror_rest": self.mirror_rest,
         }
 
 

@@ -57,6 +57,12 @@ class UpgradeRequest(BaseModel):
     batch_size: int = 1
 
 
+class MigrateToKraftRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    rollback: bool = False  # back to ZooKeeper mode, possible until the finalisation
+    finalize: bool = True  # False: stop with the controllers still writing to ZooKeeper
+
+
 class InstanceTypeRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
     instance_type: str
@@ -254,6 +260,12 @@ def create_app(service: Service) -> FastAPI:
                 name, "upgrade", {"kafka_version": body.kafka_version}, body.batch_size, who.name
             )
         )
+
+    @app.post("/v1/clusters/{name}/migrate-to-kraft", status_code=202, responses=ERRORS)
+    def migrate_to_kraft(name: str, body: MigrateToKraftRequest, who: Admin) -> OperationOut:
+        """Migrate a Kafka 3.9 ZooKeeper-mode cluster to KRaft (KIP-866), or roll an
+        unfinalised migration back to ZooKeeper mode."""
+        return operation_out(service.migrate_to_kraft(name, who.name, body.rollback, body.finalize))
 
     @app.post("/v1/clusters/{name}/instance-type", status_code=202, responses=ERRORS)
     def instance_type(name: str, body: InstanceTypeRequest, who: Admin) -> OperationOut:

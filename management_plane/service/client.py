@@ -205,6 +205,24 @@ def add_commands(commands: Any) -> None:
     upgrade.add_argument("--kafka-version", required=True)
     upgrade.add_argument("--batch-size", type=int, default=1)
     upgrade.add_argument("--wait", action="store_true")
+    migrate = with_api(
+        actions.add_parser(
+            "migrate-to-kraft", help="migrate a Kafka 3.9 ZooKeeper-mode cluster to KRaft"
+        )
+    )
+    migrate.add_argument("name")
+    migrate.add_argument(
+        "--rollback",
+        action="store_true",
+        help="return an unfinalised migration to ZooKeeper mode",
+    )
+    migrate.add_argument(
+        "--no-finalize",
+        action="store_true",
+        help="stop before the finalisation (the controllers keep writing to ZooKeeper, "
+        "so --rollback stays possible); run again without it to finalise",
+    )
+    migrate.add_argument("--wait", action="store_true")
     replace = with_api(actions.add_parser("replace", help="replace one VM immutably"))
     replace.add_argument("name")
     replace.add_argument("vm", help="VM id (e.g. vm2)")
@@ -460,6 +478,12 @@ def run(args: argparse.Namespace) -> int:
             "POST",
             f"/v1/clusters/{name}/upgrade",
             {"kafka_version": args.kafka_version, "batch_size": args.batch_size},
+        )
+    elif args.action == "migrate-to-kraft":
+        op = client.call(
+            "POST",
+            f"/v1/clusters/{name}/migrate-to-kraft",
+            {"rollback": args.rollback, "finalize": not args.no_finalize},
         )
     elif args.action == "replace":
         op = client.call("POST", f"/v1/clusters/{name}/replace", {"vm_id": args.vm})

@@ -20,6 +20,11 @@ from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 from management_plane.errors import TemporaryError
 from planner.contracts.ensemble_repair import EnsembleRepairRequest
 from planner.contracts.kafka_state import PartitionState
+from planner.contracts.kraft_migration import (
+    ZkMigrationRecord,
+    parse_kafka_cluster_id,
+    parse_zk_migration_record,
+)
 from planner.contracts.member import MemberReadings, parse_members
 from planner.contracts.paths import ClusterPaths
 from planner.contracts.plan_status import PlanStatus
@@ -253,3 +258,58 @@ class ClusterIO:
             return found
 
         return self._with_zk(read)
+
+    # -- Kafka's own znodes during a migration to KRaft -------------------------------------
+
+    def kafka_cluster_id(self) -> str | None:
+        """The id Kafka gave the cluster (`/cluster/id` under its chroot), None before any."""
+
+        def read(zk: KazooClient) -> str | None:
+            try:
+                raw, _ = zk.get(self.paths.kafka_cluster_id)
+            except NoNodeError:
+                return None
+            return parse_kafka_cluster_id(raw)
+
+        return self._with_zk(read)
+
+    def zk_migration_record(self) -> ZkMigrationRecord | None:
+        """Kafka's migration record, None until a KRaft controller has written one."""
+
+        def read(zk: KazooClient) -> ZkMigrationRecord | None:
+            zk.sync(self.paths.kafka_migration)
+            try:
+                raw, _ = zk.get(self.paths.kafka_migration)
+            except NoNodeError:
+                return None
+            return parse_zk_migration_record(raw)
+
+        return self._with_zk(read)
+
+    def delete_kafka_controller_state(self) -> list[str]:
+        """Delete Kafka's controller and migration znodes (a rollback's step, with the KRaft
+        controllers stopped, so that a ZooKeeper-mode broker becomes the controller and a
+        later migration starts afresh); the paths that were there."""
+
+        def delete(zk: KazooClient) -> list[str]:
+            deleted = []
+            for path in (self.paths.kafka_controller, self.paths.kafka_migration):
+                with suppress(NoNodeError):
+                    zk.delete(path)
+                    deleted.append(path)
+            return deleted
+
+        return self._with_zk(delete)
+
+    def remove_kafka_chroot(self) -> bool:
+        """Delete Kafka's whole chroot (a finalised migration's last step); False when it was
+        gone already."""
+
+        def delete(zk: KazooClient) -> bool:
+            if zk.exists(self.paths.kafka_chroot) is None:
+                return False
+            with suppress(NoNodeError):
+                zk.delete(self.paths.kafka_chroot, recursive=True)
+            return True
+
+        return self._with_zk(delete)

@@ -91,6 +91,7 @@ REPLACING = frozenset({K.REPLACE_VM, K.CHANGE_INSTANCE_TYPE, K.UPGRADE})
 REMOVING = REPLACING | {K.SCALE_DOWN}
 CHANGING_SPEC = REPLACING | {K.SCALE_UP, K.SCALE_DOWN, K.CHANGE_CONFIG}
 JOINING = REPLACING | {K.SCALE_UP, K.REPLACE_LOST_VM}
+MIGRATION_KINDS = frozenset({K.MIGRATE_TO_KRAFT, K.ROLLBACK_KRAFT_MIGRATION})
 
 STEPS: StepRegistry[Controller] = StepRegistry()
 step = STEPS.register
@@ -543,7 +544,7 @@ class Controller:
             spec_generation=written.generation,
         )
 
-    @step(StepName.WAIT_APPLIED, {K.UPGRADE, K.CHANGE_CONFIG}, Patience.APPLIED)
+    @step(StepName.WAIT_APPLIED, {K.UPGRADE, K.CHANGE_CONFIG} | MIGRATION_KINDS, Patience.APPLIED)
     def wait_applied(self, op: OperationRow, _batch: int) -> Outcome:
         generation = int(op.context.get("spec_generation", 0))
         readings = self._io(op.cluster).members()
@@ -587,3 +588,7 @@ class Controller:
     def finish_delete(self, op: OperationRow, _batch: int) -> Outcome:
         self.db.update_cluster(op.cluster, status="deleted")
         return done(f"{op.kind} of {op.cluster} finished")
+
+
+# The migration to KRaft registers its steps in the same registry (a module of its own).
+from management_plane.migration import steps as _migration_steps  # noqa: E402, F401

@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from planner.contracts.kraft_migration import MigrationPhase
+
 
 class OperationKind(StrEnum):
     CREATE_CLUSTER = "create_cluster"
@@ -27,6 +29,8 @@ class OperationKind(StrEnum):
     CHANGE_INSTANCE_TYPE = "change_instance_type"
     CHANGE_CONFIG = "change_config"
     DELETE_CLUSTER = "delete_cluster"
+    MIGRATE_TO_KRAFT = "migrate_to_kraft"
+    ROLLBACK_KRAFT_MIGRATION = "rollback_kraft_migration"
     # Tenant operations run inside their request (tenant_service), through the same runner.
     CREATE_TENANT = "create_tenant"
     DELETE_TENANT = "delete_tenant"
@@ -93,6 +97,11 @@ class StepName(StrEnum):
     WAIT_APPLIED = "wait_applied"
     RECYCLE_ALL = "recycle_all"
     FINISH = "finish"
+    # migration steps (management_plane.migration.steps); the batch is the phase's index
+    MIGRATION_PHASE = "migration_phase"
+    WAIT_MIGRATED = "wait_migrated"
+    CLEAR_MIGRATION = "clear_migration"
+    REMOVE_KAFKA_CHROOT = "remove_kafka_chroot"
     # tenant steps (management_plane.service.tenant_service)
     REGISTER = "register"
     CREDENTIAL = "credential"
@@ -253,6 +262,10 @@ def expand_steps(kind: OperationKind | str, batch_count: int = 0) -> list[StepRe
         return _steps(N.WRITE_SPEC, N.WAIT_APPLIED, N.FINISH)
     if kind == OperationKind.DELETE_CLUSTER:
         return _steps(N.RECYCLE_ALL, N.FINISH)
+    if kind == OperationKind.MIGRATE_TO_KRAFT:
+        return migration_steps()
+    if kind == OperationKind.ROLLBACK_KRAFT_MIGRATION:
+        return rollback_steps(batch_count)
     if kind == OperationKind.CREATE_TENANT:
         return _steps(N.REGISTER, N.CREDENTIAL, N.ACLS, N.QUOTAS, N.VERIFY, N.API_KEY)
     if kind == OperationKind.DELETE_TENANT:
@@ -262,6 +275,73 @@ def expand_steps(kind: OperationKind | str, batch_count: int = 0) -> list[StepRe
     if kind == OperationKind.ALTER_TOPIC:
         return _steps(N.ALTER_TOPIC)
     return _steps(N.DELETE_TOPIC)
+
+
+# The phases a migration writes into the spec, by the index its steps carry as their batch.
+MIGRATION_PHASES = (
+    MigrationPhase.CONTROLLERS,
+    MigrationPhase.BROKERS_MIGRATING,
+    MigrationPhase.BROKERS_KRAFT,
+    MigrationPhase.FINALIZED,
+)
+
+
+def migration_steps(first_phase: int = 0, finalize: bool = True) -> list[StepRef]:
+    """Each phase from `first_phase` on written, then applied by every agent; the metadata
+    copied before the brokers leave ZooKeeper; Kafka's chroot removed last. Without
+    `finalize` the operation stops with the brokers in KRaft and the controllers still
+    writing to ZooKeeper, where a rollback is still possible."""
+    last = len(MIGRATION_PHASES) if finalize else len(MIGRATION_PHASES) - 1
+    if not 0 <= first_phase < last:
+        raise ValueError(f"a migration starts at phase 0-{last - 1}, got {first_phase}")
+    N = StepName
+    steps: list[StepRef] = []
+    for index in range(first_phase, last):
+        steps += [StepRef(N.MIGRATION_PHASE, index), StepRef(N.WAIT_APPLIED, index)]
+        if MIGRATION_PHASES[index] is MigrationPhase.BROKERS_MIGRATING:
+            steps.append(StepRef(N.WAIT_MIGRATED))
+    if finalize:
+        steps.append(StepRef(N.REMOVE_KAFKA_CHROOT))
+    return [*steps, StepRef(N.FINISH)]
+
+
+def migration_start(phase: MigrationPhase | None) -> int:
+    """Where a migration goes on from: the phase the spec holds is written again (its step
+    is idempotent), so a migration stopped anywhere before finalisation resumes there."""
+    return 0 if phase is None else MIGRATION_PHASES.index(phase)
+
+
+# A rollback's phases: brokers back into migration mode, the controllers stopped, then
+# (after Kafka's controller and migration znodes are gone) no migration at all.
+ROLLBACK_PHASES = (
+    MigrationPhase.BROKERS_MIGRATING,
+    MigrationPhase.ROLLBACK_CONTROLLERS_STOPPED,
+    None,
+)
+
+
+def rollback_start(phase: MigrationPhase) -> int:
+    """Brokers in KRaft go back to migration mode first; brokers still in ZooKeeper mode
+    start at stopping the controllers; controllers started alone are just stopped."""
+    if phase.brokers_in_kraft:
+        return 0
+    if phase is MigrationPhase.CONTROLLERS:
+        return 2
+    return 1
+
+
+def rollback_steps(first_phase: int = 0) -> list[StepRef]:
+    """The rollback as Kafka's documentation orders it, from `first_phase` of
+    ROLLBACK_PHASES (brokers still in ZooKeeper mode skip the first)."""
+    if not 0 <= first_phase < len(ROLLBACK_PHASES):
+        raise ValueError(f"a rollback starts at phase 0-{len(ROLLBACK_PHASES) - 1}")
+    N = StepName
+    steps: list[StepRef] = []
+    for index in range(first_phase, len(ROLLBACK_PHASES)):
+        if ROLLBACK_PHASES[index] is None:
+            steps.append(StepRef(N.CLEAR_MIGRATION))
+        steps += [StepRef(N.MIGRATION_PHASE, index), StepRef(N.WAIT_APPLIED, index)]
+    return [*steps, StepRef(N.FINISH)]
 
 
 def start(steps: Sequence[StepRef], context: dict[str, Any] | None = None) -> OperationState:

@@ -18,7 +18,15 @@ from management_plane.service.cluster_io import ClusterIO, bootstrap_servers
 from management_plane.service.controller import Controller
 from management_plane.service.db import ClusterBusy, Database, OperationRow
 from management_plane.service.engine import Engine
-from management_plane.service.operations import OperationKind, batches, expand_steps
+from management_plane.service.operations import (
+    OperationKind,
+    batches,
+    expand_steps,
+    migration_start,
+    migration_steps,
+    rollback_start,
+    rollback_steps,
+)
 from management_plane.service.validation import (
     ClusterRequest,
     ValidationError,
@@ -31,6 +39,11 @@ from management_plane.service.validation import (
     validate_kafka_version,
     validate_name,
     zookeeper_participants,
+)
+from planner.contracts.kraft_migration import (
+    MigrationPhase,
+    migration_refusal,
+    rollback_refusal,
 )
 from planner.contracts.spec import ClusterSpec, parse_spec
 from planner.pki.client_settings import client_files
@@ -292,6 +305,35 @@ class Service:
         return self._queue(
             name, "change_config", {"spec_changes": {"broker_config": clean}}, caller
         )
+
+    def migrate_to_kraft(
+        self, name: str, caller: str, rollback: bool = False, finalize: bool = True
+    ) -> OperationRow:
+        """Queue the migration of a 3.9 ZooKeeper-mode cluster to KRaft, or the rollback of
+        an unfinalised one; refused (nothing stored) when the cluster's spec cannot take it."""
+        spec = parse_spec(self._cluster(name)["spec"])
+        if rollback:
+            refusal = rollback_refusal(spec.migration)
+            if refusal:
+                raise ApiError(409, "not_migrating", f"cluster {name}: {refusal}")
+            assert spec.migration is not None
+            first = rollback_start(spec.migration.phase)
+            kind, steps = OperationKind.ROLLBACK_KRAFT_MIGRATION, rollback_steps(first)
+        else:
+            refusal = migration_refusal(spec.kafka_version, spec.migration)
+            if refusal:
+                raise ApiError(409, "not_migratable", f"cluster {name}: {refusal}")
+            phase = spec.migration.phase if spec.migration else None
+            if phase is MigrationPhase.BROKERS_KRAFT and not finalize:
+                raise ApiError(
+                    409, "no_change", f"cluster {name} is migrated up to its finalisation already"
+                )
+            kind = OperationKind.MIGRATE_TO_KRAFT
+            steps = migration_steps(migration_start(phase), finalize)
+        self._idle(name)
+        op = self.db.add_operation(name, kind, {"finalize": finalize}, steps, caller)
+        self.engine.wake()
+        return op
 
     def delete_cluster(self, name: str, caller: str) -> OperationRow:
         self._cluster(name)

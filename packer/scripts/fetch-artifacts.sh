@@ -11,7 +11,7 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 pom="$here/pom.xml"
 settings="$here/maven-settings.xml"
 cache=${1:-${KAAS_CACHE:-$HOME/.cache/kaas}/jvm}
-profiles=(kafka kafka-previous kafka-kraft zookeeper jolokia spark-kafka)
+profiles=(kafka kafka-previous kafka-kraft mirror mirror-kraft zookeeper jolokia spark-kafka)
 
 command -v mvn >/dev/null || { echo "fetch-artifacts: mvn not found on PATH (install Maven 3.8+)" >&2; exit 1; }
 pom_hash=$(sha256sum "$pom" | cut -d' ' -f1)

@@ -42,7 +42,7 @@ if (( system )); then
 fi
 
 # Step 2: verify the artifact cache before anything is laid out from it.
-for set in kafka kafka-previous kafka-kraft zookeeper jolokia spark-kafka; do
+for set in kafka kafka-previous kafka-kraft mirror mirror-kraft zookeeper jolokia spark-kafka; do
   [[ -f "$artifacts/$set/SHA256SUMS" ]] || { echo "provision: artifact set $set missing in $artifacts (run packer/scripts/fetch-artifacts.sh)" >&2; exit 1; }
   (cd "$artifacts/$set" && sha256sum --quiet --strict -c SHA256SUMS >/dev/null) \
     || { echo "provision: artifact set $set in $artifacts is corrupt (run packer/scripts/fetch-artifacts.sh)" >&2; exit 1; }
@@ -75,6 +75,8 @@ mkdir -p "$opt"
 place "$artifacts/kafka" "$opt/kafka/$kafka_version/libs"
 place "$artifacts/kafka-previous" "$opt/kafka/$kafka_previous_version/libs"
 place "$artifacts/kafka-kraft" "$opt/kafka/$kafka_kraft_version/libs"
+place "$artifacts/mirror" "$opt/mirror/$kafka_version/libs"
+place "$artifacts/mirror-kraft" "$opt/mirror/$kafka_kraft_version/libs"
 place "$artifacts/zookeeper" "$opt/zookeeper/lib"
 place "$artifacts/spark-kafka" "$opt/spark/jars"
 mkdir -p "$opt/jolokia"
@@ -111,6 +113,10 @@ cat > "$opt/image.json" <<JSON
     "$kafka_version": "opt/kaas/kafka/$kafka_version/libs",
     "$kafka_previous_version": "opt/kaas/kafka/$kafka_previous_version/libs",
     "$kafka_kraft_version": "opt/kaas/kafka/$kafka_kraft_version/libs"
+  },
+  "mirror_versions": {
+    "$kafka_version": "opt/kaas/mirror/$kafka_version/libs",
+    "$kafka_kraft_version": "opt/kaas/mirror/$kafka_kraft_version/libs"
   },
   "default_kafka_version": "$kafka_version",
   "zookeeper_version": "$zookeeper_version",

@@ -77,6 +77,14 @@ class ClusterPaths:
         return f"{self.root}/load"
 
     @property
+    def mirror_flows(self) -> str:
+        """MirrorMaker 2 flows into this cluster, one child per flow (mirror_flow.py)."""
+        return f"{self.root}/mirror/flows"
+
+    def mirror_flow(self, flow: str) -> str:
+        return f"{self.mirror_flows}/{flow}"
+
+    @property
     def restart_lock(self) -> str:
         return f"{self.root}/locks/restart"
 
@@ -104,6 +112,15 @@ class ClusterPaths:
     @property
     def kafka_controller(self) -> str:
         return f"{self.kafka_chroot}/controller"
+
+    @property
+    def kafka_cluster_id(self) -> str:
+        return f"{self.kafka_chroot}/cluster/id"
+
+    @property
+    def kafka_migration(self) -> str:
+        """Kafka's ZooKeeper-to-KRaft migration record, kept by the active KRaft controller."""
+        return f"{self.kafka_chroot}/migration"
 
     @property
     def kafka_reassign_partitions(self) -> str:

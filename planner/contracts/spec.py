@@ -19,6 +19,12 @@ from planner.contracts.kafka_release import (
     kafka_mode,
     kraft_quorum_size_problem,
 )
+from planner.contracts.kraft_migration import (
+    MIGRATION_SOURCE_LINE,
+    KraftMigration,
+    effective_mode,
+    parse_migration,
+)
 from planner.contracts.log_limits import DEFAULT_LOG_LIMITS, LogLimits, parse_log_limits
 from planner.contracts.monitoring import MonitoringTargets, parse_monitoring
 
@@ -54,12 +60,16 @@ class ClusterSpec:
     # KRaft (Kafka 4.x) only: how many of the first VMs run a voting controller.
     kraft_controllers: int = DEFAULT_KRAFT_QUORUM_SIZE
 
+    monitoring: MonitoringTargets | None = None  # absent: the agents' own statsd setting
+    # A ZooKeeper-mode cluster migrating to KRaft: the phase it is asked to run.
+    migration: KraftMigration | None = None
+    logs: LogLimits | None = None  # absent: LogLimits()'s defaults
+
     @property
     def kafka_mode(self) -> KafkaMode:
-        return kafka_mode(self.kafka_version)
-
-    monitoring: MonitoringTargets | None = None  # absent: the agents' own statsd setting
-    logs: LogLimits | None = None  # absent: LogLimits()'s defaults
+        """The mode the cluster runs once its spec is applied: a 3.9 cluster whose migration
+        is finalised runs KRaft."""
+        return effective_mode(self.kafka_version, self.migration)
 
     @property
     def log_limits(self) -> LogLimits:
@@ -84,6 +94,7 @@ class ClusterSpec:
                 else {}
             ),
             **({"monitoring": self.monitoring.to_json()} if self.monitoring else {}),
+            **({"migration": self.migration.to_json()} if self.migration else {}),
             **({"logs": self.logs.to_json()} if self.logs else {}),
         }
 
@@ -132,9 +143,19 @@ def parse_spec(raw: bytes | str) -> ClusterSpec:
     cluster = _require(value, "cluster", str)
     kafka_version = _require(value, "kafka_version", str)
     try:
-        mode = kafka_mode(kafka_version)
+        kafka_mode(kafka_version)
     except UnknownKafkaVersion as exc:
         raise SpecError(f"spec.kafka_version: {exc}") from None
+    try:
+        migration = parse_migration(value["migration"]) if "migration" in value else None
+    except ContractError as exc:
+        raise SpecError(str(exc)) from None
+    if migration is not None and not kafka_version.startswith(MIGRATION_SOURCE_LINE + "."):
+        raise SpecError(
+            f"spec.migration is set, but Kafka {kafka_version} is not a 3.9 release, "
+            "the only one that migrates to KRaft"
+        )
+    mode = effective_mode(kafka_version, migration)
     broker_count = _require(value, "broker_count", int)
     if broker_count < 1:
         raise SpecError(f"spec.broker_count must be at least 1, got {broker_count}")
@@ -213,5 +234,6 @@ def parse_spec(raw: bytes | str) -> ClusterSpec:
         generation=generation,
         kraft_controllers=controllers,
         monitoring=monitoring,
+        migration=migration,
         logs=logs,
     )
