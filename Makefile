@@ -29,6 +29,11 @@ system-packages:
 	@command -v nft >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
 	  { apt-get update -q >/dev/null && apt-get install -y -q nftables >/dev/null; } ; } || \
 	  echo "setup: nftables not installed: the network drills will be refused" >&2
+	@# Debian's chromium and its driver: the dashboard's test drives a real headless browser.
+	@{ command -v chromium >/dev/null && command -v chromedriver >/dev/null; } || \
+	  { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -q -o DPkg::Lock::Timeout=600 chromium chromium-driver >/dev/null; } || \
+	  echo "setup: chromium and chromium-driver not installed: the dashboard's browser test will fail" >&2
 
 $(VENV)/.installed: setup.cfg pyproject.toml constraints.txt
 	@command -v java >/dev/null || { echo "setup: java not found on PATH: install a Java 17+ runtime" >&2; exit 1; }
@@ -60,6 +65,12 @@ demo: setup
 	  $(BIN)/kaas analytics audit --bootstrap-servers $$bootstrap --client-dir $$client --ledger build/demo/ledger --out build/demo/audit && \
 	  $(BIN)/kaas plan export --bootstrap-server $${bootstrap%%,*} --client-dir $$client --node-identity $$identity --output build/demo/LAYOUT.json && \
 	  $(BIN)/kaas analytics balance --bootstrap-servers $$bootstrap --client-dir $$client --out build/demo/analytics --layout build/demo/LAYOUT.json
+	@url=$$($(BIN)/kaas status --json | $(BIN)/python -c 'import json, sys; print(json.load(sys.stdin)["service_url"] or "")'); \
+	  if [ -n "$$url" ]; then \
+	    echo "dashboard: $$url/dashboard (sign in with the admin API key kaas up named)"; \
+	    echo "alerts (pending, held or firing now; none once the replacement is done):"; \
+	    KAAS_API_URL=$$url $(BIN)/kaas alerts list; \
+	  else echo "dashboard: the management plane is not running"; fi
 
 ## test: lint and types, then unit, integration and drill tests against real local clusters
 test: setup lint typecheck

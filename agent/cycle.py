@@ -34,6 +34,7 @@ from agent.decide import (
 )
 from agent.identity import volume_id
 from agent.member_state import member_state
+from agent.metrics.agent_stats import AgentStats
 from agent.metrics_loop import start_metrics_loop
 from agent.plan_executor import PlanExecutor, start_plan_executor
 from agent.ports import (
@@ -127,6 +128,7 @@ class Agent:
         self.last_sentence = ""
         self.server_properties = settings.config_dir / "server.properties"
         self.metrics_problem: str | None = None
+        self.stats = AgentStats()  # the agent's own figures, sent by the metrics loop
         self.plan_executor = PlanExecutor(
             settings,
             ports.zookeeper,
@@ -358,6 +360,7 @@ class Agent:
     # -- the loop -------------------------------------------------------------------------
 
     def run_cycle(self) -> str:
+        started = self.clock.monotonic()
         running = self.long_action.running if self.long_action is not None else None
         if running is not None and not running.is_alive():
             self.long_action = None
@@ -385,6 +388,9 @@ class Agent:
         if sentence != self.last_sentence or not isinstance(action, DoNothing):
             log.info(sentence, action=str(action.kind))
         self.last_sentence = sentence
+        planner = self.planner_role.is_planner
+        self.stats.record_plan(planner, self.plan_executor.status if planner else None)
+        self.stats.record_cycle(self.clock.monotonic() - started, action.kind)
         return sentence
 
     def run_forever(
@@ -424,6 +430,8 @@ class Agent:
             stop,
             on_sample,
             statsd_target,
+            stats=self.stats,
+            is_planner=lambda: self.planner_role.is_planner,
         )
 
     def close(self) -> None:

@@ -8,6 +8,10 @@ import threading
 from collections.abc import Callable
 
 from agent.metrics import MetricsCollector, MetricsPublisher
+from agent.metrics.agent_stats import AgentStats
+from agent.metrics.gauges import extra_gauges
+from agent.metrics.lag import ConsumerLagReader, GroupLag
+from agent.metrics.zookeeper import ZookeeperProbe
 from agent.settings import AgentSettings
 from planner.pki.tls import client_context
 
@@ -20,11 +24,34 @@ def start_metrics_loop(
     stop: threading.Event,
     on_sample: Callable[[str | None], None],
     statsd_target: Callable[[], tuple[str, int] | None] = lambda: None,
+    stats: AgentStats | None = None,
+    is_planner: Callable[[], bool] = lambda: False,
 ) -> threading.Thread:
     """`on_sample(problem)` after every interval; `problem` is None when all went out.
     `statsd_target()`, asked every interval: the spec's statsd address, which wins over the
-    settings' (None: the settings' own)."""
+    settings' (None: the settings' own). Beside the record: the VM's ZooKeeper server
+    (`mntr`), the agent's own `stats`, and while `is_planner()`, every group's lag."""
     s = settings
+    zookeeper = (
+        ZookeeperProbe(s.address, s.zookeeper_client_port, s.identity)
+        if s.zookeeper_server_id is not None
+        else None
+    )
+    lag_reader = ConsumerLagReader(s.kafka_client)
+
+    def extras() -> tuple[list[tuple[str, float]], list[str]]:
+        problems: list[str] = []
+        zk_values: dict[str, float] = {}
+        if zookeeper is not None:
+            zk_values, problem = zookeeper.read()
+            problems += [problem] if problem else []
+        lags: dict[str, GroupLag] = {}
+        if is_planner():
+            lags, problem = lag_reader.read()
+            problems += [problem] if problem else []
+        agent = stats.take() if stats is not None else {}
+        return extra_gauges(s.cluster, broker_id, zk_values, agent, lags), problems
+
     collector = MetricsCollector(
         s.cluster,
         broker_id,
@@ -55,8 +82,9 @@ def start_metrics_loop(
                     if target is not None:
                         publisher.set_statsd_target(*target)
                     sample = collector.collect()
-                    result = publisher.publish(sample)
-                    on_sample(sample.sentence() or result.sentence())
+                    extra, problems = extras()
+                    result = publisher.publish(sample, extra)
+                    on_sample(sample.sentence() or result.sentence() or "; ".join(problems) or None)
                 except Exception as exc:  # never let metrics take the agent down
                     on_sample(f"metrics failed: {exc}")
         finally:

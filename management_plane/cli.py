@@ -276,6 +276,7 @@ def _run(args: argparse.Namespace) -> int:
             verb = "already running" if service.already_running else "started"
             print(f"management plane {verb}: {service.url} (log {service.log_file})")
             print(f"admin API key: in {service.admin_key_file}")
+            print(f"dashboard: {service.url}/dashboard")
         return 0
     if args.command == "status":
         status = cluster.status()

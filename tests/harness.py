@@ -23,10 +23,11 @@ from typing import IO
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
+from management_plane.errors import KaasError
 from management_plane.local.cluster import LocalCluster
 from management_plane.local.layout import ClusterLayout
-from management_plane.local.processes import ProcessRecord, is_alive, kill_process
-from management_plane.local.state import require_state
+from management_plane.local.processes import ProcessRecord, is_alive, kill_session
+from management_plane.local.state import ClusterState, read_state, require_state
 from management_plane.local.tls import admin_client, admin_identity_in, vm_identity
 from management_plane.monitoring.pipeline import pipeline_records, plan_pipeline
 from planner.contracts.journal import JournalEntry, parse_journal_entry
@@ -51,11 +52,41 @@ def _claim_test_network() -> int:
             lock.close()
             continue
         _HELD_LOCKS.append(lock)
+        _stop_clusters_left_on(first)
         return first
     raise RuntimeError("no free 127.0.N test network left between 127.0.11 and 127.0.249")
 
 
 _HELD_LOCKS: list[IO[str]] = []
+
+
+def _homes_file(first: int) -> Path:
+    return Path(tempfile.gettempdir()) / f"kaas-test-net-{first}.homes"
+
+
+def _stop_clusters_left_on(first: int) -> None:
+    """A session killed before its end (SIGKILL, SIGTERM: no fixture teardown, no session
+    finish) leaves its clusters running on the network this session now holds: stop every
+    cluster the file names (their JVMs, agents and monitoring daemons, by pid and start time,
+    with whatever is left of each one's session), then start a new list."""
+    homes = _homes_file(first)
+    try:
+        listed = homes.read_text().split()
+    except FileNotFoundError:
+        listed = []
+    for home in dict.fromkeys(listed):
+        state = read_state(Path(home))
+        if state is None:
+            continue
+        try:
+            LocalCluster(Path(home)).down()
+        except KaasError as exc:
+            print(f"harness: could not stop the cluster left at {home}: {exc}", file=sys.stderr)
+        for record in _records_of(Path(home), state):
+            kill_session(record)
+    homes.write_text("")
+
+
 _TEST_NETWORK = _claim_test_network()
 SHARED_CLUSTER_BASE = f"127.0.{_TEST_NETWORK}"
 FRESH_CLUSTER_BASE = f"127.0.{_TEST_NETWORK + 1}"
@@ -65,20 +96,31 @@ STARTED_PROCESSES: set[ProcessRecord] = set()
 USED_ENDPOINTS: set[tuple[str, int]] = set()
 
 
+def _records_of(home: Path, state: ClusterState) -> list[ProcessRecord]:
+    records = [
+        record
+        for vm in state.layout.vms
+        for kind in state.kinds
+        if (record := state.record(vm.name, kind)) is not None
+    ]
+    if state.agents:
+        monitoring = plan_pipeline(home, state.layout.vms[0].address.rsplit(".", 1)[0])
+        records += pipeline_records(monitoring).values()
+    return records
+
+
 def remember(home: Path) -> None:
-    """Record every process and endpoint of the cluster at `home`, for the end-of-session check."""
+    """Record every process and endpoint of the cluster at `home`, for the end-of-session check
+    (and in the network's list, for the next session should this one be killed)."""
     state = require_state(home)
+    with _homes_file(_TEST_NETWORK).open("a") as homes:
+        homes.write(f"{home.resolve()}\n")
     for vm in state.layout.vms:
         for port in vm.ports.all().values():
             USED_ENDPOINTS.add((vm.address, port))
-        for kind in state.kinds:
-            record = state.record(vm.name, kind)
-            if record is not None:
-                STARTED_PROCESSES.add(record)
+    STARTED_PROCESSES.update(_records_of(home, state))
     if state.agents:
-        monitoring = plan_pipeline(home, state.layout.vms[0].address.rsplit(".", 1)[0])
-        STARTED_PROCESSES.update(pipeline_records(monitoring).values())
-        host = monitoring.host
+        host = plan_pipeline(home, state.layout.vms[0].address.rsplit(".", 1)[0]).host
         for port in (host.carbon_line_port, host.carbon_query_port, host.render_port):
             USED_ENDPOINTS.add((host.address, port))
 
@@ -88,9 +130,11 @@ def leftovers() -> list[ProcessRecord]:
 
 
 def kill_leftovers() -> list[ProcessRecord]:
+    """Kill every process a cluster of this session started and still runs, each with what
+    is left of its session (a gunicorn worker outlives its killed master)."""
     alive = leftovers()
-    for record in alive:
-        kill_process(record)
+    for record in STARTED_PROCESSES:
+        kill_session(record)
     return alive
 
 
@@ -177,11 +221,12 @@ class ClusterHandle:
     def log_tails(self, lines: int = 80) -> list[tuple[str, str]]:
         tails = []
         for vm in self.layout.vms:
-            for kind in ("zookeeper", "agent", "controller", "kafka"):
-                path = vm.logs_dir / f"{kind}.log"
+            # The processes' captured output, and the rolling files their logging writes.
+            for name in ("zookeeper", "zookeeper-server", "agent", "controller", "kafka", "server"):
+                path = vm.logs_dir / f"{name}.log"
                 if path.exists():
                     text = path.read_text(errors="replace").splitlines()[-lines:]
-                    tails.append((f"{vm.name} {kind}.log (last {lines} lines)", "\n".join(text)))
+                    tails.append((f"{vm.name} {name}.log (last {lines} lines)", "\n".join(text)))
         return tails
 
 

@@ -48,3 +48,30 @@ def statsd_gauges(record: Mapping[str, Any]) -> list[tuple[str, float]]:
                 add(f"{base}.topics.{topic}.{name}", value)
     add(f"{base}.read_errors", len(record.get("errors", [])))
     return gauges
+
+
+def extra_gauges(
+    cluster: str,
+    broker_id: int,
+    zookeeper: Mapping[str, float],
+    agent: Mapping[str, float],
+    lags: Mapping[str, Any],
+) -> list[tuple[str, float]]:
+    """The gauges beside the record's: the VM's ZooKeeper server, the agent's own figures
+    and (from the elected planner only) every consumer group's lag.
+
+        <cluster>.brokers.<id>.zookeeper.<name>
+        <cluster>.brokers.<id>.agent.<name>
+        <cluster>.groups.<group>.{lag,max_partition_lag,partitions}
+    """
+    base = f"{segment(cluster)}.brokers.{broker_id}"
+    gauges = [(f"{base}.zookeeper.{k}", float(v)) for k, v in sorted(zookeeper.items())]
+    gauges += [(f"{base}.agent.{k}", float(v)) for k, v in sorted(agent.items())]
+    for group, lag in sorted(lags.items()):
+        name = f"{segment(cluster)}.groups.{segment(group)}"
+        gauges += [
+            (f"{name}.lag", float(lag.total)),
+            (f"{name}.max_partition_lag", float(lag.max_partition)),
+            (f"{name}.partitions", float(lag.partitions)),
+        ]
+    return gauges

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
@@ -94,11 +94,14 @@ class MetricsPublisher:
         self._late_failures: list[str] = []
         self._closed = False
 
-    def publish(self, sample: MetricsSample) -> PublishResult:
+    def publish(
+        self, sample: MetricsSample, extra: Sequence[tuple[str, float]] = ()
+    ) -> PublishResult:
+        """`extra`: more gauges (names without the prefix) for statsd only."""
         if self._closed:
             raise RuntimeError("MetricsPublisher.publish() after close()")
         problems: list[str] = []
-        gauges_sent = self._send_gauges(sample, problems)
+        gauges_sent = self._send_gauges(sample, problems, extra)
         value = sample.to_json_bytes()
         delivered = self._produce(self.kafka, sample.key, value, problems) if self.kafka else False
         return PublishResult(gauges_sent, len(value), delivered, tuple(problems))
@@ -128,14 +131,16 @@ class MetricsPublisher:
 
     # -- statsd -----------------------------------------------------------------------------
 
-    def _send_gauges(self, sample: MetricsSample, problems: list[str]) -> int:
+    def _send_gauges(
+        self, sample: MetricsSample, problems: list[str], extra: Sequence[tuple[str, float]]
+    ) -> int:
         if self.statsd_address is None:
             return 0
         try:
             if self._statsd is None:
                 host, port = self.statsd_address
                 self._statsd = StatsClient(host, port, prefix=self.prefix)
-            gauges = statsd_gauges(sample.record)
+            gauges = statsd_gauges(sample.record) + list(extra)
             # A pipeline packs many gauges per UDP datagram (up to 512 bytes each).
             with self._statsd.pipeline() as pipe:
                 for name, value in gauges:

@@ -113,6 +113,42 @@ def kill_process(record: ProcessRecord | None) -> None:
         wait_gone(record, 10)
 
 
+def session_members(record: ProcessRecord) -> list[psutil.Process]:
+    """The processes still in the session `record`'s process leads (start_process gives each
+    its own), itself included while it lives: a forking daemon's workers (gunicorn's) stay
+    behind, holding its port, when only their master is killed. Only processes started no
+    earlier than the record's count: a pid reused since is someone else's."""
+    members = []
+    for process in psutil.process_iter(["create_time"]):
+        try:
+            if (
+                os.getsid(process.pid) == record.pid
+                and process.info["create_time"] >= record.create_time - 0.05
+            ):
+                members.append(process)
+        except (OSError, psutil.Error):
+            continue
+    return members
+
+
+def stop_session(record: ProcessRecord | None, timeout: float) -> None:
+    """stop_process, then SIGKILL whatever of its session is left."""
+    if record is None:
+        return
+    stop_process(record, timeout)
+    kill_session(record)
+
+
+def kill_session(record: ProcessRecord) -> None:
+    """SIGKILL the record's process and every process left in its session."""
+    left = session_members(record)
+    for process in left:
+        with contextlib.suppress(psutil.Error):
+            process.kill()
+    psutil.wait_procs(left, timeout=10)
+    _reap(record.pid)
+
+
 def resident_bytes(record: ProcessRecord | None) -> int | None:
     process = _process(record) if record is not None else None
     try:

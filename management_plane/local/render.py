@@ -150,11 +150,11 @@ def config_files(layout: ClusterLayout, vm: VmLayout, kafka_version: str) -> dic
             vm.address,
         ),
         ZOOKEEPER_DYNAMIC: render_zookeeper_dynamic(ensemble(layout)),
-        ZOOKEEPER_LOGBACK: render_zookeeper_logback(),
+        ZOOKEEPER_LOGBACK: render_zookeeper_logback(spec.log_limits),
         SERVER_PROPERTIES: server_properties_text(
             render_server_properties(spec, broker_facts(layout, vm))
         ),
-        KAFKA_LOG4J: render_kafka_log4j(),
+        KAFKA_LOG4J: render_kafka_log4j(spec.log_limits),
     }
 
 

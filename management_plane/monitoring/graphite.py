@@ -21,6 +21,14 @@ class GraphiteReader:
 
     def series(self, target: str, since: str) -> dict[str, list[float | None]]:
         """Every series of `target` from `since` (Graphite's `from`, e.g. -60s) to now."""
+        return {
+            name: [value for value, _ in points]
+            for name, points in self.timed_series(target, since).items()
+        }
+
+    def timed_series(self, target: str, since: str) -> dict[str, list[tuple[float | None, float]]]:
+        """Every series of `target` since `since` as (value, unix time) points, as Graphite
+        answers them."""
         query = urllib.parse.urlencode({"target": target, "from": since, "format": "json"})
         try:
             with urllib.request.urlopen(
@@ -31,12 +39,16 @@ class GraphiteReader:
             raise GraphiteUnreachable(f"Graphite at {self.url}: {exc}") from None
         if not isinstance(value, list):
             raise GraphiteUnreachable(f"Graphite at {self.url}: not a list of series")
-        result: dict[str, list[float | None]] = {}
+        result: dict[str, list[tuple[float | None, float]]] = {}
         for item in value:
             if isinstance(item, dict) and isinstance(item.get("datapoints"), list):
                 result[str(item.get("target"))] = [
-                    p[0] if isinstance(p, list) and isinstance(p[0], (int, float)) else None
+                    (
+                        float(p[0]) if isinstance(p[0], (int, float)) else None,
+                        float(p[1]) if isinstance(p[1], (int, float)) else 0.0,
+                    )
                     for p in item["datapoints"]
+                    if isinstance(p, list) and len(p) == 2
                 ]
         return result
 

@@ -32,7 +32,7 @@ from management_plane.local.processes import (
     is_alive,
     resident_bytes,
     start_process,
-    stop_process,
+    stop_session,
 )
 from planner.contracts.monitoring import MonitoringTargets
 from planner.contracts.vm_config.monitoring import (
@@ -301,7 +301,8 @@ def stop_pipeline(layout: PipelineLayout) -> None:
     # statsd first (its last flush reaches carbon), then carbon (writes its cache), then the
     # render API.
     for daemon in (Daemon.STATSD, Daemon.CARBON, Daemon.RENDER):
-        stop_process(records.get(daemon), STOP_TIMEOUT_S)
+        # The whole session: a render API whose master was killed leaves its worker behind.
+        stop_session(records.get(daemon), STOP_TIMEOUT_S)
     if records:
         _write_records(layout, {})
 

@@ -227,7 +227,15 @@ class Controller:
     @step(StepName.WRITE_SPEC, {K.CREATE_CLUSTER})
     def write_initial_spec(self, op: OperationRow, _batch: int) -> Outcome:
         stored = self._spec(op.cluster)
-        written = self._io(op.cluster).write_spec(lambda _current: stored)
+
+        def initial(current: ClusterSpec | None) -> ClusterSpec:
+            # The provider may have set the VMs up with a monitoring pipeline and named it
+            # in the spec it wrote (the local provider's `kaas up`): the agents send there.
+            if stored.monitoring is None and current is not None and current.monitoring:
+                return replace(stored, monitoring=current.monitoring)
+            return stored
+
+        written = self._io(op.cluster).write_spec(initial)
         self.db.update_cluster(op.cluster, spec=json.dumps(written.to_json(), sort_keys=True))
         return done(
             f"spec generation {written.generation} written", spec_generation=written.generation

@@ -25,6 +25,7 @@ from planner.contracts.kraft_migration import (
     effective_mode,
     parse_migration,
 )
+from planner.contracts.log_limits import DEFAULT_LOG_LIMITS, LogLimits, parse_log_limits
 from planner.contracts.monitoring import MonitoringTargets, parse_monitoring
 
 SPEC_SCHEMA_VERSION = 1
@@ -62,12 +63,17 @@ class ClusterSpec:
     monitoring: MonitoringTargets | None = None  # absent: the agents' own statsd setting
     # A ZooKeeper-mode cluster migrating to KRaft: the phase it is asked to run.
     migration: KraftMigration | None = None
+    logs: LogLimits | None = None  # absent: LogLimits()'s defaults
 
     @property
     def kafka_mode(self) -> KafkaMode:
         """The mode the cluster runs once its spec is applied: a 3.9 cluster whose migration
         is finalised runs KRaft."""
         return effective_mode(self.kafka_version, self.migration)
+
+    @property
+    def log_limits(self) -> LogLimits:
+        return self.logs or DEFAULT_LOG_LIMITS
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -89,6 +95,7 @@ class ClusterSpec:
             ),
             **({"monitoring": self.monitoring.to_json()} if self.monitoring else {}),
             **({"migration": self.migration.to_json()} if self.migration else {}),
+            **({"logs": self.logs.to_json()} if self.logs else {}),
         }
 
     def encode(self) -> bytes:
@@ -211,6 +218,10 @@ def parse_spec(raw: bytes | str) -> ClusterSpec:
         monitoring = parse_monitoring(value["monitoring"]) if "monitoring" in value else None
     except ContractError as exc:
         raise SpecError(str(exc)) from None
+    try:
+        logs = parse_log_limits(value["logs"]) if "logs" in value else None
+    except ContractError as exc:
+        raise SpecError(str(exc)) from None
     return ClusterSpec(
         cluster=cluster,
         kafka_version=kafka_version,
@@ -224,4 +235,5 @@ def parse_spec(raw: bytes | str) -> ClusterSpec:
         kraft_controllers=controllers,
         monitoring=monitoring,
         migration=migration,
+        logs=logs,
     )

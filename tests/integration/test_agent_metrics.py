@@ -16,10 +16,11 @@ from typing import Any
 
 import jsonschema
 import pytest
-from confluent_kafka import Consumer
+from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from agent.metrics import MetricsCollector, MetricsPublisher, MetricsSample
+from agent.metrics.lag import ConsumerLagReader, GroupLag
 from management_plane.workload import create_topic, durable_producer, produce_keyed
 from planner.pki.authority import Role, create_authority, issue
 from planner.pki.client_settings import ClientConfig, InternalClient
@@ -264,3 +265,27 @@ def test_an_unreachable_cluster_costs_publish_a_bounded_time(tmp_path: Path) -> 
     assert any("not acknowledged within 0.5 s" in p for p in result.problems)
     assert not any("cannot create topic" in p for p in second.problems)
     assert any("not acknowledged within 0.5 s" in p for p in second.problems)
+
+
+def test_consumer_lag_per_group_on_the_real_cluster(kafka_cluster: ClusterHandle) -> None:
+    """A group that committed 2 of 5 messages of one partition lags by 3; the reader goes
+    through the internal listener with the admin certificate, as the planner's agent does."""
+    topic = kafka_cluster.unique_topic("lag")
+    group = kafka_cluster.unique_topic("lag-group")
+    create_topic(kafka_cluster.client_config(), topic, 1)
+    producer = durable_producer(kafka_cluster.client_config())
+    for n in range(5):
+        producer.produce(topic, value=str(n).encode(), partition=0)
+    assert producer.flush(30) == 0
+    settings: dict[str, str | int | float | bool] = {
+        "group.id": group,
+        "enable.auto.commit": False,
+    }
+    consumer = Consumer(kafka_cluster.client_config(**settings))
+    try:
+        consumer.commit(offsets=[TopicPartition(topic, 0, 2)], asynchronous=False)
+    finally:
+        consumer.close()
+    lags, problem = ConsumerLagReader(kafka_cluster.admin).read()
+    assert problem is None
+    assert lags[group] == GroupLag(total=3, max_partition=3, partitions=1)

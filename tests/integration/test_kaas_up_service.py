@@ -51,6 +51,7 @@ def test_kaas_up_starts_one_service_that_manages_the_cluster_and_down_stops_it(
         assert f"management plane started: {url}" in first.stdout
         key_file = home.resolve() / "service" / "admin-key"
         assert f"admin API key: in {key_file}" in first.stdout
+        assert f"dashboard: {url}/dashboard" in first.stdout
         service = running_service(home)
         assert service is not None and service.url == url
         key = key_file.read_text().strip()

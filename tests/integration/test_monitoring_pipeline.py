@@ -1,5 +1,6 @@
 """The local monitoring pipeline on real servers: `kaas up` (agents) starts statsd, carbon and
-graphite-web; the agents' gauges reach Graphite's render API; `kaas down` stops it."""
+graphite-web; the agents' gauges reach Graphite's render API; the dashboard of `kaas serve`
+shows them in a real headless browser; `kaas down` stops it."""
 
 from __future__ import annotations
 
@@ -8,14 +9,21 @@ import socket
 import time
 import urllib.parse
 import urllib.request
+from pathlib import Path
 
 import pytest
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support.ui import WebDriverWait
 
 from management_plane.local.processes import is_alive
 from management_plane.monitoring.pipeline import pipeline_records, plan_pipeline
+from management_plane.service.tls import service_identity
 from planner.contracts.paths import ClusterPaths
 from planner.contracts.spec import parse_spec
+from tests import harness
+from tests.browser import console_errors, headless_chromium
 from tests.harness import ClusterHandle
+from tests.mp_service import ServiceHandle, free_port
 
 pytestmark = pytest.mark.integration
 
@@ -29,8 +37,52 @@ def _series(graphite_url: str, target: str, since: str = "-5min") -> dict[str, l
     return {s["target"]: [p[0] for p in s["datapoints"] if p[0] is not None] for s in value}
 
 
+def _dashboard_in_browser(handle: ClusterHandle, work: Path) -> None:
+    """Sign in to the dashboard of a `kaas serve` managing the cluster, and wait until it shows
+    the three brokers and a chart drawn from Graphite's data; the console stays clean."""
+    service = ServiceHandle(
+        work / "service",
+        free_port(),
+        harness.FRESH_CLUSTER_BASE,
+        extra_args=("--adopt-local-cluster", str(handle.home), "--broker-loss-after", "0"),
+    )
+    started = time.monotonic()
+    service.start()
+    print(f"kaas serve answering: {time.monotonic() - started:.1f}s")
+    try:
+        with headless_chromium(
+            work / "browser", service_identity(service.home).certificate
+        ) as browser:
+            browser.get(f"{service.url}/dashboard/login")
+            browser.find_element(By.ID, "api_key").send_keys(service.key)
+            browser.find_element(By.ID, "sign_in").click()
+            WebDriverWait(browser, 30).until(lambda b: b.current_url.endswith("/dashboard"))
+            browser.get(f"{service.url}/dashboard?cluster={handle.layout.name}")
+
+            def shown(b: object) -> bool:
+                rows = browser.find_elements(By.CSS_SELECTOR, "#brokers tr.broker")
+                lines = browser.find_elements(By.CSS_SELECTOR, "#chart-0 polyline.series")
+                return len(rows) == 3 and any(
+                    int(line.get_attribute("data-points") or 0) >= 2 for line in lines
+                )
+
+            WebDriverWait(browser, 90, poll_frequency=1).until(shown)
+            print(f"dashboard shows the brokers and a chart: {time.monotonic() - started:.1f}s")
+            rows = browser.find_elements(By.CSS_SELECTOR, "#brokers tr.broker")
+            assert [r.get_attribute("data-broker-id") for r in rows] == ["0", "1", "2"]
+            assert all("healthy" in r.text for r in rows), [r.text for r in rows]
+            # Kept beside the build, where docs/dashboard.png was taken from.
+            shot = Path(__file__).resolve().parents[2] / "build" / "dashboard.png"
+            shot.parent.mkdir(exist_ok=True)
+            browser.save_screenshot(str(shot))
+            print(f"dashboard screenshot: {shot}")
+            assert console_errors(browser) == []
+    finally:
+        service.stop()
+
+
 def test_graphite_holds_every_brokers_under_replicated_series_soon_after_up(
-    fresh_cluster_with_agents: ClusterHandle,
+    fresh_cluster_with_agents: ClusterHandle, tmp_path: Path
 ) -> None:
     up_done = time.monotonic()
     handle = fresh_cluster_with_agents
@@ -64,6 +116,22 @@ def test_graphite_holds_every_brokers_under_replicated_series_soon_after_up(
     for name in expected:
         assert all(value == 0 for value in seen[name]), (name, seen[name])
 
+    # Beside the record: each VM's ZooKeeper server (mntr over TLS) and the agent's own.
+    own = {
+        f"kaas.{cluster}.brokers.{i}.{name}"
+        for i in range(3)
+        for name in ("zookeeper.up", "zookeeper.avg_latency_ms", "agent.cycles")
+    }
+    deadline = time.monotonic() + 3 * METRICS_INTERVAL_S
+    while time.monotonic() < deadline:
+        seen = _series(layout.graphite_url, f"kaas.{cluster}.brokers.*.{{zookeeper,agent}}.*")
+        if own <= {name for name, points in seen.items() if points}:
+            break
+        time.sleep(1)
+    assert own <= {name for name, points in seen.items() if points}, sorted(seen)
+    roles = _series(layout.graphite_url, f"kaas.{cluster}.brokers.*.zookeeper.is_leader")
+    assert sum(points[-1] for points in roles.values() if points) == 1, roles
+
     # Metric delay: one gauge sent now, until the render API shows it.
     probe = f"kaas.{cluster}.probe.delay"
     sent = time.monotonic()
@@ -75,6 +143,10 @@ def test_graphite_holds_every_brokers_under_replicated_series_soon_after_up(
         time.sleep(0.5)
     assert _series(layout.graphite_url, probe, "-2min").get(probe) == [42.0]
     print(f"metric delay (statsd to render API): {time.monotonic() - sent:.1f}s")
+
+    started = time.monotonic()
+    _dashboard_in_browser(handle, tmp_path)
+    print(f"dashboard in a headless browser: {time.monotonic() - started:.1f}s")
 
     records = pipeline_records(layout)
     assert len(records) == 3 and all(is_alive(r) for r in records.values())

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,7 @@ from management_plane.service.operations import (
     expand_steps,
 )
 from management_plane.service.steps import Patience, StepTimeouts
+from planner.contracts.monitoring import MonitoringTargets
 from planner.contracts.spec import ClusterSpec
 from tests.unit.fake_cluster import (
     BootstrappingProvider,
@@ -219,6 +221,23 @@ def test_create_waits_for_every_agent_to_join_then_runs(tmp_path: Path) -> None:
     ]
     assert world.db.cluster("orders")["status"] == "running"  # type: ignore[index]
     assert world.journal(op)[-1] == ("finish", "done")
+
+
+def test_create_keeps_the_monitoring_targets_the_provider_wrote(tmp_path: Path) -> None:
+    world = World(tmp_path, BootstrappingProvider())
+    spec = world.add_cluster()
+    targets = MonitoringTargets("127.0.2.253", 8125, "http://127.0.2.253:8080")
+    world.cluster.spec = replace(spec, monitoring=targets)  # as the provider's `kaas up` wrote it
+    params = {
+        "broker_count": 3,
+        "zones": list(ZONES),
+        "instance_type": "small",
+        "kafka_version": "3.8.1",
+    }
+    world.run(world.queue(K.CREATE_CLUSTER, params))
+    assert world.cluster.spec is not None and world.cluster.spec.monitoring == targets
+    stored = json.loads(world.db.cluster("orders")["spec"])  # type: ignore[index]
+    assert stored["monitoring"]["graphite_url"] == "http://127.0.2.253:8080"
 
 
 def test_create_without_the_bootstrap_capability_makes_the_missing_vms_one_by_one(

@@ -15,6 +15,7 @@ from pathlib import PurePath
 from types import MappingProxyType
 from typing import Final
 
+from planner.contracts.log_limits import DEFAULT_LOG_LIMITS, LogLimits
 from planner.contracts.spec import ClusterSpec
 from planner.contracts.vm_config.kafka_tls import TlsFiles, listener_security, listeners
 from planner.contracts.vm_config.validation import (
@@ -151,13 +152,20 @@ def render_server_properties(spec: ClusterSpec, facts: BrokerFacts) -> dict[str,
     return properties
 
 
-def render_kafka_log4j() -> str:
-    """The broker's log4j.properties: everything to stdout (the supervisor keeps the file),
-    request logs and the ZooKeeper client quieter."""
-    return """log4j.rootLogger=INFO, stdout
-log4j.appender.stdout=org.apache.log4j.ConsoleAppender
-log4j.appender.stdout.layout=org.apache.log4j.PatternLayout
-log4j.appender.stdout.layout.ConversionPattern=[%d] %p %m (%c)%n
+KAFKA_SERVER_LOG = "server.log"
+
+
+def render_kafka_log4j(limits: LogLimits = DEFAULT_LOG_LIMITS) -> str:
+    """The broker's log4j.properties: one size-bounded rolling file in Kafka's log dir
+    (`limits`: the spec's), request logs and the ZooKeeper client quieter. Nothing to
+    stdout: the supervisor's capture of it is no rolling file."""
+    return f"""log4j.rootLogger=INFO, file
+log4j.appender.file=org.apache.log4j.RollingFileAppender
+log4j.appender.file.File=${{kafka.logs.dir}}/{KAFKA_SERVER_LOG}
+log4j.appender.file.MaxFileSize={limits.max_file_mb}MB
+log4j.appender.file.MaxBackupIndex={limits.files}
+log4j.appender.file.layout=org.apache.log4j.PatternLayout
+log4j.appender.file.layout.ConversionPattern=[%d] %p %m (%c)%n
 log4j.logger.kafka.request.logger=WARN
 log4j.logger.org.apache.zookeeper=WARN
 log4j.logger.kafka.log.LogCleaner=INFO

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import PurePath
 
+from planner.contracts.log_limits import DEFAULT_LOG_LIMITS, LogLimits
 from planner.contracts.vm_config.zookeeper_security import (
     ZookeeperSecurity,
     zoo_cfg_security_lines,
@@ -127,12 +128,26 @@ def render_zookeeper_myid(server_id: int) -> str:
     return f"{server_id}\n"
 
 
-def render_zookeeper_logback() -> str:
-    """logback.xml: everything to the console (the supervisor keeps the file)."""
-    return """<configuration>
-  <appender name="CONSOLE" class="ch.qos.logback.core.ConsoleAppender">
-    <encoder><pattern>%d{ISO8601} [myid:%X{myid}] %-5level [%t] %logger{1} - %msg%n</pattern></encoder>
+ZOOKEEPER_SERVER_LOG = "zookeeper-server.log"
+
+
+def render_zookeeper_logback(limits: LogLimits = DEFAULT_LOG_LIMITS) -> str:
+    """logback.xml: one size-bounded rolling file in ZooKeeper's log dir (`limits`: the
+    spec's; rolled files numbered 1..files). Nothing to the console: the supervisor's capture
+    of it is no rolling file."""
+    return f"""<configuration>
+  <appender name="FILE" class="ch.qos.logback.core.rolling.RollingFileAppender">
+    <file>${{zookeeper.log.dir}}/{ZOOKEEPER_SERVER_LOG}</file>
+    <rollingPolicy class="ch.qos.logback.core.rolling.FixedWindowRollingPolicy">
+      <fileNamePattern>${{zookeeper.log.dir}}/{ZOOKEEPER_SERVER_LOG}.%i</fileNamePattern>
+      <minIndex>1</minIndex>
+      <maxIndex>{limits.files}</maxIndex>
+    </rollingPolicy>
+    <triggeringPolicy class="ch.qos.logback.core.rolling.SizeBasedTriggeringPolicy">
+      <maxFileSize>{limits.max_file_mb}MB</maxFileSize>
+    </triggeringPolicy>
+    <encoder><pattern>%d{{ISO8601}} [myid:%X{{myid}}] %-5level [%t] %logger{{1}} - %msg%n</pattern></encoder>
   </appender>
-  <root level="INFO"><appender-ref ref="CONSOLE"/></root>
+  <root level="INFO"><appender-ref ref="FILE"/></root>
 </configuration>
 """

@@ -1,0 +1,96 @@
+"""Kafka's and ZooKeeper's logs stay within the spec's bound: each rendered logging config
+(log4j for the broker, logback for ZooKeeper) runs in a JVM with the image's own logging jars
+and the JVM property the local VMs set (kafka.logs.dir, zookeeper.log.dir), and that JVM logs
+4.5 MB in lines as long as a stack trace's, at up to 1 MB/s. The files it leaves
+never hold more than (files + 1) x max_file_mb, and the newest lines are still there."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from management_plane.local.image import find_java, load_image
+from planner.contracts.log_limits import LogLimits
+from planner.contracts.vm_config.broker import KAFKA_SERVER_LOG, render_kafka_log4j
+from planner.contracts.vm_config.zookeeper import ZOOKEEPER_SERVER_LOG, render_zookeeper_logback
+
+pytestmark = pytest.mark.integration
+
+LIMITS = LogLimits(max_file_mb=1, files=2)
+NOISE_LINES = 4500  # about 4.5 MB: the files roll four times
+# Logs through SLF4J, as Kafka and ZooKeeper do, at most about 1 MB/s (a line of 1 KB a
+# millisecond); the last line names itself.
+NOISY_JAVA = """
+public class Noisy {
+    public static void main(String[] args) throws Exception {
+        org.slf4j.Logger log = org.slf4j.LoggerFactory.getLogger("kafka.server.ReplicaFetcherThread");
+        String filler = "x".repeat(900);
+        long lines = Long.parseLong(args[0]);
+        long n = 0;
+        while (n < lines) {
+            log.error("noisy line " + (n++) + " " + filler);
+            Thread.sleep(1);
+        }
+        log.error("LAST LINE " + n);
+    }
+}
+"""
+
+
+def _noisy_jvm(tmp_path: Path, classpath: str, properties: list[str]) -> str:
+    source = tmp_path / "Noisy.java"
+    source.write_text(NOISY_JAVA)
+    result = subprocess.run(
+        [str(find_java()), "-cp", classpath, *properties, str(source), str(NOISE_LINES)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    return result.stdout + result.stderr
+
+
+def _assert_bounded(logs: Path, name: str, slack_per_file: int) -> None:
+    files = sorted(p for p in logs.iterdir() if p.name.startswith(name))
+    sizes = {p.name: p.stat().st_size for p in files}
+    total = sum(sizes.values())
+    print(
+        f"{name}: {len(files)} files, {total / 2**20:.2f} MiB (bound {LIMITS.bound_bytes / 2**20:.0f} MiB): {sizes}"
+    )
+    assert len(files) == LIMITS.files + 1, sizes  # it did roll, and kept `files` of them
+    assert total <= LIMITS.bound_bytes + (LIMITS.files + 1) * slack_per_file, sizes
+    assert "LAST LINE" in (logs / name).read_text()
+
+
+def test_the_brokers_log4j_keeps_its_bound_under_noise(tmp_path: Path) -> None:
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    config = tmp_path / "log4j.properties"
+    config.write_text(render_kafka_log4j(LIMITS))
+    libs = load_image(verify=False).kafka_libs("3.9.2")
+    console = _noisy_jvm(
+        tmp_path,
+        f"{libs}/*",
+        [f"-Dlog4j.configuration=file:{config}", f"-Dkafka.logs.dir={logs}"],
+    )
+    # log4j checks the size at every line: a file passes it by at most the line that rolls it.
+    _assert_bounded(logs, KAFKA_SERVER_LOG, 4096)
+    assert "noisy line" not in console  # nothing to the supervisor's unbounded capture
+
+
+def test_zookeepers_logback_keeps_its_bound_under_noise(tmp_path: Path) -> None:
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    config = tmp_path / "logback.xml"
+    config.write_text(render_zookeeper_logback(LIMITS))
+    console = _noisy_jvm(
+        tmp_path,
+        f"{load_image(verify=False).zookeeper_lib}/*",
+        [f"-Dlogback.configurationFile={config}", f"-Dzookeeper.log.dir={logs}"],
+    )
+    # logback checks the size at most every 100 ms or so (its invocation gate): a file passes
+    # it by what is written meanwhile, here about 100 KB.
+    _assert_bounded(logs, ZOOKEEPER_SERVER_LOG, 256 * 1024)
+    assert "noisy line" not in console
