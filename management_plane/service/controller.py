@@ -597,8 +597,8 @@ class Controller:
         return done(f"{op.kind} of {op.cluster} finished")
 
 
-# The migration to KRaft registers its steps in the same registry (a module of its own).
-from management_plane.migration import steps as _migration_steps  # noqa: E402, F401
-# The drill operation's steps live with the drills; imported here, once every name they use
-# exists, so the registry is whole wherever the controller is.
+# The drills and the migration to KRaft register their steps in the same registry from
+# modules of their own; imported here, once every name they use exists, so the registry is
+# whole wherever the controller is.
 import management_plane.drills.operation  # noqa: E402, F401
+from management_plane.migration import steps as _migration_steps  # noqa: E402, F401

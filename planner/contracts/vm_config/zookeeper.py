@@ -112,8 +112,9 @@ def render_zoo_cfg(
             "reconfigEnabled=true",
             "standaloneEnabled=false",
             f"dynamicConfigFile={dynamic_file}",
-            # KaaS reads `srvr` (over TLS); ZooKeeper enables it whatever this says.
-            "4lw.commands.whitelist=srvr",
+            # KaaS reads `srvr` and the agents' metrics read `mntr`, both over TLS (no port
+            # serves plaintext); ZooKeeper enables `srvr` whatever this says.
+            "4lw.commands.whitelist=srvr,mntr",
             "admin.enableServer=false",
             "autopurge.snapRetainCount=3",
             "autopurge.purgeInterval=1",
