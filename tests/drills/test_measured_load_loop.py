@@ -103,8 +103,8 @@ def test_the_planner_spreads_a_hot_topic_the_balance_job_measured(
         admin = AdminClient(dict(connection))
         for future in admin.create_topics(
             [
-                NewTopic(HOT, num_partitions=-1, replica_assignment=hot),
-                NewTopic(COLD, num_partitions=-1, replica_assignment=cold),
+                NewTopic(HOT, num_partitions=len(hot), replica_assignment=hot),
+                NewTopic(COLD, num_partitions=len(cold), replica_assignment=cold),
             ]
         ).values():
             future.result(timeout=60)
@@ -149,7 +149,8 @@ def test_the_planner_spreads_a_hot_topic_the_balance_job_measured(
             ],
             capture_output=True,
             text=True,
-            timeout=600,
+            # Seconds on a quiet machine; a box shared by many test sessions needs far more.
+            timeout=1800,
         )
         assert job.returncode == 0, job.stdout + job.stderr
         assert "measured load of" in job.stdout, job.stdout
