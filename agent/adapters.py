@@ -117,6 +117,22 @@ class KazooAgentZooKeeper:
             raise StoreUnavailable(str(exc)) from exc
         return bytes(raw)
 
+    def read_measured_load(self) -> bytes | None:
+        try:
+            raw, _ = self.client.get(self.paths.measured_load)
+        except NoNodeError:
+            return None
+        except KazooException as exc:
+            raise StoreUnavailable(str(exc)) from exc
+        return bytes(raw)
+
+    def measured_load_version(self) -> int | None:
+        try:
+            stat = self.client.exists(self.paths.measured_load)
+        except KazooException as exc:
+            raise StoreUnavailable(str(exc)) from exc
+        return None if stat is None else int(stat.version)
+
     def read_members(self) -> dict[int, bytes]:
         result: dict[int, bytes] = {}
         try:

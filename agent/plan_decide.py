@@ -47,6 +47,10 @@ class PlanSnapshot:
     planned_for: PlanInputs | None
     """What the last planning (or the end of the last plan) saw; see plan_inputs."""
     replan_interval_s: float
+    measured_load_version: int | None = None
+    """The version of `/kaas/<cluster>/load` now (None: no measured load)."""
+    planned_load_version: int | None = None
+    """The version the last planning read: a new measurement plans again."""
 
 
 @dataclass(frozen=True)
@@ -108,12 +112,15 @@ def _maybe_plan(snap: PlanSnapshot) -> PlanAction:
         return PlanAction("hold", "waiting for the rolling restart to finish before planning")
     seen = plan_inputs(snap.spec_generation, snap.registered, snap.live)
     due = snap.now - snap.last_planned_at >= snap.replan_interval_s
-    if snap.last_planned_at == 0 or snap.planned_for != seen or due:
+    load_changed = snap.measured_load_version != snap.planned_load_version
+    if snap.last_planned_at == 0 or snap.planned_for != seen or due or load_changed:
         why = (
             "first look (or a plan just finished)"
             if snap.last_planned_at == 0
             else "brokers, spec or partitions changed"
             if snap.planned_for != seen
+            else "measured load changed"
+            if load_changed
             else "periodic check"
         )
         if unknown_drain:

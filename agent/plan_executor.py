@@ -16,6 +16,7 @@ import contextlib
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from datetime import UTC, datetime
 from typing import Any
 
 import structlog
@@ -58,6 +59,7 @@ from planner.contracts.spec import ClusterSpec
 from planner.feasibility import InfeasibleError
 from planner.layout import LayoutError, parse_layout
 from planner.live_layout import LiveLayoutError
+from planner.measured_inputs import traffic_inputs
 from planner.model import BrokerState, PlannerSettings
 from planner.plan import Plan, make_plan
 from planner.store import PlanConflictError, PlanStoreError, PlanTooLargeError, StoredPlan
@@ -103,6 +105,8 @@ class PlanExecutor:
         self.facts: PlanFacts | None = None
         self.executing = False
         """Whether the last tick found a plan running: the loop then looks again soon."""
+        self.traffic = ""
+        """Which input the last planning's traffic goals used (measured load or sizes)."""
 
     # -- snapshot -------------------------------------------------------------------------
 
@@ -136,6 +140,8 @@ class PlanExecutor:
             last_planned_at=memory.last_planned_at,
             planned_for=memory.planned_for,
             replan_interval_s=self.settings.replan_interval_s,
+            measured_load_version=self.zookeeper.measured_load_version(),
+            planned_load_version=memory.planned_load_version,
         )
         return snap, spec, memory
 
@@ -168,15 +174,30 @@ class PlanExecutor:
             self.memory, new = note_refusal(self.memory, action.reason)
             if new:
                 self.journal("plan_refused", action.reason, "not executed")
+        elif kind == "hold" and action.reason.startswith("placement balanced") and self.traffic:
+            return f"planner: {action.reason}; {self.traffic}"
         return f"planner: {action.reason}"
 
     def _make_plan(self, action: PlanAction, snap: PlanSnapshot, spec: ClusterSpec) -> str:
         self.memory = planning_started(
-            self.memory, snap.now, snap.spec_generation, snap.registered, snap.live
+            self.memory,
+            snap.now,
+            snap.spec_generation,
+            snap.registered,
+            snap.live,
+            snap.measured_load_version,
         )
         try:
             document = self.cluster_admin().read_layout()
-            cluster = parse_layout(document)
+            traffic = traffic_inputs(
+                document,
+                self.zookeeper.read_measured_load(),
+                datetime.fromtimestamp(snap.now, UTC),
+                self.settings.cluster,
+                self.settings.measured_load_max_age_s,
+            )
+            cluster = parse_layout(traffic.layout)
+            self.traffic = traffic.sentence
         except (LiveLayoutError, LayoutError) as exc:
             self.memory = plan_again(self.memory)
             return f"planner: cannot read the cluster's layout: {exc}"
@@ -196,7 +217,10 @@ class PlanExecutor:
                 self.journal("plan_infeasible", str(exc), "no plan")
             return f"planner: no plan keeps the hard goals: {exc}"
         if plan.is_empty:
-            return f"planner: placement balanced (score {plan.score_after.total:.1f})"
+            return (
+                f"planner: placement balanced (score {plan.score_after.total:.1f}); "
+                f"{traffic.sentence}"
+            )
         previous = snap.plan
         plan_id = previous.plan_id + 1 if previous is not None else 1
         inputs = {
@@ -204,6 +228,7 @@ class PlanExecutor:
             "spec_generation": spec.generation,
             "brokers": sorted(snap.registered),
             "why": action.reason,
+            "traffic": traffic.sentence,
         }
         stored = self._store(plan, plan_id, inputs, previous)
         if stored is None:
@@ -215,11 +240,12 @@ class PlanExecutor:
             action.reason,
             f"plan {plan_id}: {summary['replicas_moved']} replicas, "
             f"{summary['leadership_changes']} leadership changes in {stored.batch_count} "
-            f"batches, score {plan.score_before.total:.1f} -> {plan.score_after.total:.1f}",
+            f"batches, score {plan.score_before.total:.1f} -> {plan.score_after.total:.1f}; "
+            f"{traffic.sentence}",
         )
         return (
             f"planner: stored plan {plan_id} ({stored.batch_count} batches, "
-            f"{summary['replicas_moved']} replicas to move)"
+            f"{summary['replicas_moved']} replicas to move); {traffic.sentence}"
         )
 
     def _store(

@@ -23,6 +23,8 @@ class ExecutorMemory:
     last_planned_at: float = 0.0
     """Wall time of the last planning; 0 makes the next tick plan."""
     planned_for: PlanInputs | None = None
+    planned_load_version: int | None = None
+    """The measured load's znode version the last planning read."""
     last_refusal: str = ""
     """The last refusal journaled: the same one is not journaled again every tick."""
     plan_id: int = -1
@@ -105,9 +107,13 @@ def planning_started(
     generation: int,
     registered: frozenset[int],
     live: Assignment,
+    load_version: int | None = None,
 ) -> ExecutorMemory:
     return replace(
-        memory, last_planned_at=now, planned_for=plan_inputs(generation, registered, live)
+        memory,
+        last_planned_at=now,
+        planned_for=plan_inputs(generation, registered, live),
+        planned_load_version=load_version,
     )
 
 

@@ -84,6 +84,12 @@ class AgentZooKeeper(Protocol):
     def read_spec(self) -> bytes | None:
         """The spec znode's value; None when there is none."""
 
+    def read_measured_load(self) -> bytes | None:
+        """The measured-load znode's value (written by analytics); None when there is none."""
+
+    def measured_load_version(self) -> int | None:
+        """The measured-load znode's version (a cheap look: a new one plans again)."""
+
     def read_members(self) -> dict[int, bytes]:
         """Every member znode's value by broker id (a member that vanished is left out)."""
 

@@ -99,6 +99,9 @@ class AgentSettings:
     """A broker's request queue longer than this makes the executor back off."""
     replan_interval_s: float = 300.0
     """How often it plans again with nothing changed (a broker or spec change plans at once)."""
+    measured_load_max_age_s: float = 3600.0
+    """The measured load (`/kaas/<cluster>/load`) older than this is not used for the traffic
+    goals: the planner falls back to sizes."""
     zookeeper_server_id: int | None = None
     """This VM's ZooKeeper server id (myid); None: the VM runs no ZooKeeper server."""
     zookeeper_peer_port: int = 2888

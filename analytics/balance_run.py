@@ -270,8 +270,16 @@ def run_balance(
         outputs["layout"] = summary["layout"]["path"]
     if options.charts:
         before_after = window_tables.split_before_after(broker_load_pd, options.plan_applied_at)
+        comparison = window_tables.comparison_labels(broker_load_pd, options.plan_applied_at)
         outputs["broker_load_chart"] = str(
-            charts.broker_load_chart(before_after, cluster, out_dir / "charts" / "broker_load.png")
+            charts.broker_load_chart(
+                before_after, comparison, cluster, out_dir / "charts" / "broker_load.png"
+            )
+        )
+        outputs["score_over_time_chart"] = str(
+            charts.score_over_time_chart(
+                scores, window, cluster, out_dir / "charts" / "score_over_time.png"
+            )
         )
         outputs["balance_over_time_chart"] = str(
             charts.balance_over_time_chart(

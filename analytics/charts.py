@@ -13,6 +13,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from analytics.balance import BYTES_IN, BYTES_OUT, CPU, DISK, LEADERS, RESOURCES
+from analytics.window_tables import Comparison
 
 CHART_RESOURCES = (BYTES_IN, BYTES_OUT, DISK, LEADERS)
 # Beyond this many brokers, bars become unreadable; the chart shows the sorted load
@@ -27,8 +28,11 @@ _TITLES = {
 }
 
 
-def broker_load_chart(before_after: pd.DataFrame, cluster: str, path: Path) -> Path:
-    """Per-broker load before and after the plan, one panel per resource.
+def broker_load_chart(
+    before_after: pd.DataFrame, comparison: Comparison, cluster: str, path: Path
+) -> Path:
+    """Per-broker load of two spans, one panel per resource, labelled with what they are
+    (`comparison`: the windows before and after a plan, or the first and latest window).
 
     `before_after` has broker_id and `before_<resource>` / `after_<resource>` columns.
     """
@@ -39,17 +43,17 @@ def broker_load_chart(before_after: pd.DataFrame, cluster: str, path: Path) -> P
         after = frame[f"after_{resource}"].fillna(0.0)
         if len(frame) <= MAX_BARS:
             positions = range(len(frame))
-            axis.bar([p - 0.2 for p in positions], before, width=0.4, label="before")
-            axis.bar([p + 0.2 for p in positions], after, width=0.4, label="after")
+            axis.bar([p - 0.2 for p in positions], before, width=0.4, label=comparison.before)
+            axis.bar([p + 0.2 for p in positions], after, width=0.4, label=comparison.after)
             axis.set_xticks(list(positions), [str(b) for b in frame["broker_id"]], fontsize=7)
             axis.set_xlabel("broker")
         else:
-            axis.plot(sorted(before, reverse=True), label="before")
-            axis.plot(sorted(after, reverse=True), label="after")
+            axis.plot(sorted(before, reverse=True), label=comparison.before)
+            axis.plot(sorted(after, reverse=True), label=comparison.after)
             axis.set_xlabel("brokers, most loaded first")
         axis.set_title(_TITLES[resource])
-        axis.legend()
-    figure.suptitle(f"{cluster}: per-broker load before and after the plan")
+        axis.legend(fontsize=7)
+    figure.suptitle(f"{cluster}: {comparison.title}")
     figure.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(path, dpi=100)
@@ -79,6 +83,32 @@ def balance_over_time_chart(
         score_axis.set_ylabel("balance score (0..100)")
         score_axis.legend(loc="upper right")
     figure.suptitle(f"{cluster}: balance over time")
+    figure.autofmt_xdate()
+    figure.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
+    return path
+
+
+def score_over_time_chart(scores: pd.DataFrame, window: str, cluster: str, path: Path) -> Path:
+    """The planner's balance score of the measured load, one point per window."""
+    figure, axis = plt.subplots(figsize=(12, 4))
+    known = scores.dropna(subset=["score"]).sort_values("window_start")
+    axis.plot(
+        known["window_start"],
+        known["score"],
+        marker="o",
+        markersize=3,
+        label=f"balance score of the measured load, per {window} window",
+    )
+    axis.set_ylim(0, 100)
+    axis.set_ylabel("balance score (0..100, planner's definition)")
+    axis.set_xlabel("window start (UTC)")
+    axis.legend(loc="lower left")
+    if known.empty:
+        axis.text(0.5, 0.5, "no window could be scored", ha="center", transform=axis.transAxes)
+    figure.suptitle(f"{cluster}: balance score over time")
     figure.autofmt_xdate()
     figure.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)

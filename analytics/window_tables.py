@@ -10,6 +10,7 @@ names did, in a fraction of it. Pure: frames in, frames out, no I/O.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from typing import cast
 
@@ -235,4 +236,40 @@ def to_arrow(frame: pd.DataFrame, schema: pa.Schema) -> pa.Table:
     """`frame` as an Arrow table of `schema` (timestamps in microseconds, UTC)."""
     return cast(
         pa.Table, pa.Table.from_pandas(frame, schema=schema, preserve_index=False, safe=False)
+    )
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """What the per-broker load chart compares, in words: its two series and its title."""
+
+    before: str
+    after: str
+    title: str
+
+
+def comparison_labels(broker_load: pd.DataFrame, plan_applied_at: datetime | None) -> Comparison:
+    """The labels of `split_before_after`'s two sides: without a plan time they are the
+    first and the latest window (named with their times), not "before and after the plan"."""
+    if plan_applied_at is not None:
+        at = pd.Timestamp(plan_applied_at).tz_convert("UTC").strftime("%Y-%m-%d %H:%M UTC")
+        return Comparison(
+            before=f"windows ending by {at} (before the plan)",
+            after=f"windows starting from {at} (after the plan)",
+            title=f"per-broker load before and after the plan applied at {at}",
+        )
+    if broker_load.empty:
+        return Comparison("first window", "latest window", "per-broker load: no windows")
+    starts = pd.to_datetime(broker_load["window_start"], utc=True)
+    ends = pd.to_datetime(broker_load["window_end"], utc=True)
+    first, latest = starts.min(), starts.max()
+
+    def span(start: pd.Timestamp) -> str:
+        end = ends[starts == start].max()
+        return f"{start:%Y-%m-%d %H:%M}-{end:%H:%M} UTC"
+
+    return Comparison(
+        before=f"first window {span(first)}",
+        after=f"latest window {span(latest)}",
+        title="per-broker load: first window against latest window (no plan time given)",
     )

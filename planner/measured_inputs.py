@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from planner.contracts.measured_load import MeasuredLoad
+from planner.contracts.fields import ContractError
+from planner.contracts.measured_load import MeasuredLoad, parse_measured_load
 
 DEFAULT_MAX_AGE_S = 3600.0
 
@@ -61,3 +62,30 @@ def with_measured_load(
         f"traffic goals use measured load of {found}/{total} partitions "
         f"({load.window_start} .. {load.window_end}, {age:.0f} s old)",
     )
+
+
+def traffic_inputs(
+    layout: dict[str, Any],
+    raw_load: bytes | None,
+    now: datetime,
+    cluster: str,
+    max_age_s: float = DEFAULT_MAX_AGE_S,
+) -> TrafficInputs:
+    """`with_measured_load` from the znode's bytes as read (None: no znode): a value the
+    contract's parser refuses, or one measured on another cluster, is not used, and the
+    sentence names why."""
+    if raw_load is None:
+        return with_measured_load(layout, None, now, max_age_s)
+    try:
+        load = parse_measured_load(raw_load)
+    except ContractError as exc:
+        return TrafficInputs(
+            layout, False, f"traffic goals use sizes: measured load refused: {exc}"
+        )
+    if load.cluster != cluster:
+        return TrafficInputs(
+            layout,
+            False,
+            f"traffic goals use sizes: measured load is of cluster {load.cluster!r}, not {cluster!r}",
+        )
+    return with_measured_load(layout, load, now, max_age_s)

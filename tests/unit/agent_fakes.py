@@ -101,6 +101,8 @@ class FakeZooKeeper:
         self.claimed: dict[str, int] = {}
         self.on_connected_callbacks: list[Callable[[], None]] = []
         self.spec_watchers: list[Callable[[], None]] = []
+        self.measured_load: bytes | None = None
+        self.measured_load_writes = 0
 
     def check(self) -> None:
         if not self.up or self.reads_fail:
@@ -147,6 +149,18 @@ class FakeZooKeeper:
     def read_spec(self) -> bytes | None:
         self.check()
         return self.spec_value
+
+    def set_measured_load(self, value: bytes | None) -> None:
+        self.measured_load = value
+        self.measured_load_writes += 1
+
+    def read_measured_load(self) -> bytes | None:
+        self.check()
+        return self.measured_load
+
+    def measured_load_version(self) -> int | None:
+        self.check()
+        return None if self.measured_load is None else self.measured_load_writes
 
     def read_members(self) -> dict[int, bytes]:
         self.check()

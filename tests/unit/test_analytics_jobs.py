@@ -133,7 +133,7 @@ def test_balance_job_writes_tables_charts_and_measured_layout(
     ):
         assert (out / table / "_SUCCESS").exists(), table
     assert json.loads((out / "summary.json").read_text())["records"] == summary["records"]
-    for chart in ("broker_load.png", "balance_over_time.png"):
+    for chart in ("broker_load.png", "balance_over_time.png", "score_over_time.png"):
         assert (out / "charts" / chart).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     measured = json.loads((out / "LAYOUT.json").read_text())
     rates = {p["partition"]: p["bytes_in_per_s"] for p in measured["partitions"]}

@@ -201,3 +201,34 @@ def test_measured_load_for_the_planner_averages_the_documented_span() -> None:
     assert latest.window_s == 300
     assert latest.by_partition()[("orders", 0)].bytes_out_per_s == 30.0
     assert parse_measured_load(json.dumps(latest.to_json())) == latest
+
+
+@pytest.mark.parametrize(
+    ("applied", "before", "after", "title"),
+    [
+        (
+            None,
+            "first window 2026-01-01 00:00-00:05 UTC",
+            "latest window 2026-01-01 00:10-00:15 UTC",
+            "per-broker load: first window against latest window (no plan time given)",
+        ),
+        (
+            W1,
+            "windows ending by 2026-01-01 00:05 UTC (before the plan)",
+            "windows starting from 2026-01-01 00:05 UTC (after the plan)",
+            "per-broker load before and after the plan applied at 2026-01-01 00:05 UTC",
+        ),
+    ],
+)
+def test_the_load_chart_says_what_it_compares(
+    applied: datetime | None, before: str, after: str, title: str
+) -> None:
+    starts = [W0, W1, W2]
+    frame = pd.DataFrame(
+        {
+            "window_start": starts,
+            "window_end": [start + pd.Timedelta("5min") for start in starts],
+        }
+    )
+    labels = window_tables.comparison_labels(frame, applied)
+    assert (labels.before, labels.after, labels.title) == (before, after, title)

@@ -86,6 +86,26 @@ CASES = [
         "periodic",
     ),
     (
+        "done plan, a new measured load: plan",
+        snap(
+            progress=Progress(4, PLAN.batch_count, "done"),
+            measured_load_version=3,
+            planned_load_version=2,
+        ),
+        "make_plan",
+        "measured load changed",
+    ),
+    (
+        "done plan, the measured load read last time: balanced",
+        snap(
+            progress=Progress(4, PLAN.batch_count, "done"),
+            measured_load_version=3,
+            planned_load_version=3,
+        ),
+        "hold",
+        "balanced (plan 4 done)",
+    ),
+    (
         "replicas on an unregistered broker: no planning",
         snap(plan=None, progress=None, registered=frozenset({1, 2, 3})),
         "hold",

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 
 import pytest
 
 from planner.contracts.measured_load import MeasuredLoad, PartitionLoad
 from planner.layout import parse_layout
-from planner.measured_inputs import with_measured_load
+from planner.measured_inputs import traffic_inputs, with_measured_load
 
 pytestmark = pytest.mark.unit
 
@@ -64,3 +65,27 @@ def test_missing_or_stale_load_falls_back_to_sizes_and_says_so(
     assert reason in inputs.sentence
     assert inputs.layout == layout
     assert "bytes_in_per_s" not in inputs.layout["partitions"][0]
+
+
+@pytest.mark.parametrize(
+    ("raw", "cluster", "measured", "says"),
+    [
+        (None, "c", False, "traffic goals use sizes: no measured load"),
+        (b"[]", "c", False, "traffic goals use sizes: measured load refused: "),
+        (b'{"schema_version": 2}', "c", False, "measured load refused: load.schema_version"),
+        ("fresh", "other", False, "measured load is of cluster 'c', not 'other'"),
+        ("fresh", "c", True, "traffic goals use measured load of 1/2 partitions"),
+    ],
+)
+def test_traffic_inputs_parse_the_znode_and_name_why_a_value_is_not_used(
+    raw: bytes | str | None, cluster: str, measured: bool, says: str
+) -> None:
+    data = raw
+    if raw == "fresh":
+        data = json.dumps(_load("2026-01-01T00:50:00+00:00").to_json()).encode()
+    assert not isinstance(data, str)
+    inputs = traffic_inputs(_layout(), data, NOW, cluster, 900)
+    assert inputs.measured is measured
+    assert says in inputs.sentence
+    if not measured:
+        assert inputs.layout == _layout()
