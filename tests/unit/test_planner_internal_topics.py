@@ -66,3 +66,46 @@ def test_internal_topics_leaders_are_balanced_across_brokers() -> None:
     assert plan.replicas_moved == 0
     assert plan.leadership_changes == 7
     assert make_plan(plan.target).is_empty
+
+
+INTERNAL_NAMES = ("__consumer_offsets", "__transaction_state", "_kaas_metrics")
+
+
+def _grown_cluster(names: tuple[str, ...]) -> dict[str, Any]:
+    """Three brokers held everything; three more just joined, one per zone, empty."""
+    brokers = [{"id": b, "rack": f"zone-{'abc'[b % 3]}"} for b in range(6)]
+    partitions = []
+    for name, count in zip((*names, "orders"), (12, 6, 3, 6), strict=True):
+        for number in range(count):
+            leader = number % 3
+            partitions.append(
+                {
+                    "topic": name,
+                    "partition": number,
+                    "replicas": [leader, *(b for b in range(3) if b != leader)],
+                    "size_bytes": 1000,
+                }
+            )
+    return {"brokers": brokers, "partitions": partitions}
+
+
+def test_internal_topics_replicas_move_to_added_brokers_like_any_topic() -> None:
+    plan = make_plan(parse_layout(_grown_cluster(INTERNAL_NAMES)), seed=3)
+    renamed = make_plan(parse_layout(_grown_cluster(("t-a", "t-b", "t-c"))), seed=3)
+
+    # The names make no difference: the same replicas move the same way.
+    rename = dict(zip(INTERNAL_NAMES, ("t-a", "t-b", "t-c"), strict=True))
+    moved = sorted(
+        (rename.get(p.topic, p.topic), p.partition, p.replicas) for p in plan.target.partitions
+    )
+    assert moved == sorted((p.topic, p.partition, p.replicas) for p in renamed.target.partitions)
+    assert plan.replicas_moved == renamed.replicas_moved > 0
+    # And the added brokers hold and lead their share of every internal topic.
+    for name in ("__consumer_offsets", "__transaction_state"):
+        held = Counter(b for p in plan.target.partitions if p.topic == name for b in p.replicas)
+        led = Counter(p.replicas[0] for p in plan.target.partitions if p.topic == name)
+        assert all(held[b] >= 1 for b in (3, 4, 5)), (name, held)
+        assert max(held.values()) - min(held[b] for b in range(6)) <= 2, (name, held)
+        assert all(led[b] >= 1 for b in (3, 4, 5)), (name, led)
+    replicas = Counter(b for p in plan.target.partitions for b in p.replicas)
+    assert max(replicas.values()) - min(replicas[b] for b in range(6)) <= 1
