@@ -17,6 +17,7 @@ from typing import Protocol
 import structlog
 
 from agent.broker_config import desired_server_properties, diff_broker_config
+from agent.broker_config.rendering import desired_controller_properties
 from agent.decide import (
     RUNNING,
     STOPPED,
@@ -30,8 +31,10 @@ from agent.decide import (
     RestartBroker,
     Snapshot,
     StartBroker,
+    StartController,
     decide,
 )
+from agent.errors import AgentError
 from agent.identity import volume_id
 from agent.member_state import member_state
 from agent.metrics_loop import start_metrics_loop
@@ -107,6 +110,9 @@ class AgentPorts:
     """bootstrap list -> Kafka's reassignment API, for the elected planner."""
     clock: Clock
     spawn: Spawn = field(default=spawn_thread)
+    controller: BrokerSupervisor | None = None
+    """This VM's KRaft controller process; None: the VM runs none (or the cluster is in
+    ZooKeeper mode)."""
 
 
 class Agent:
@@ -298,6 +304,7 @@ class Agent:
             if m.pending_restart or m.spec_generation < generation
         )
         zookeeper_change = self.ensemble.change(good, now)
+        controller = self.ports.controller.state() if self.ports.controller else None
         long_action = self.long_action
         running = long_action is not None and (
             long_action.running is None or long_action.running.is_alive()
@@ -316,6 +323,7 @@ class Agent:
             brokers_awaiting_restart=awaiting,
             unresponsive_threshold_s=self.settings.broker_unresponsive_s,
             zookeeper_change=zookeeper_change,
+            controller=controller,
         )
         return snap, CycleMemory(good, since)
 
@@ -331,6 +339,8 @@ class Agent:
                 self.ensemble.apply(change)
             case ApplyDynamicConfig():
                 self._apply_dynamic(action)
+            case StartController():
+                self._start_controller(action)
             case DoNothing():
                 pass
 
@@ -342,6 +352,23 @@ class Agent:
         self.journal(
             action.kind, action.reason, "done, read back" if error is None else f"failed: {error}"
         )
+
+    def _start_controller(self, action: StartController) -> None:
+        controller = self.ports.controller
+        spec = self.memory.last_good_spec
+        if controller is None or spec is None:
+            return
+        try:
+            properties = desired_controller_properties(self.settings, self.broker_id, spec)
+        except BrokerConfigError as exc:
+            self.journal(action.kind, action.reason, f"failed: {exc}")
+            return
+        if properties is not None:
+            write_properties(self.settings.config_dir / "controller.properties", properties)
+        try:
+            controller.start(action.kafka_version)
+        except (AgentError, OSError) as exc:
+            self.journal(action.kind, action.reason, f"failed: {exc}")
 
     def _run_long(self, kind: LaunchKind, reason: str, launch: BrokerLaunch) -> None:
         long_action = LongAction(str(kind), f"{kind}: waiting to begin")

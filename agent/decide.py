@@ -34,6 +34,7 @@ __all__ = [
     "RestartBroker",
     "Snapshot",
     "StartBroker",
+    "StartController",
     "decide",
     "nothing",
 ]
@@ -45,6 +46,7 @@ class ActionKind(StrEnum):
     RESTART = "restart"
     ZK_RECONFIG = "zk_reconfig"
     APPLY_DYNAMIC = "apply_dynamic"
+    START_CONTROLLER = "start_controller"
 
 
 @dataclass(frozen=True)
@@ -92,6 +94,7 @@ class Snapshot:
     brokers_awaiting_restart: frozenset[int] = frozenset()  # other members that need a restart
     unresponsive_threshold_s: float = 30.0
     zookeeper_change: ReconfigChange | None = None  # from zk_membership.decide_membership
+    controller: ProcessState | None = None  # this VM's KRaft controller; None: it runs none
 
 
 @dataclass(frozen=True)
@@ -127,6 +130,16 @@ class RestartBroker:
 
 
 @dataclass(frozen=True)
+class StartController:
+    """Start this VM's KRaft controller process (healing: it is not running). Quick, on the
+    loop: a controller holds no partitions, so no restart lock or safety check applies."""
+
+    kind: ClassVar[ActionKind] = ActionKind.START_CONTROLLER
+    reason: str
+    kafka_version: str
+
+
+@dataclass(frozen=True)
 class ReconfigureZookeeper:
     kind: ClassVar[ActionKind] = ActionKind.ZK_RECONFIG
     reason: str
@@ -147,7 +160,14 @@ class ApplyDynamicConfig:
         return self.diff.dynamic_keys
 
 
-Action = DoNothing | StartBroker | RestartBroker | ReconfigureZookeeper | ApplyDynamicConfig
+Action = (
+    DoNothing
+    | StartBroker
+    | RestartBroker
+    | ReconfigureZookeeper
+    | ApplyDynamicConfig
+    | StartController
+)
 
 
 def is_nothing(action: Action) -> bool:
@@ -168,6 +188,10 @@ def decide(s: Snapshot) -> Action:
     who = f"broker {s.broker_id}"
     if not s.zk_connected:
         return nothing(f"{who}: ZooKeeper unreachable, taking no action until the session is back")
+    # The controller before anything of the broker's: a broker start waits for a quorum
+    # that a dead controller may be the missing vote of.
+    if s.spec is not None and s.controller == STOPPED:
+        return StartController(f"{who}: controller process gone, starting it", s.spec.kafka_version)
     if s.long_action is not None:
         return nothing(f"{who}: {s.long_action}")
     if s.spec is None:

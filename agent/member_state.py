@@ -12,6 +12,7 @@ _BY_ACTION = {
     "restart": MemberState.RESTARTING,
     "zk_reconfig": MemberState.RECONFIGURING_ZOOKEEPER,
     "apply_dynamic": MemberState.APPLYING_CONFIG,
+    "start_controller": MemberState.STARTING,
 }
 
 

@@ -8,6 +8,7 @@ from agent.adapters import (
     ConfluentBrokerAdmin,
     ConfluentClusterAdmin,
     KazooAgentZooKeeper,
+    KraftAgentZooKeeper,
     SystemClock,
 )
 from agent.cycle import Agent, AgentPorts
@@ -15,7 +16,7 @@ from agent.planner_role import PlannerRole
 from agent.ports import BrokerSupervisor, ReassignmentAdmin
 from agent.reassign_admin import KafkaReassignmentAdmin
 from agent.settings import AgentSettings, SettingsError
-from agent.supervisor import make_supervisor
+from agent.supervisor import KafkaProcess, make_supervisor
 from agent.zk_ensemble import EnsembleKeeper
 from planner.contracts.paths import ClusterPaths
 from planner.pki.tls import client_context
@@ -32,7 +33,20 @@ def build_agent(settings: AgentSettings, supervisor: BrokerSupervisor | None = N
             f"and {identity.keystore.name} from the cluster CA)"
         )
     paths = ClusterPaths(settings.cluster)
-    zookeeper = KazooAgentZooKeeper(settings.zookeeper_hosts, paths, settings.identity)
+    # The agent's Kafka reads that need the whole cluster go over every member's broker; the
+    # agent is made below, the ZooKeeper adapter first.
+    agents: list[Agent] = []
+    zookeeper = (
+        KraftAgentZooKeeper(
+            settings.zookeeper_hosts,
+            paths,
+            settings.identity,
+            settings.kafka_client,
+            lambda: agents[0].cluster_bootstrap() if agents else settings.bootstrap,
+        )
+        if settings.kraft
+        else KazooAgentZooKeeper(settings.zookeeper_hosts, paths, settings.identity)
+    )
     jolokia = client_context(settings.identity)  # every broker's Jolokia takes the nodes' only
 
     # One admin client per bootstrap list, kept across the executor's looks.
@@ -49,7 +63,6 @@ def build_agent(settings: AgentSettings, supervisor: BrokerSupervisor | None = N
         return admins[bootstrap]
 
     # The ensemble keeper journals through the agent, which is made after it.
-    agents: list[Agent] = []
     ensemble = EnsembleKeeper(
         zookeeper.client,
         settings,
@@ -72,6 +85,9 @@ def build_agent(settings: AgentSettings, supervisor: BrokerSupervisor | None = N
             ),
             reassignments=reassignments,
             clock=SystemClock(),
+            controller=make_supervisor(settings, KafkaProcess.CONTROLLER)
+            if settings.runs_controller
+            else None,
         ),
     )
     agents.append(agent)

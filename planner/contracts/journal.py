@@ -18,6 +18,7 @@ class JournalAction(StrEnum):
     RESTART = "restart"
     APPLY_DYNAMIC = "apply_dynamic"
     ZK_RECONFIG = "zk_reconfig"
+    START_CONTROLLER = "start_controller"
     # the elected planner's executor
     PLAN_STORED = "plan_stored"
     PLAN_DONE = "plan_done"

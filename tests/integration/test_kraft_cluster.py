@@ -1,15 +1,16 @@
-"""A real 3-VM KRaft cluster (Kafka 4.3.1, `kaas up --no-agents --kafka-version 4.3.1`):
-controllers in processes of their own on the first three VMs, every VM a broker. One
-cluster is shared by the tests of this file; none changes it beyond its own topics."""
+"""A real 3-VM KRaft cluster (Kafka 4.3.1, `kaas up --kafka-version 4.3.1`) run by its agents:
+controllers in processes of their own on the first three VMs, every VM a broker, each VM's
+agent starting and healing both. One cluster is shared by the tests of this file; a test that
+kills a process waits until the agents have healed it."""
 
 from __future__ import annotations
 
 import json
 import subprocess
+import threading
 import time
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer
@@ -17,15 +18,15 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from agent.kraft_quorum import ControllerIdentity, QuorumChangeKind, QuorumView, decide_quorum
 from agent.kraft_quorum_tool import MetadataQuorumTool, QuorumToolError
-from management_plane.errors import KaasError
 from management_plane.local import kraft
-from management_plane.local.cluster import LocalCluster
 from management_plane.local.image import find_java, load_image
 from management_plane.local.processes import is_alive
 from management_plane.local.state import require_state
 from management_plane.local.up_choice import UpChoice
 from management_plane.security.probes import probe_tls
 from management_plane.security.verdict import TlsOutcome
+from planner.contracts.member import MemberRecord, MemberState, parse_member
+from planner.contracts.paths import ClusterPaths
 from tests import harness
 from tests.harness import ClusterHandle
 
@@ -43,6 +44,7 @@ def kraft_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterH
         name="kraft",
         address_base=harness.FRESH_CLUSTER_BASE,
         kafka_version=KRAFT_VERSION,
+        agents=True,
     )
     try:
         yield handle
@@ -193,12 +195,37 @@ def test_kraft_status_lists_each_vms_processes(kraft_cluster: ClusterHandle) -> 
     assert shown.stdout.count(" voter") == 2
 
 
-def test_agents_are_refused_on_kraft_for_now(tmp_path: Path) -> None:
-    with pytest.raises(KaasError, match=r"KRaft mode.*--no-agents"):
-        LocalCluster(tmp_path).up(
-            3, address_base=harness.SCRATCH_BASE, kafka_version=KRAFT_VERSION, agents=True
-        )
-    assert not (tmp_path / "cluster.json").exists()
+def test_the_agents_run_the_kraft_cluster_and_report_healthy(
+    kraft_cluster: ClusterHandle,
+) -> None:
+    """Every VM's agent claimed the id its volume was formatted with, started its controller
+    and broker, sees its broker registered (through a metadata request: Kafka writes nothing
+    to ZooKeeper) and reports healthy."""
+
+    def members() -> dict[int, MemberRecord]:
+        client = kraft_cluster.zookeeper()
+        client.start(timeout=30)
+        try:
+            folder = ClusterPaths("kraft").members
+            return {
+                int(child): parse_member(client.get(f"{folder}/{child}")[0])
+                for child in client.get_children(folder)
+            }
+        finally:
+            client.stop()
+            client.close()
+
+    harness.wait_until(
+        lambda: [m.state for m in members().values()] == [MemberState.HEALTHY] * 3,
+        120,
+        "three healthy members",
+    )
+    found = members()
+    assert sorted(found) == [vm.broker_id for vm in kraft_cluster.layout.vms]
+    assert all(m.registered for m in found.values())
+    assert {m.vm_id: b for b, m in found.items()} == {
+        vm.name: vm.broker_id for vm in kraft_cluster.layout.vms
+    }
 
 
 def _quorum_tool(handle: ClusterHandle, vm_index: int) -> MetadataQuorumTool:
@@ -276,10 +303,12 @@ def _try_add(tool: MetadataQuorumTool) -> bool:
     return True
 
 
-def test_a_killed_controller_is_started_again_and_votes(kraft_cluster: ClusterHandle) -> None:
-    """`kaas vm kill --only controller` and `kaas vm start` act on the controller process; the
-    quorum elects or keeps a leader meanwhile, and the restarted controller votes again."""
-    assert "killed controller" in kraft_cluster.vm("kill", "vm2", "--only", "controller")
+def test_killing_the_active_controller_elects_a_new_leader_and_the_agent_restarts_it(
+    kraft_cluster: ClusterHandle,
+) -> None:
+    """The active controller killed (SIGKILL): the other two voters elect a leader within
+    seconds, an acks=all producer keeps succeeding and loses nothing, and the VM's agent
+    starts the dead controller again, which catches up and votes."""
     tool = _quorum_tool(kraft_cluster, 0)
 
     def leader_id() -> int | None:
@@ -289,21 +318,118 @@ def test_a_killed_controller_is_started_again_and_votes(kraft_cluster: ClusterHa
         except QuorumToolError:
             return None
 
-    # Two of three voters keep (or elect) a leader.
-    harness.wait_until(lambda: leader_id() in {3000, 3002}, 60, "a leader among 3000, 3002")
-    assert "started controller" in kraft_cluster.vm("start", "vm2")
+    old_leader = leader_id()
+    assert old_leader in {3000, 3001, 3002}
+    vm = next(
+        v for v in kraft_cluster.layout.vms if kraft.controller_facts(v).node_id == old_leader
+    )
+    state = require_state(kraft_cluster.home)
+    old_record = state.record(vm.name, "controller")
+    assert old_record is not None
 
-    def caught_up_3001() -> bool:
-        try:
-            replicas = tool.describe()[1]
-        except QuorumToolError:
-            return False
-        return [
-            r.caught_up_ago_ms is not None and r.caught_up_ago_ms < 5000
-            for r in replicas
-            if r.node_id == 3001
-        ] == [True]
+    topic = kraft_cluster.unique_topic("kraft-failover")
+    admin = AdminClient(kraft_cluster.client_config())
+    admin.create_topics([NewTopic(topic, num_partitions=3)])[topic].result(timeout=60)
+    producing = _AcksAllProducer(kraft_cluster, topic)
+    producing.start()
+    try:
+        time.sleep(2)
+        killed_at = time.monotonic()
+        assert "killed controller" in kraft_cluster.vm("kill", vm.name, "--only", "controller")
+        harness.wait_until(
+            lambda: leader_id() not in {None, old_leader}, 60, "a new controller leader"
+        )
+        elected_s = time.monotonic() - killed_at
+        first_ack_s = producing.first_ack_after(killed_at)
 
-    harness.wait_until(caught_up_3001, 90, "controller 3001 caught up again")
+        def restarted() -> bool:
+            record = require_state(kraft_cluster.home).record(vm.name, "controller")
+            return is_alive(record) and record is not None and record.pid != old_record.pid
+
+        harness.wait_until(restarted, 60, f"the agent of {vm.name} to restart its controller")
+        restarted_s = time.monotonic() - killed_at
+
+        def caught_up() -> bool:
+            try:
+                replicas = tool.describe()[1]
+            except QuorumToolError:
+                return False
+            return [
+                r.caught_up_ago_ms is not None and r.caught_up_ago_ms < 5000
+                for r in replicas
+                if r.node_id == old_leader
+            ] == [True]
+
+        harness.wait_until(caught_up, 90, f"controller {old_leader} caught up again")
+        time.sleep(1)
+    finally:
+        sent, acked, errors = producing.stop()
+    print(
+        f"\ncontroller failover: new leader {elected_s:.1f}s after the kill (quorum tool "
+        f"polling), first acks=all produce after the kill {first_ack_s:.2f}s, controller "
+        f"restarted by the agent {restarted_s:.1f}s; {acked} of {sent} acked"
+    )
+    assert errors == []
+    assert acked == sent > 0
+    assert first_ack_s < 5.0
+    assert elected_s < 30.0
     voters = sorted(r.node_id for r in tool.describe()[1] if r.role.value != "observer")
     assert voters == [3000, 3001, 3002]
+    _assert_all_consumed(kraft_cluster, topic, acked)
+
+
+class _AcksAllProducer:
+    """Produces acks=all with idempotence on its own thread, recording when each ack came."""
+
+    def __init__(self, handle: ClusterHandle, topic: str) -> None:
+        self.producer = Producer(handle.client_config(acks="all", **{"enable.idempotence": True}))
+        self.topic = topic
+        self.acks: list[float] = []
+        self.errors: list[str] = []
+        self.sent = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _delivered(self, error: KafkaError | None, _message: object) -> None:
+        if error is None:
+            self.acks.append(time.monotonic())
+        else:
+            self.errors.append(str(error))
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.producer.produce(
+                self.topic, f"m-{self.sent}".encode(), on_delivery=self._delivered
+            )
+            self.sent += 1
+            self.producer.poll(0.02)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def first_ack_after(self, moment: float) -> float:
+        later = [ack for ack in list(self.acks) if ack > moment]
+        return (later[0] - moment) if later else float("inf")
+
+    def stop(self) -> tuple[int, int, list[str]]:
+        self._stop.set()
+        self._thread.join(timeout=10)
+        self.producer.flush(60)
+        return self.sent, len(self.acks), self.errors
+
+
+def _assert_all_consumed(handle: ClusterHandle, topic: str, expected: int) -> None:
+    consumer = Consumer(
+        handle.client_config(
+            **{"group.id": f"kraft-{uuid.uuid4().hex[:8]}", "auto.offset.reset": "earliest"}
+        )
+    )
+    consumer.subscribe([topic])
+    received: list[str] = []
+    try:
+        harness.wait_until(
+            lambda: _poll_into(consumer, received) >= expected, 90, "every message consumed"
+        )
+    finally:
+        consumer.close()
+    assert len(set(received)) == expected

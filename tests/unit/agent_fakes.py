@@ -520,6 +520,27 @@ def settings_for(tmp_path: Path, **overrides: Any) -> AgentSettings:
     )
 
 
+class FakeProcess:
+    """A supervised process (the VM's KRaft controller): stopped until started."""
+
+    def __init__(self) -> None:
+        self.process_state = STOPPED
+        self.starts: list[str] = []
+
+    def state(self) -> ProcessState:
+        return self.process_state
+
+    def start(self, kafka_version: str) -> None:
+        self.starts.append(kafka_version)
+        self.process_state = RUNNING
+
+    def stop(self, timeout: float) -> None:
+        self.process_state = STOPPED
+
+    def pid(self) -> int | None:
+        return 4242 if self.process_state != STOPPED else None
+
+
 @dataclass
 class Rig:
     """One agent wired to fakes."""
@@ -534,6 +555,7 @@ class Rig:
     cluster: FakeClusterAdmin
     reassignments: FakeReassignments
     spawn: SpawnLater
+    controller: FakeProcess | None = None
 
 
 def make_rig(
@@ -549,6 +571,7 @@ def make_rig(
     cluster = FakeClusterAdmin()
     reassignments = FakeReassignments(cluster)
     later = SpawnLater()
+    controller = FakeProcess() if agent_settings.runs_controller else None
 
     def spawn_now(name: str, work: Callable[[], None]) -> Running:
         later(name, work)
@@ -568,10 +591,21 @@ def make_rig(
             reassignments=lambda bootstrap: reassignments,
             clock=clock,
             spawn=later if spawn_later else spawn_now,
+            controller=controller,
         ),
     )
     agent.start()
     broker.broker_id = agent.broker_id
     return Rig(
-        agent, clock, zookeeper, broker, ensemble, seat, store, cluster, reassignments, later
+        agent,
+        clock,
+        zookeeper,
+        broker,
+        ensemble,
+        seat,
+        store,
+        cluster,
+        reassignments,
+        later,
+        controller,
     )
