@@ -165,6 +165,15 @@ class KazooAgentZooKeeper:
             raise StoreUnavailable(str(exc)) from exc
         return frozenset(int(c) for c in children if c.isdigit())
 
+    def claimed_broker_ids(self) -> frozenset[int]:
+        try:
+            children = self.client.get_children(self.paths.ids)
+        except NoNodeError:
+            return frozenset()
+        except KazooException as exc:
+            raise StoreUnavailable(str(exc)) from exc
+        return frozenset(int(c) for c in children if c.isdigit())
+
     def controller_id(self) -> int | None:
         try:
             raw, _ = self.client.get(self.paths.kafka_controller)

@@ -36,6 +36,9 @@ from agent.decide import (
 )
 from agent.errors import AgentError
 from agent.identity import volume_id
+from agent.kraft_keeper import QuorumKeeper, metadata_directory_id, start_quorum_keeper
+from agent.kraft_quorum import ControllerIdentity
+from agent.kraft_quorum_tool import ControllerQuorum
 from agent.member_state import member_state
 from agent.metrics_loop import start_metrics_loop
 from agent.plan_executor import PlanExecutor, start_plan_executor
@@ -61,6 +64,7 @@ from planner.contracts.member import MemberRecord, MemberRole, MemberState, pars
 from planner.contracts.paths import ClusterPaths
 from planner.contracts.spec import ClusterSpec, SpecError, parse_spec
 from planner.contracts.vm_config import BrokerConfigError
+from planner.contracts.vm_config.kraft import controller_node_id
 
 AGENT_VERSION = "0.1.0"
 log = structlog.get_logger("kaas.agent")
@@ -113,6 +117,9 @@ class AgentPorts:
     controller: BrokerSupervisor | None = None
     """This VM's KRaft controller process; None: the VM runs none (or the cluster is in
     ZooKeeper mode)."""
+    quorum: ControllerQuorum | None = None
+    """A KRaft cluster's controller quorum (describe, add, remove, unregister); None in
+    ZooKeeper mode."""
 
 
 class Agent:
@@ -143,6 +150,22 @@ class Agent:
             self.journal,
             ports.clock,
         )
+        self.quorum_keeper = (
+            QuorumKeeper(
+                ports.quorum,
+                self._controller_identity,
+                lambda: self.memory.last_good_spec,
+                lambda: self.planner_role.is_planner,
+                ports.zookeeper.registered_brokers,
+                ports.zookeeper.claimed_broker_ids,
+                self.journal,
+                ports.clock.monotonic,
+                settings.controller_gone_s,
+                settings.controller_caught_up_ms,
+            )
+            if ports.quorum is not None
+            else None
+        )
         self.restarts = RestartRunner(
             settings,
             ports.zookeeper,
@@ -167,6 +190,15 @@ class Agent:
         log.info(
             "agent_started", broker_id=self.broker_id, vm_id=self.settings.vm_id, volume_id=volume
         )
+
+    def _controller_identity(self) -> ControllerIdentity | None:
+        """This VM's controller as the quorum knows it, once its metadata dir is formatted."""
+        if not self.settings.runs_controller or self.settings.controller_data_dir is None:
+            return None
+        directory = metadata_directory_id(self.settings.controller_data_dir)
+        if directory is None or self.broker_id < 0:
+            return None
+        return ControllerIdentity(controller_node_id(self.broker_id), directory)
 
     def _preferred_broker_id(self) -> int | None:
         """The id Kafka recorded on the volume; on an empty volume, the one the settings ask
@@ -398,6 +430,8 @@ class Agent:
             sentence += f"; {self.metrics_problem}"
         if self.planner_role.is_planner and self.plan_executor.sentence:
             sentence += f"; {self.plan_executor.sentence}"
+        if self.quorum_keeper is not None and self.quorum_keeper.sentence:
+            sentence += f"; {self.quorum_keeper.sentence}"
         if self.zk.connected:
             long_kind = self.long_action.name if self.long_action is not None else None
             try:
@@ -420,6 +454,8 @@ class Agent:
         self.start_metrics(stop)
         self.planner_role.start(stop)
         start_plan_executor(self.plan_executor, lambda: self.planner_role.is_planner, stop)
+        if self.quorum_keeper is not None:
+            start_quorum_keeper(self.quorum_keeper, self.settings.quorum_check_interval_s, stop)
         while not stop.is_set():
             try:
                 sentence = self.run_cycle()

@@ -118,6 +118,13 @@ class AgentSettings:
     controller_data_dir: Path | None = None
     """The controller's metadata log dir (formatted before its first start)."""
     controller_heap: str = "-Xms192m -Xmx192m"
+    quorum_check_interval_s: float = 10.0
+    """How often the controller quorum is described (two short JVM runs of Kafka's tool) and
+    at most one voter change made."""
+    controller_gone_s: float = 60.0
+    """A voter not caught up this long is removed from the quorum, if a majority stays."""
+    controller_caught_up_ms: int = 5000
+    """An observer (or voter) caught up with the leader this recently counts as caught up."""
     statsd_host: str | None = None
     statsd_port: int = 8125
     metrics_topic: str = "_kaas_metrics"

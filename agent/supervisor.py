@@ -57,6 +57,7 @@ class KafkaProcess(StrEnum):
 
 
 KAFKA_LOG4J2 = "kafka-log4j2.properties"
+KAFKA_TOOLS_LOG4J2 = "kafka-tools-log4j2.properties"
 CONTROLLER_PROPERTIES = "controller.properties"
 
 

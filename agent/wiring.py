@@ -4,6 +4,8 @@ ZooKeeper)."""
 
 from __future__ import annotations
 
+import time
+
 from agent.adapters import (
     ConfluentBrokerAdmin,
     ConfluentClusterAdmin,
@@ -12,15 +14,47 @@ from agent.adapters import (
     SystemClock,
 )
 from agent.cycle import Agent, AgentPorts
+from agent.kraft_quorum_tool import MetadataQuorumTool
 from agent.planner_role import PlannerRole
 from agent.ports import BrokerSupervisor, ReassignmentAdmin
 from agent.reassign_admin import KafkaReassignmentAdmin
 from agent.settings import AgentSettings, SettingsError
-from agent.supervisor import KafkaProcess, make_supervisor
+from agent.supervisor import (
+    CONTROLLER_PROPERTIES,
+    KAFKA_TOOLS_LOG4J2,
+    KafkaProcess,
+    kafka_libs,
+    make_supervisor,
+)
 from agent.zk_ensemble import EnsembleKeeper
+from planner.contracts.kafka_release import KAFKA_RELEASES, KafkaMode
 from planner.contracts.paths import ClusterPaths
+from planner.contracts.vm_config.kraft import render_kafka_tools_log4j2
 from planner.pki.tls import client_context
 from planner.store import PlanStore
+
+
+def newest_kraft_release() -> str:
+    releases = [v for v, mode in KAFKA_RELEASES.items() if mode is KafkaMode.KRAFT]
+    return max(releases, key=lambda v: tuple(int(part) for part in v.split(".")))
+
+
+def quorum_tool(settings: AgentSettings) -> MetadataQuorumTool:
+    """Kafka's quorum tools with the newest KRaft release of the image (the tools of one
+    4.x release talk to every 4.x quorum); their Log4j 2 file keeps stdout for answers."""
+    controller_config = settings.config_dir / CONTROLLER_PROPERTIES
+    tools_log4j2 = settings.config_dir / KAFKA_TOOLS_LOG4J2
+    if not tools_log4j2.exists():
+        tools_log4j2.write_text(render_kafka_tools_log4j2())
+    return MetadataQuorumTool(
+        java=settings.java,
+        libs=str(kafka_libs(settings.image_root, newest_kraft_release())),
+        log_config=str(tools_log4j2),
+        bootstrap_controllers=settings.controller_bootstrap or "",
+        kafka=settings.kafka_client,
+        controller_config=str(controller_config) if settings.runs_controller else None,
+        clock_ms=lambda: int(time.time() * 1000),
+    )
 
 
 def build_agent(settings: AgentSettings, supervisor: BrokerSupervisor | None = None) -> Agent:
@@ -88,6 +122,7 @@ def build_agent(settings: AgentSettings, supervisor: BrokerSupervisor | None = N
             controller=make_supervisor(settings, KafkaProcess.CONTROLLER)
             if settings.runs_controller
             else None,
+            quorum=quorum_tool(settings) if settings.kraft else None,
         ),
     )
     agents.append(agent)

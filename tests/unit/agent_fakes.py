@@ -168,6 +168,10 @@ class FakeZooKeeper:
         self.check()
         return frozenset(self.registered)
 
+    def claimed_broker_ids(self) -> frozenset[int]:
+        self.check()
+        return frozenset(self.claimed.values())
+
     def controller_id(self) -> int | None:
         self.check()
         return self.controller
