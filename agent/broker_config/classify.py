@@ -185,7 +185,14 @@ def diff_broker_config(
         if entry.layer in (ConfigLayer.PER_BROKER, ConfigLayer.CLUSTER_DEFAULT, ConfigLayer.STATIC)
     }
     # A ZooKeeper-mode broker reports node.id, copied from broker.id, as if from its file.
-    implied = {"node.id": desired["broker.id"]} if "broker.id" in desired else {}
+    # A KRaft broker reports broker.id, copied from node.id, the same way.
+    implied = (
+        {"node.id": desired["broker.id"]}
+        if "broker.id" in desired
+        else {"broker.id": desired["node.id"]}
+        if "node.id" in desired
+        else {}
+    )
     changes: dict[ChangeKind, list[ConfigChange]] = {kind: [] for kind in ChangeKind}
     for key in sorted((set(desired) | set_elsewhere) - REPLICATION_THROTTLE_KEYS):
         wanted = desired.get(key, implied.get(key))
