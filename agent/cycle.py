@@ -12,12 +12,13 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 import structlog
 
 from agent.broker_config import desired_server_properties, diff_broker_config
 from agent.broker_config.rendering import desired_controller_properties
+from agent.controller_restart import ControllerRestartSettings, restart_controller
 from agent.decide import (
     RUNNING,
     STOPPED,
@@ -29,6 +30,7 @@ from agent.decide import (
     DoNothing,
     ReconfigureZookeeper,
     RestartBroker,
+    RestartController,
     Snapshot,
     StartBroker,
     StartController,
@@ -36,7 +38,12 @@ from agent.decide import (
 )
 from agent.errors import AgentError
 from agent.identity import volume_id
-from agent.kraft_keeper import QuorumKeeper, metadata_directory_id, start_quorum_keeper
+from agent.kraft_keeper import (
+    QuorumKeeper,
+    metadata_directory_id,
+    rest_caught_up,
+    start_quorum_keeper,
+)
 from agent.kraft_quorum import ControllerIdentity
 from agent.kraft_quorum_tool import ControllerQuorum
 from agent.member_state import member_state
@@ -52,11 +59,12 @@ from agent.ports import (
     EnsembleMembership,
     PlannerSeat,
     PlanStorePort,
+    ProcessState,
     ReassignmentAdmin,
     StoreUnavailable,
 )
 from agent.restart import LaunchKind
-from agent.restart_runner import RestartRunner, write_properties
+from agent.restart_runner import RestartRunner, read_properties, write_properties
 from agent.settings import AgentSettings
 from planner.contracts.journal import JournalAction, JournalEntry
 from planner.contracts.kafka_state import volume_broker_id
@@ -241,7 +249,12 @@ class Agent:
             log.warning("journal_write_failed", error=str(exc))
 
     def _write_member(
-        self, sentence: str, state: MemberState, registered: bool, pending_restart: bool
+        self,
+        sentence: str,
+        state: MemberState,
+        registered: bool,
+        pending_restart: bool,
+        controller_pending_restart: bool = False,
     ) -> None:
         spec = self.memory.last_good_spec
         planner = self.planner_role.is_planner
@@ -259,6 +272,7 @@ class Agent:
             role=MemberRole.PLANNER if planner else MemberRole.MEMBER,
             updated_at_ms=int(self.clock.time() * 1000),
             plan=self.plan_executor.status if planner else None,
+            controller_pending_restart=controller_pending_restart,
         )
         self.zk.write_member(self.broker_id, record.to_bytes())
 
@@ -337,6 +351,7 @@ class Agent:
         )
         zookeeper_change = self.ensemble.change(good, now)
         controller = self.ports.controller.state() if self.ports.controller else None
+        controller_view = self._controller_view(good, controller)
         long_action = self.long_action
         running = long_action is not None and (
             long_action.running is None or long_action.running.is_alive()
@@ -356,8 +371,44 @@ class Agent:
             unresponsive_threshold_s=self.settings.broker_unresponsive_s,
             zookeeper_change=zookeeper_change,
             controller=controller,
+            controllers_awaiting_restart=frozenset(
+                b for b, m in self.members().items() if m.controller_pending_restart
+            ),
+            **controller_view,
         )
         return snap, CycleMemory(good, since)
+
+    def _controller_view(
+        self, spec: ClusterSpec | None, process: ProcessState | None
+    ) -> dict[str, Any]:
+        """This VM's controller as the snapshot needs it: what changed in its rendered
+        controller.properties against the file it runs with, and the quorum at the quorum
+        keeper's last describe."""
+        if spec is None or process is None or self.broker_id < 0:
+            return {}
+        try:
+            rendered = desired_controller_properties(self.settings, self.broker_id, spec)
+        except BrokerConfigError:
+            return {}
+        if rendered is None:
+            return {}
+        node_id = controller_node_id(self.broker_id)
+        path = self.settings.config_dir / "controller.properties"
+        running = read_properties(path) if path.exists() and process != STOPPED else rendered
+        changed = tuple(
+            sorted(k for k in set(rendered) | set(running) if rendered.get(k) != running.get(k))
+        )
+        keeper = self.quorum_keeper
+        replicas = keeper.state.replicas if keeper is not None else ()
+        return {
+            "controller_node_id": node_id,
+            "controller_changed": changed,
+            "controller_properties": rendered,
+            "quorum_leader_id": keeper.state.leader_id if keeper is not None else None,
+            "quorum_caught_up": rest_caught_up(
+                replicas, node_id, self.settings.controller_caught_up_ms
+            ),
+        }
 
     # -- actions --------------------------------------------------------------------------
 
@@ -373,6 +424,8 @@ class Agent:
                 self._apply_dynamic(action)
             case StartController():
                 self._start_controller(action)
+            case RestartController():
+                self._restart_controller(action)
             case DoNothing():
                 pass
 
@@ -401,6 +454,39 @@ class Agent:
             controller.start(action.kafka_version)
         except (AgentError, OSError) as exc:
             self.journal(action.kind, action.reason, f"failed: {exc}")
+
+    def _restart_controller(self, action: RestartController) -> None:
+        controller, keeper = self.ports.controller, self.quorum_keeper
+        if controller is None or keeper is None:
+            return
+        long_action = LongAction(str(action.kind), "controller restart: waiting to begin")
+
+        def report(progress: str) -> None:
+            long_action.progress = progress
+
+        settings = ControllerRestartSettings(
+            node_id=controller_node_id(self.broker_id),
+            properties_path=self.settings.config_dir / "controller.properties",
+            caught_up_within_ms=self.settings.controller_caught_up_ms,
+            lock_poll_s=self.settings.restart_lock_poll_s,
+        )
+
+        def work() -> None:
+            result = restart_controller(
+                settings,
+                self.zk.restart_lock(f"controller {settings.node_id}"),
+                controller,
+                keeper.describe,
+                action.controller_properties,
+                action.kafka_version,
+                self.clock,
+                report,
+            )
+            self.journal(action.kind, action.reason, result)
+            self.wake.set()
+
+        self.long_action = long_action
+        long_action.running = self.ports.spawn(str(action.kind), work)
 
     def _run_long(self, kind: LaunchKind, reason: str, launch: BrokerLaunch) -> None:
         long_action = LongAction(str(kind), f"{kind}: waiting to begin")
@@ -440,6 +526,7 @@ class Agent:
                     member_state(snap, action, long_kind),
                     registered=snap.broker.registered,
                     pending_restart=bool(snap.config.read_only),
+                    controller_pending_restart=bool(snap.controller_changed),
                 )
             except StoreUnavailable as exc:
                 log.warning("member_write_failed", error=str(exc))

@@ -32,6 +32,7 @@ __all__ = [
     "DoNothing",
     "ReconfigureZookeeper",
     "RestartBroker",
+    "RestartController",
     "Snapshot",
     "StartBroker",
     "StartController",
@@ -47,6 +48,7 @@ class ActionKind(StrEnum):
     ZK_RECONFIG = "zk_reconfig"
     APPLY_DYNAMIC = "apply_dynamic"
     START_CONTROLLER = "start_controller"
+    RESTART_CONTROLLER = "restart_controller"
 
 
 @dataclass(frozen=True)
@@ -95,6 +97,12 @@ class Snapshot:
     unresponsive_threshold_s: float = 30.0
     zookeeper_change: ReconfigChange | None = None  # from zk_membership.decide_membership
     controller: ProcessState | None = None  # this VM's KRaft controller; None: it runs none
+    controller_node_id: int | None = None
+    controller_changed: tuple[str, ...] = ()  # controller.properties keys the running one lacks
+    controller_properties: Mapping[str, str] = field(default_factory=dict)  # as rendered
+    quorum_leader_id: int | None = None  # the active controller, from the last describe
+    quorum_caught_up: bool = False  # every other voter caught up at the last describe
+    controllers_awaiting_restart: frozenset[int] = frozenset()  # members whose controller waits
 
 
 @dataclass(frozen=True)
@@ -140,6 +148,18 @@ class StartController:
 
 
 @dataclass(frozen=True)
+class RestartController:
+    """Restart this VM's controller with a new controller.properties, off the loop under the
+    restart lock, once the rest of the quorum has caught up (checked again under the lock)."""
+
+    kind: ClassVar[ActionKind] = ActionKind.RESTART_CONTROLLER
+    reason: str
+    kafka_version: str
+    controller_properties: Mapping[str, str]
+    keys: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class ReconfigureZookeeper:
     kind: ClassVar[ActionKind] = ActionKind.ZK_RECONFIG
     reason: str
@@ -167,6 +187,7 @@ Action = (
     | ReconfigureZookeeper
     | ApplyDynamicConfig
     | StartController
+    | RestartController
 )
 
 
@@ -182,6 +203,39 @@ def _launch(spec: ClusterSpec, config: ConfigChanges) -> BrokerLaunch:
     if config.error is not None:
         return BrokerLaunch(spec.kafka_version, None, config.error)
     return BrokerLaunch(spec.kafka_version, config.rendered)
+
+
+def _controller_restart(s: Snapshot, who: str, refused: str) -> Action:
+    """The roller's order in KRaft: every broker first, then the follower controllers one
+    at a time, the active controller last; a controller only while the rest of the quorum
+    has caught up, so the restart never costs the majority."""
+    assert s.spec is not None
+    keys = ", ".join(s.controller_changed)
+    brokers = sorted(s.brokers_awaiting_restart - {s.broker_id})
+    if brokers:
+        waiting = ", ".join(map(str, brokers))
+        return nothing(
+            f"{who}: controller restarts after the brokers, waiting for brokers {waiting} "
+            f"({keys} changed){refused}"
+        )
+    others = sorted(s.controllers_awaiting_restart - {s.broker_id})
+    if s.controller_node_id is not None and s.quorum_leader_id == s.controller_node_id and others:
+        waiting = ", ".join(map(str, others))
+        return nothing(
+            f"{who}: the active controller restarts last, waiting for the controllers of "
+            f"{waiting} ({keys} changed){refused}"
+        )
+    if not s.quorum_caught_up:
+        return nothing(
+            f"{who}: controller restart waits until the rest of the quorum has caught up "
+            f"({keys} changed){refused}"
+        )
+    return RestartController(
+        f"{who}: controller config changed ({keys}), restarting the controller{refused}",
+        s.spec.kafka_version,
+        s.controller_properties,
+        s.controller_changed,
+    )
 
 
 def decide(s: Snapshot) -> Action:
@@ -241,6 +295,8 @@ def decide(s: Snapshot) -> Action:
             launch,
             s.config.read_only,
         )
+    if s.controller_changed:
+        return _controller_restart(s, who, refused)
     if s.config.dynamic:
         keys = ", ".join(s.config.dynamic)
         return ApplyDynamicConfig(

@@ -69,6 +69,21 @@ def track_unseen(
     return result
 
 
+def rest_caught_up(
+    replicas: tuple[QuorumReplica, ...], my_node_id: int | None, caught_up_within_ms: int
+) -> bool:
+    """Whether every voter but this VM's controller has caught up with the leader lately
+    (a leader among them). Pure."""
+    others = [r for r in replicas if r.role is not QuorumRole.OBSERVER and r.node_id != my_node_id]
+    if not any(r.role is QuorumRole.LEADER for r in replicas):
+        return False
+    return all(
+        r.role is QuorumRole.LEADER
+        or (r.caught_up_ago_ms is not None and r.caught_up_ago_ms <= caught_up_within_ms)
+        for r in others
+    )
+
+
 def allowed(change: QuorumChange, me: ControllerIdentity | None, elected: bool) -> bool:
     """Additions by the joining VM's own agent, removals by the elected agent only. Pure."""
     if change.kind is QuorumChangeKind.ADD:
@@ -90,6 +105,8 @@ class QuorumKeeperState:
     seen_registered: frozenset[int] = frozenset()
     unregistered: frozenset[int] = frozenset()
     sentence: str = ""
+    leader_id: int | None = None  # the active controller at the last describe
+    replicas: tuple[QuorumReplica, ...] = ()  # as the last describe listed them
 
 
 class QuorumKeeper:
@@ -122,6 +139,13 @@ class QuorumKeeper:
     def sentence(self) -> str:
         return self.state.sentence
 
+    def describe(self) -> tuple[int | None, tuple[QuorumReplica, ...]]:
+        """A fresh look at the quorum (leader id, replicas), for a controller restart that
+        checks again under the restart lock; AgentError when unreadable."""
+        status, replicas = self.quorum.describe()
+        self.state.leader_id, self.state.replicas = status.leader_id, replicas
+        return status.leader_id, replicas
+
     def tick(self) -> QuorumChange | None:
         """One look: describe, decide, make the change this agent may make. The change made
         (or None)."""
@@ -134,6 +158,7 @@ class QuorumKeeper:
             self.state.sentence = f"controller quorum unreadable: {exc}"
             log.warning("quorum_describe_failed", error=str(exc))
             return None
+        self.state.leader_id, self.state.replicas = status.leader_id, replicas
         now = self.monotonic()
         self.state.unseen_since = track_unseen(
             self.state.unseen_since, replicas, now, self.caught_up_within_ms

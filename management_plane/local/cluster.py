@@ -158,7 +158,7 @@ def _write_vm_files(
         render.ZOO_CFG,
         render.ZOOKEEPER_DYNAMIC,
         # Once rendered, the agent owns server.properties.
-        *((render.SERVER_PROPERTIES,) if agents else ()),
+        *((render.SERVER_PROPERTIES, kraft.CONTROLLER_PROPERTIES) if agents else ()),
     }
     files = render.config_files(layout, vm, kafka_version)
     if kafka_mode(kafka_version) is KafkaMode.KRAFT:

@@ -19,6 +19,7 @@ class JournalAction(StrEnum):
     APPLY_DYNAMIC = "apply_dynamic"
     ZK_RECONFIG = "zk_reconfig"
     START_CONTROLLER = "start_controller"
+    RESTART_CONTROLLER = "restart_controller"
     # the KRaft controller quorum (agent/kraft_keeper.py)
     ADD_CONTROLLER = "add_controller"
     REMOVE_CONTROLLER = "remove_controller"
