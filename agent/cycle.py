@@ -23,6 +23,7 @@ from agent.decide import (
     RUNNING,
     STOPPED,
     Action,
+    ActionKind,
     ApplyDynamicConfig,
     BrokerLaunch,
     BrokerView,
@@ -371,6 +372,9 @@ class Agent:
             unresponsive_threshold_s=self.settings.broker_unresponsive_s,
             zookeeper_change=zookeeper_change,
             controller=controller,
+            controller_restarting=running
+            and long_action is not None
+            and long_action.name == str(ActionKind.RESTART_CONTROLLER),
             controllers_awaiting_restart=frozenset(
                 b for b, m in self.members().items() if m.controller_pending_restart
             ),

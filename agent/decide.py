@@ -97,6 +97,7 @@ class Snapshot:
     unresponsive_threshold_s: float = 30.0
     zookeeper_change: ReconfigChange | None = None  # from zk_membership.decide_membership
     controller: ProcessState | None = None  # this VM's KRaft controller; None: it runs none
+    controller_restarting: bool = False  # a RestartController runs off the loop
     controller_node_id: int | None = None
     controller_changed: tuple[str, ...] = ()  # controller.properties keys the running one lacks
     controller_properties: Mapping[str, str] = field(default_factory=dict)  # as rendered
@@ -244,7 +245,7 @@ def decide(s: Snapshot) -> Action:
         return nothing(f"{who}: ZooKeeper unreachable, taking no action until the session is back")
     # The controller before anything of the broker's: a broker start waits for a quorum
     # that a dead controller may be the missing vote of.
-    if s.spec is not None and s.controller == STOPPED:
+    if s.spec is not None and s.controller == STOPPED and not s.controller_restarting:
         return StartController(f"{who}: controller process gone, starting it", s.spec.kafka_version)
     if s.long_action is not None:
         return nothing(f"{who}: {s.long_action}")

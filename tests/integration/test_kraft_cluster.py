@@ -11,6 +11,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
+from dataclasses import replace
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer
@@ -25,8 +26,10 @@ from management_plane.local.state import require_state
 from management_plane.local.up_choice import UpChoice
 from management_plane.security.probes import probe_tls
 from management_plane.security.verdict import TlsOutcome
+from planner.contracts.journal import JournalAction, JournalEntry, parse_journal_entry
 from planner.contracts.member import MemberRecord, MemberState, parse_member
 from planner.contracts.paths import ClusterPaths
+from planner.contracts.spec import parse_spec
 from tests import harness
 from tests.harness import ClusterHandle
 
@@ -433,3 +436,74 @@ def _assert_all_consumed(handle: ClusterHandle, topic: str, expected: int) -> No
     finally:
         consumer.close()
     assert len(set(received)) == expected
+
+
+READ_ONLY_KEY = "offsets.retention.minutes"  # read-only on brokers; in controller.properties too
+
+
+def test_a_read_only_change_rolls_brokers_then_controllers_the_active_one_last(
+    kraft_cluster: ClusterHandle,
+) -> None:
+    """A read-only key in the spec: each broker restarts under the lock, then the follower
+    controllers, the active controller last; an acks=all producer meanwhile loses nothing."""
+    tool = _quorum_tool(kraft_cluster, 0)
+    leader = tool.describe()[0].leader_id
+    leader_vm = next(
+        v for v in kraft_cluster.layout.vms if kraft.controller_facts(v).node_id == leader
+    )
+    paths = ClusterPaths("kraft")
+    client = kraft_cluster.zookeeper()
+    client.start(timeout=30)
+    topic = kraft_cluster.unique_topic("kraft-roll")
+    admin = AdminClient(kraft_cluster.client_config())
+    admin.create_topics([NewTopic(topic, num_partitions=3)])[topic].result(timeout=60)
+    producing = _AcksAllProducer(kraft_cluster, topic)
+    producing.start()
+    try:
+        journal_before = set(client.get_children(paths.journal))
+        raw, stat = client.get(paths.spec)
+        spec = parse_spec(raw)
+        rolled = replace(
+            spec,
+            broker_config={**spec.broker_config, READ_ONLY_KEY: "10081"},
+            generation=spec.generation + 1,
+        )
+        client.set(paths.spec, rolled.encode(), version=stat.version)
+
+        def restarts() -> list[JournalEntry]:
+            names = sorted(set(client.get_children(paths.journal)) - journal_before)
+            entries = [parse_journal_entry(client.get(f"{paths.journal}/{n}")[0]) for n in names]
+            return [
+                e
+                for e in entries
+                if e.action in (JournalAction.RESTART, JournalAction.RESTART_CONTROLLER)
+                and e.result != "started"
+            ]
+
+        harness.wait_until(
+            lambda: (
+                len([e for e in restarts() if e.action is JournalAction.RESTART_CONTROLLER]) >= 3
+            ),
+            600,
+            "three brokers and then three controllers restarted",
+        )
+        done = restarts()
+    finally:
+        sent, acked, errors = producing.stop()
+        client.stop()
+        client.close()
+    kinds = [(e.action, e.broker_id, e.result) for e in done]
+    print("\nroll order:", kinds)
+    assert [a for a, _, _ in kinds] == [JournalAction.RESTART] * 3 + [
+        JournalAction.RESTART_CONTROLLER
+    ] * 3, kinds
+    assert all(
+        result.startswith("done") for a, _, result in kinds if a is JournalAction.RESTART_CONTROLLER
+    )
+    assert kinds[-1][1] == leader_vm.broker_id  # the active controller last
+    for vm in kraft_cluster.layout.vms:
+        assert f"{READ_ONLY_KEY}=10081" in (vm.config_dir / "controller.properties").read_text()
+        assert f"{READ_ONLY_KEY}=10081" in (vm.config_dir / "server.properties").read_text()
+    assert errors == []
+    assert acked == sent > 0
+    _assert_all_consumed(kraft_cluster, topic, acked)

@@ -223,6 +223,14 @@ def kraft_snap(**changes: object) -> Snapshot:
             "read-only config changed (x)",
         ),
         (kraft_snap(controller_changed=()), "none", "healthy"),
+        (
+            kraft_snap(
+                controller=STOPPED, controller_restarting=True, long_action="controller restart 2/3"
+            ),
+            "none",
+            "controller restart 2/3",
+        ),
+        (kraft_snap(controller=STOPPED), "start_controller", "controller process gone"),
     ],
 )
 def test_the_roller_order_in_kraft(snapshot: Snapshot, kind: str, sentence: str) -> None:
