@@ -6,12 +6,14 @@ kills a process waits until the agents have healed it."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import threading
 import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import replace
+from datetime import datetime
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer
@@ -21,6 +23,7 @@ from agent.kraft_quorum import ControllerIdentity, QuorumChangeKind, QuorumView,
 from agent.kraft_quorum_tool import MetadataQuorumTool, QuorumToolError
 from management_plane.local import kraft
 from management_plane.local.image import find_java, load_image
+from management_plane.local.layout import VmLayout
 from management_plane.local.processes import is_alive
 from management_plane.local.state import require_state
 from management_plane.local.up_choice import UpChoice
@@ -337,12 +340,21 @@ def test_killing_the_active_controller_elects_a_new_leader_and_the_agent_restart
     producing.start()
     try:
         time.sleep(2)
-        killed_at = time.monotonic()
+        killed_at, killed_wall = time.monotonic(), time.time()
         assert "killed controller" in kraft_cluster.vm("kill", vm.name, "--only", "controller")
+        others = [
+            v
+            for v in kraft_cluster.layout.vms
+            if v is not vm and kraft.is_controller_vm(kraft_cluster.layout, v)
+        ]
+        # The survivors' own logs say when one of them became the leader, to the millisecond
+        # (the quorum tool, a JVM per look, is far coarser on shared cores).
         harness.wait_until(
-            lambda: leader_id() not in {None, old_leader}, 60, "a new controller leader"
+            lambda: _leader_since(others, killed_wall) is not None, 60, "a new controller leader"
         )
-        elected_s = time.monotonic() - killed_at
+        elected_at = _leader_since(others, killed_wall)
+        assert elected_at is not None
+        elected_s = elected_at - killed_wall
         first_ack_s = producing.first_ack_after(killed_at)
 
         def restarted() -> bool:
@@ -368,17 +380,37 @@ def test_killing_the_active_controller_elects_a_new_leader_and_the_agent_restart
     finally:
         sent, acked, errors = producing.stop()
     print(
-        f"\ncontroller failover: new leader {elected_s:.1f}s after the kill (quorum tool "
-        f"polling), first acks=all produce after the kill {first_ack_s:.2f}s, controller "
+        f"\ncontroller failover: new leader {elected_s:.2f}s after the kill (the controllers' "
+        f"logs), first acks=all produce after the kill {first_ack_s:.2f}s, controller "
         f"restarted by the agent {restarted_s:.1f}s; {acked} of {sent} acked"
     )
     assert errors == []
     assert acked == sent > 0
     assert first_ack_s < 5.0
-    assert elected_s < 30.0
+    assert elected_s < 15.0
     voters = sorted(r.node_id for r in tool.describe()[1] if r.role.value != "observer")
     assert voters == [3000, 3001, 3002]
     _assert_all_consumed(kraft_cluster, topic, acked)
+
+
+_LEADER_LINE = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})\] .*transition to Leader\(")
+
+
+def _leader_since(vms: list[VmLayout], after_wall: float) -> float | None:
+    """The first time (epoch seconds) after `after_wall` that one of these VMs' controllers
+    logged its transition to leader (Log4j's default date, the machine's local time)."""
+    times = []
+    for vm in vms:
+        log_file = vm.logs_dir / "controller.log"
+        if not log_file.exists():
+            continue
+        for line in log_file.read_text(errors="replace").splitlines():
+            found = _LEADER_LINE.match(line)
+            if found:
+                at = datetime.strptime(found.group(1), "%Y-%m-%d %H:%M:%S,%f").timestamp()
+                if at > after_wall:
+                    times.append(at)
+    return min(times) if times else None
 
 
 class _AcksAllProducer:
