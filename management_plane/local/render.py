@@ -215,7 +215,6 @@ def agent_settings(
         kraft_agent_settings["controller_bootstrap"] = ",".join(controllers)
         # Each look at the quorum is two short JVMs; the local VMs share a few cores.
         kraft_agent_settings["quorum_check_interval_s"] = 15
-        kraft_agent_settings["controller_gone_s"] = 30
     if controllers and runs_controller:
         kraft_agent_settings["controller_port"] = vm.ports.kafka_controller
         kraft_agent_settings["controller_data_dir"] = str(vm.controller_data_dir)
