@@ -21,6 +21,7 @@ from agent.reassign_admin import KafkaReassignmentAdmin
 from agent.settings import AgentSettings, SettingsError
 from agent.supervisor import (
     CONTROLLER_PROPERTIES,
+    KAFKA_LOG4J2,
     KAFKA_TOOLS_LOG4J2,
     KafkaProcess,
     kafka_libs,
@@ -29,7 +30,7 @@ from agent.supervisor import (
 from agent.zk_ensemble import EnsembleKeeper
 from planner.contracts.kafka_release import KAFKA_RELEASES, KafkaMode
 from planner.contracts.paths import ClusterPaths
-from planner.contracts.vm_config.kraft import render_kafka_tools_log4j2
+from planner.contracts.vm_config.kraft import render_kafka_log4j2, render_kafka_tools_log4j2
 from planner.pki.tls import client_context
 from planner.store import PlanStore
 
@@ -67,6 +68,9 @@ def build_agent(settings: AgentSettings, supervisor: BrokerSupervisor | None = N
             f"and {identity.keystore.name} from the cluster CA)"
         )
     paths = ClusterPaths(settings.cluster)
+    if settings.kraft and not (settings.config_dir / KAFKA_LOG4J2).exists():
+        # Kafka 4 logs through Log4j 2; the image carries only the 3.x Log4j file.
+        (settings.config_dir / KAFKA_LOG4J2).write_text(render_kafka_log4j2())
     # The agent's Kafka reads that need the whole cluster go over every member's broker; the
     # agent is made below, the ZooKeeper adapter first.
     agents: list[Agent] = []
