@@ -181,6 +181,15 @@ class KazooAgentZooKeeper:
             raise StoreUnavailable(str(exc)) from exc
         return frozenset(int(c) for c in children if c.isdigit())
 
+    def claimed_broker_ids(self) -> frozenset[int]:
+        try:
+            children = self.client.get_children(self.paths.ids)
+        except NoNodeError:
+            return frozenset()
+        except KazooException as exc:
+            raise StoreUnavailable(str(exc)) from exc
+        return frozenset(int(c) for c in children if c.isdigit())
+
     def controller_id(self) -> int | None:
         try:
             raw, _ = self.client.get(self.paths.kafka_controller)
@@ -208,6 +217,50 @@ class KazooAgentZooKeeper:
             pass
         except KazooException as exc:
             raise StoreUnavailable(str(exc)) from exc
+
+
+class KraftAgentZooKeeper(KazooAgentZooKeeper):
+    """A KRaft cluster's agent: KaaS's own znodes as in ZooKeeper mode, and what Kafka keeps
+    in the controllers (registered brokers) through a metadata request over the cluster's
+    bootstrap servers, since Kafka writes nothing to ZooKeeper in KRaft mode."""
+
+    def __init__(
+        self,
+        hosts: str,
+        paths: ClusterPaths,
+        identity: IdentityFiles,
+        kafka: InternalClient,
+        bootstrap: Callable[[], str],
+    ) -> None:
+        super().__init__(hosts, paths, identity)
+        self.kafka = kafka
+        self.bootstrap = bootstrap
+        self._admins: dict[str, AdminClient] = {}
+
+    def _admin(self) -> AdminClient:
+        servers = self.bootstrap()
+        if servers not in self._admins:
+            self._admins.clear()
+            self._admins[servers] = brokerview.admin_client(self.kafka.with_servers(servers))
+        return self._admins[servers]
+
+    def registered_brokers(self) -> frozenset[int]:
+        """The brokers the controllers list as registered and unfenced; none when no broker
+        answers (a cold start), which the cycle reads as "not registered yet"."""
+        try:
+            return frozenset(self._admin().list_topics(timeout=5.0).brokers)
+        except Exception as exc:  # librdkafka raises KafkaException or a timeout
+            log.warning("kraft_metadata_unreadable", error=str(exc))
+            return frozenset()
+
+    def controller_id(self) -> int | None:
+        # No broker is the controller in KRaft: the quorum's leader is a controller process,
+        # which restarts after every broker (the roller's order, agent/kraft_roll.py).
+        return None
+
+    def request_controller_election(self) -> None:
+        # Kafka's controller znode does not exist in KRaft: the quorum elects its leader.
+        log.info("controller_election_not_available_in_kraft")
 
 
 class ConfluentBrokerAdmin:

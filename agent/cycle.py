@@ -12,15 +12,18 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 import structlog
 
 from agent.broker_config import desired_server_properties, diff_broker_config
+from agent.broker_config.rendering import desired_controller_properties
+from agent.controller_restart import ControllerRestartSettings, restart_controller
 from agent.decide import (
     RUNNING,
     STOPPED,
     Action,
+    ActionKind,
     ApplyDynamicConfig,
     BrokerLaunch,
     BrokerView,
@@ -28,11 +31,22 @@ from agent.decide import (
     DoNothing,
     ReconfigureZookeeper,
     RestartBroker,
+    RestartController,
     Snapshot,
     StartBroker,
+    StartController,
     decide,
 )
+from agent.errors import AgentError
 from agent.identity import volume_id
+from agent.kraft_keeper import (
+    QuorumKeeper,
+    metadata_directory_id,
+    rest_caught_up,
+    start_quorum_keeper,
+)
+from agent.kraft_quorum import ControllerIdentity
+from agent.kraft_quorum_tool import ControllerQuorum
 from agent.member_state import member_state
 from agent.metrics.agent_stats import AgentStats
 from agent.metrics_loop import start_metrics_loop
@@ -47,11 +61,12 @@ from agent.ports import (
     EnsembleMembership,
     PlannerSeat,
     PlanStorePort,
+    ProcessState,
     ReassignmentAdmin,
     StoreUnavailable,
 )
 from agent.restart import LaunchKind
-from agent.restart_runner import RestartRunner, write_properties
+from agent.restart_runner import RestartRunner, read_properties, write_properties
 from agent.settings import AgentSettings
 from planner.contracts.journal import JournalAction, JournalEntry
 from planner.contracts.kafka_state import volume_broker_id
@@ -59,6 +74,7 @@ from planner.contracts.member import MemberRecord, MemberRole, MemberState, pars
 from planner.contracts.paths import ClusterPaths
 from planner.contracts.spec import ClusterSpec, SpecError, parse_spec
 from planner.contracts.vm_config import BrokerConfigError
+from planner.contracts.vm_config.kraft import controller_node_id
 
 AGENT_VERSION = "0.1.0"
 log = structlog.get_logger("kaas.agent")
@@ -108,6 +124,12 @@ class AgentPorts:
     """bootstrap list -> Kafka's reassignment API, for the elected planner."""
     clock: Clock
     spawn: Spawn = field(default=spawn_thread)
+    controller: BrokerSupervisor | None = None
+    """This VM's KRaft controller process; None: the VM runs none (or the cluster is in
+    ZooKeeper mode)."""
+    quorum: ControllerQuorum | None = None
+    """A KRaft cluster's controller quorum (describe, add, remove, unregister); None in
+    ZooKeeper mode."""
 
 
 class Agent:
@@ -139,6 +161,22 @@ class Agent:
             self.journal,
             ports.clock,
         )
+        self.quorum_keeper = (
+            QuorumKeeper(
+                ports.quorum,
+                self._controller_identity,
+                lambda: self.memory.last_good_spec,
+                lambda: self.planner_role.is_planner,
+                ports.zookeeper.registered_brokers,
+                ports.zookeeper.claimed_broker_ids,
+                self.journal,
+                ports.clock.monotonic,
+                settings.controller_gone_s,
+                settings.controller_caught_up_ms,
+            )
+            if ports.quorum is not None
+            else None
+        )
         self.restarts = RestartRunner(
             settings,
             ports.zookeeper,
@@ -163,6 +201,15 @@ class Agent:
         log.info(
             "agent_started", broker_id=self.broker_id, vm_id=self.settings.vm_id, volume_id=volume
         )
+
+    def _controller_identity(self) -> ControllerIdentity | None:
+        """This VM's controller as the quorum knows it, once its metadata dir is formatted."""
+        if not self.settings.runs_controller or self.settings.controller_data_dir is None:
+            return None
+        directory = metadata_directory_id(self.settings.controller_data_dir)
+        if directory is None or self.broker_id < 0:
+            return None
+        return ControllerIdentity(controller_node_id(self.broker_id), directory)
 
     def _preferred_broker_id(self) -> int | None:
         """The id Kafka recorded on the volume; on an empty volume, the one the settings ask
@@ -205,7 +252,12 @@ class Agent:
             log.warning("journal_write_failed", error=str(exc))
 
     def _write_member(
-        self, sentence: str, state: MemberState, registered: bool, pending_restart: bool
+        self,
+        sentence: str,
+        state: MemberState,
+        registered: bool,
+        pending_restart: bool,
+        controller_pending_restart: bool = False,
     ) -> None:
         spec = self.memory.last_good_spec
         planner = self.planner_role.is_planner
@@ -223,6 +275,7 @@ class Agent:
             role=MemberRole.PLANNER if planner else MemberRole.MEMBER,
             updated_at_ms=int(self.clock.time() * 1000),
             plan=self.plan_executor.status if planner else None,
+            controller_pending_restart=controller_pending_restart,
         )
         self.zk.write_member(self.broker_id, record.to_bytes())
 
@@ -300,6 +353,8 @@ class Agent:
             if m.pending_restart or m.spec_generation < generation
         )
         zookeeper_change = self.ensemble.change(good, now)
+        controller = self.ports.controller.state() if self.ports.controller else None
+        controller_view = self._controller_view(good, controller)
         long_action = self.long_action
         running = long_action is not None and (
             long_action.running is None or long_action.running.is_alive()
@@ -318,8 +373,48 @@ class Agent:
             brokers_awaiting_restart=awaiting,
             unresponsive_threshold_s=self.settings.broker_unresponsive_s,
             zookeeper_change=zookeeper_change,
+            controller=controller,
+            controller_restarting=running
+            and long_action is not None
+            and long_action.name == str(ActionKind.RESTART_CONTROLLER),
+            controllers_awaiting_restart=frozenset(
+                b for b, m in self.members().items() if m.controller_pending_restart
+            ),
+            **controller_view,
         )
         return snap, CycleMemory(good, since)
+
+    def _controller_view(
+        self, spec: ClusterSpec | None, process: ProcessState | None
+    ) -> dict[str, Any]:
+        """This VM's controller as the snapshot needs it: what changed in its rendered
+        controller.properties against the file it runs with, and the quorum at the quorum
+        keeper's last describe."""
+        if spec is None or process is None or self.broker_id < 0:
+            return {}
+        try:
+            rendered = desired_controller_properties(self.settings, self.broker_id, spec)
+        except BrokerConfigError:
+            return {}
+        if rendered is None:
+            return {}
+        node_id = controller_node_id(self.broker_id)
+        path = self.settings.config_dir / "controller.properties"
+        running = read_properties(path) if path.exists() and process != STOPPED else rendered
+        changed = tuple(
+            sorted(k for k in set(rendered) | set(running) if rendered.get(k) != running.get(k))
+        )
+        keeper = self.quorum_keeper
+        replicas = keeper.state.replicas if keeper is not None else ()
+        return {
+            "controller_node_id": node_id,
+            "controller_changed": changed,
+            "controller_properties": rendered,
+            "quorum_leader_id": keeper.state.leader_id if keeper is not None else None,
+            "quorum_caught_up": rest_caught_up(
+                replicas, node_id, self.settings.controller_caught_up_ms
+            ),
+        }
 
     # -- actions --------------------------------------------------------------------------
 
@@ -333,6 +428,10 @@ class Agent:
                 self.ensemble.apply(change)
             case ApplyDynamicConfig():
                 self._apply_dynamic(action)
+            case StartController():
+                self._start_controller(action)
+            case RestartController():
+                self._restart_controller(action)
             case DoNothing():
                 pass
 
@@ -344,6 +443,56 @@ class Agent:
         self.journal(
             action.kind, action.reason, "done, read back" if error is None else f"failed: {error}"
         )
+
+    def _start_controller(self, action: StartController) -> None:
+        controller = self.ports.controller
+        spec = self.memory.last_good_spec
+        if controller is None or spec is None:
+            return
+        try:
+            properties = desired_controller_properties(self.settings, self.broker_id, spec)
+        except BrokerConfigError as exc:
+            self.journal(action.kind, action.reason, f"failed: {exc}")
+            return
+        if properties is not None:
+            write_properties(self.settings.config_dir / "controller.properties", properties)
+        try:
+            controller.start(action.kafka_version)
+        except (AgentError, OSError) as exc:
+            self.journal(action.kind, action.reason, f"failed: {exc}")
+
+    def _restart_controller(self, action: RestartController) -> None:
+        controller, keeper = self.ports.controller, self.quorum_keeper
+        if controller is None or keeper is None:
+            return
+        long_action = LongAction(str(action.kind), "controller restart: waiting to begin")
+
+        def report(progress: str) -> None:
+            long_action.progress = progress
+
+        settings = ControllerRestartSettings(
+            node_id=controller_node_id(self.broker_id),
+            properties_path=self.settings.config_dir / "controller.properties",
+            caught_up_within_ms=self.settings.controller_caught_up_ms,
+            lock_poll_s=self.settings.restart_lock_poll_s,
+        )
+
+        def work() -> None:
+            result = restart_controller(
+                settings,
+                self.zk.restart_lock(f"controller {settings.node_id}"),
+                controller,
+                keeper.describe,
+                action.controller_properties,
+                action.kafka_version,
+                self.clock,
+                report,
+            )
+            self.journal(action.kind, action.reason, result)
+            self.wake.set()
+
+        self.long_action = long_action
+        long_action.running = self.ports.spawn(str(action.kind), work)
 
     def _run_long(self, kind: LaunchKind, reason: str, launch: BrokerLaunch) -> None:
         long_action = LongAction(str(kind), f"{kind}: waiting to begin")
@@ -374,6 +523,8 @@ class Agent:
             sentence += f"; {self.metrics_problem}"
         if self.planner_role.is_planner and self.plan_executor.sentence:
             sentence += f"; {self.plan_executor.sentence}"
+        if self.quorum_keeper is not None and self.quorum_keeper.sentence:
+            sentence += f"; {self.quorum_keeper.sentence}"
         if self.zk.connected:
             long_kind = self.long_action.name if self.long_action is not None else None
             try:
@@ -382,6 +533,7 @@ class Agent:
                     member_state(snap, action, long_kind),
                     registered=snap.broker.registered,
                     pending_restart=bool(snap.config.read_only),
+                    controller_pending_restart=bool(snap.controller_changed),
                 )
             except StoreUnavailable as exc:
                 log.warning("member_write_failed", error=str(exc))
@@ -399,6 +551,8 @@ class Agent:
         self.start_metrics(stop)
         self.planner_role.start(stop)
         start_plan_executor(self.plan_executor, lambda: self.planner_role.is_planner, stop)
+        if self.quorum_keeper is not None:
+            start_quorum_keeper(self.quorum_keeper, self.settings.quorum_check_interval_s, stop)
         while not stop.is_set():
             try:
                 sentence = self.run_cycle()

@@ -32,8 +32,10 @@ __all__ = [
     "DoNothing",
     "ReconfigureZookeeper",
     "RestartBroker",
+    "RestartController",
     "Snapshot",
     "StartBroker",
+    "StartController",
     "decide",
     "nothing",
 ]
@@ -45,6 +47,8 @@ class ActionKind(StrEnum):
     RESTART = "restart"
     ZK_RECONFIG = "zk_reconfig"
     APPLY_DYNAMIC = "apply_dynamic"
+    START_CONTROLLER = "start_controller"
+    RESTART_CONTROLLER = "restart_controller"
 
 
 @dataclass(frozen=True)
@@ -92,6 +96,14 @@ class Snapshot:
     brokers_awaiting_restart: frozenset[int] = frozenset()  # other members that need a restart
     unresponsive_threshold_s: float = 30.0
     zookeeper_change: ReconfigChange | None = None  # from zk_membership.decide_membership
+    controller: ProcessState | None = None  # this VM's KRaft controller; None: it runs none
+    controller_restarting: bool = False  # a RestartController runs off the loop
+    controller_node_id: int | None = None
+    controller_changed: tuple[str, ...] = ()  # controller.properties keys the running one lacks
+    controller_properties: Mapping[str, str] = field(default_factory=dict)  # as rendered
+    quorum_leader_id: int | None = None  # the active controller, from the last describe
+    quorum_caught_up: bool = False  # every other voter caught up at the last describe
+    controllers_awaiting_restart: frozenset[int] = frozenset()  # members whose controller waits
 
 
 @dataclass(frozen=True)
@@ -127,6 +139,28 @@ class RestartBroker:
 
 
 @dataclass(frozen=True)
+class StartController:
+    """Start this VM's KRaft controller process (healing: it is not running). Quick, on the
+    loop: a controller holds no partitions, so no restart lock or safety check applies."""
+
+    kind: ClassVar[ActionKind] = ActionKind.START_CONTROLLER
+    reason: str
+    kafka_version: str
+
+
+@dataclass(frozen=True)
+class RestartController:
+    """Restart this VM's controller with a new controller.properties, off the loop under the
+    restart lock, once the rest of the quorum has caught up (checked again under the lock)."""
+
+    kind: ClassVar[ActionKind] = ActionKind.RESTART_CONTROLLER
+    reason: str
+    kafka_version: str
+    controller_properties: Mapping[str, str]
+    keys: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class ReconfigureZookeeper:
     kind: ClassVar[ActionKind] = ActionKind.ZK_RECONFIG
     reason: str
@@ -147,7 +181,15 @@ class ApplyDynamicConfig:
         return self.diff.dynamic_keys
 
 
-Action = DoNothing | StartBroker | RestartBroker | ReconfigureZookeeper | ApplyDynamicConfig
+Action = (
+    DoNothing
+    | StartBroker
+    | RestartBroker
+    | ReconfigureZookeeper
+    | ApplyDynamicConfig
+    | StartController
+    | RestartController
+)
 
 
 def is_nothing(action: Action) -> bool:
@@ -164,10 +206,47 @@ def _launch(spec: ClusterSpec, config: ConfigChanges) -> BrokerLaunch:
     return BrokerLaunch(spec.kafka_version, config.rendered)
 
 
+def _controller_restart(s: Snapshot, who: str, refused: str) -> Action:
+    """The roller's order in KRaft: every broker first, then the follower controllers one
+    at a time, the active controller last; a controller only while the rest of the quorum
+    has caught up, so the restart never costs the majority."""
+    assert s.spec is not None
+    keys = ", ".join(s.controller_changed)
+    brokers = sorted(s.brokers_awaiting_restart - {s.broker_id})
+    if brokers:
+        waiting = ", ".join(map(str, brokers))
+        return nothing(
+            f"{who}: controller restarts after the brokers, waiting for brokers {waiting} "
+            f"({keys} changed){refused}"
+        )
+    others = sorted(s.controllers_awaiting_restart - {s.broker_id})
+    if s.controller_node_id is not None and s.quorum_leader_id == s.controller_node_id and others:
+        waiting = ", ".join(map(str, others))
+        return nothing(
+            f"{who}: the active controller restarts last, waiting for the controllers of "
+            f"{waiting} ({keys} changed){refused}"
+        )
+    if not s.quorum_caught_up:
+        return nothing(
+            f"{who}: controller restart waits until the rest of the quorum has caught up "
+            f"({keys} changed){refused}"
+        )
+    return RestartController(
+        f"{who}: controller config changed ({keys}), restarting the controller{refused}",
+        s.spec.kafka_version,
+        s.controller_properties,
+        s.controller_changed,
+    )
+
+
 def decide(s: Snapshot) -> Action:
     who = f"broker {s.broker_id}"
     if not s.zk_connected:
         return nothing(f"{who}: ZooKeeper unreachable, taking no action until the session is back")
+    # The controller before anything of the broker's: a broker start waits for a quorum
+    # that a dead controller may be the missing vote of.
+    if s.spec is not None and s.controller == STOPPED and not s.controller_restarting:
+        return StartController(f"{who}: controller process gone, starting it", s.spec.kafka_version)
     if s.long_action is not None:
         return nothing(f"{who}: {s.long_action}")
     if s.spec is None:
@@ -217,6 +296,8 @@ def decide(s: Snapshot) -> Action:
             launch,
             s.config.read_only,
         )
+    if s.controller_changed:
+        return _controller_restart(s, who, refused)
     if s.config.dynamic:
         keys = ", ".join(s.config.dynamic)
         return ApplyDynamicConfig(

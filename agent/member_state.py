@@ -12,6 +12,8 @@ _BY_ACTION = {
     "restart": MemberState.RESTARTING,
     "zk_reconfig": MemberState.RECONFIGURING_ZOOKEEPER,
     "apply_dynamic": MemberState.APPLYING_CONFIG,
+    "start_controller": MemberState.STARTING,
+    "restart_controller": MemberState.RESTARTING,
 }
 
 
@@ -32,6 +34,6 @@ def member_state(snap: Snapshot, action: Action, long_action_kind: str | None) -
         return MemberState.JOINING
     if snap.config.error is not None:
         return MemberState.REFUSING
-    if snap.config.read_only:
+    if snap.config.read_only or snap.controller_changed:
         return MemberState.AWAITING_RESTART
     return MemberState.HEALTHY

@@ -102,6 +102,9 @@ class AgentZooKeeper(Protocol):
     def registered_brokers(self) -> frozenset[int]:
         """Broker ids registered with Kafka (in ZooKeeper mode, /brokers/ids)."""
 
+    def claimed_broker_ids(self) -> frozenset[int]:
+        """Broker ids some VM claims (/kaas/<cluster>/ids)."""
+
     def controller_id(self) -> int | None: ...
 
     def restart_lock(self, identifier: str) -> RestartLock: ...

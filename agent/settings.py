@@ -110,10 +110,34 @@ class AgentSettings:
     """ZooKeeper's secure client port (TLS, the VM's certificate)."""
     zookeeper_gone_s: float = 60.0
     """A participant unreachable this long is removed from the ensemble by reconfig."""
+    controller_bootstrap: str | None = None
+    """host:port list of the KRaft controllers (controller.quorum.bootstrap.servers). Set: the
+    cluster runs Kafka 4.x in KRaft mode, and the agent reads brokers through the Admin API
+    instead of Kafka's ZooKeeper paths (which a KRaft cluster has none of)."""
+    controller_port: int | None = None
+    """This VM's KRaft controller listener; None: the VM runs no controller."""
+    controller_data_dir: Path | None = None
+    """The controller's metadata log dir (formatted before its first start)."""
+    controller_heap: str = "-Xms192m -Xmx192m"
+    quorum_check_interval_s: float = 10.0
+    """How often the controller quorum is described (two short JVM runs of Kafka's tool) and
+    at most one voter change made."""
+    controller_gone_s: float = 60.0
+    """A voter not caught up this long is removed from the quorum, if a majority stays."""
+    controller_caught_up_ms: int = 5000
+    """An observer (or voter) caught up with the leader this recently counts as caught up."""
     statsd_host: str | None = None
     statsd_port: int = 8125
     metrics_topic: str = "_kaas_metrics"
     metrics_interval_s: float = 30.0
+
+    @property
+    def kraft(self) -> bool:
+        return self.controller_bootstrap is not None
+
+    @property
+    def runs_controller(self) -> bool:
+        return self.kraft and self.controller_port is not None
 
     @property
     def bootstrap(self) -> str:
@@ -163,9 +187,22 @@ def parse_settings(value: object, source: str = "settings") -> AgentSettings:
         raise SettingsError(
             f'{source}: supervisor must be "local" or "systemd", got {converted["supervisor"]!r}'
         )
-    for port in ("kafka_port", "kafka_tenant_port", "jolokia_port", "statsd_port"):
-        if port in converted and not 0 < converted[port] < 65536:
+    for port in (
+        "kafka_port",
+        "kafka_tenant_port",
+        "jolokia_port",
+        "statsd_port",
+        "controller_port",
+    ):
+        if converted.get(port) is not None and not 0 < converted[port] < 65536:
             raise SettingsError(f"{source}: {port} must be 1-65535, got {converted[port]}")
+    if converted.get("controller_port") is not None and (
+        converted.get("controller_bootstrap") is None
+        or converted.get("controller_data_dir") is None
+    ):
+        raise SettingsError(
+            f"{source}: controller_port needs controller_bootstrap and controller_data_dir"
+        )
     return AgentSettings(**converted)
 
 

@@ -10,6 +10,7 @@ import shlex
 import signal
 import subprocess
 import time
+from enum import StrEnum
 from pathlib import Path
 
 import psutil
@@ -19,7 +20,13 @@ from agent.ports import PAUSED, RUNNING, STOPPED, BrokerSupervisor, ProcessState
 from agent.settings import AgentSettings
 from planner.contracts.vm_config.jolokia import jolokia_agent_option
 
-__all__ = ["BrokerSupervisor", "LocalProcessSupervisor", "SystemdSupervisor", "make_supervisor"]
+__all__ = [
+    "BrokerSupervisor",
+    "KafkaProcess",
+    "LocalProcessSupervisor",
+    "SystemdSupervisor",
+    "make_supervisor",
+]
 
 
 class ImageError(AgentError, RuntimeError):
@@ -41,13 +48,30 @@ def jolokia_agent(image_root: Path) -> Path:
     return image_root / "opt" / "kaas" / "jolokia" / "jolokia-agent.jar"
 
 
-class LocalProcessSupervisor:
-    """The broker as a child JVM of the agent; its pid file lets `kaas vm` find it."""
+class KafkaProcess(StrEnum):
+    """The Kafka processes an agent supervises: the broker, and on a KRaft cluster's first
+    VMs the controller (a process of its own: isolated mode)."""
 
-    def __init__(self, settings: AgentSettings) -> None:
+    BROKER = "kafka"
+    CONTROLLER = "controller"
+
+
+KAFKA_LOG4J2 = "kafka-log4j2.properties"
+KAFKA_TOOLS_LOG4J2 = "kafka-tools-log4j2.properties"
+CONTROLLER_PROPERTIES = "controller.properties"
+
+
+class LocalProcessSupervisor:
+    """The broker (or the controller) as a child JVM of the agent; its pid file lets `kaas vm`
+    and `kaas down` find it."""
+
+    def __init__(
+        self, settings: AgentSettings, process: KafkaProcess = KafkaProcess.BROKER
+    ) -> None:
         self.settings = settings
-        self.pid_file = settings.local_state_dir / "kafka.pid"
-        self.log_file = settings.logs_dir / "kafka.log"
+        self.process = process
+        self.pid_file = settings.local_state_dir / f"{process.value}.pid"
+        self.log_file = settings.logs_dir / f"{process.value}.log"
 
     def _record(self) -> tuple[int, float] | None:
         try:
@@ -89,19 +113,31 @@ class LocalProcessSupervisor:
 
     def command(self, kafka_version: str) -> list[str]:
         s = self.settings
+        controller = self.process is KafkaProcess.CONTROLLER
+        # Kafka 4 (KRaft) logs through Log4j 2, 3.x through Log4j 1.
+        logging = (
+            f"-Dlog4j2.configurationFile=file:{s.config_dir / KAFKA_LOG4J2}"
+            if s.kraft
+            else f"-Dlog4j.configuration=file:{s.config_dir / 'kafka-log4j.properties'}"
+        )
         return [
             s.java,
-            *shlex.split(s.kafka_heap),
+            *shlex.split(s.controller_heap if controller else s.kafka_heap),
             "-XX:+UseG1GC",
             "-XX:MaxGCPauseMillis=20",
             "-Djava.awt.headless=true",
             f"-Dkafka.logs.dir={s.logs_dir}",
-            f"-Dlog4j.configuration=file:{s.config_dir / 'kafka-log4j.properties'}",
-            jolokia_agent_option(jolokia_agent(s.image_root), s.config_dir),
+            logging,
+            # Jolokia on the broker only: the controller's metrics are read over its own port.
+            *(
+                ()
+                if controller
+                else (jolokia_agent_option(jolokia_agent(s.image_root), s.config_dir),)
+            ),
             "-cp",
             f"{kafka_libs(s.image_root, kafka_version)}/*",
             "kafka.Kafka",
-            str(s.config_dir / "server.properties"),
+            str(s.config_dir / (CONTROLLER_PROPERTIES if controller else "server.properties")),
         ]
 
     def start(self, kafka_version: str) -> None:
@@ -140,16 +176,19 @@ class LocalProcessSupervisor:
 
 
 class SystemdSupervisor:
-    """The broker as the systemd unit kaas-kafka; /etc/kaas/kafka/env names its libs."""
+    """The broker as the systemd unit kaas-kafka (the controller: kaas-controller); the env
+    file beside the config names its libs."""
 
-    UNIT = "kaas-kafka.service"
-
-    def __init__(self, settings: AgentSettings) -> None:
+    def __init__(
+        self, settings: AgentSettings, process: KafkaProcess = KafkaProcess.BROKER
+    ) -> None:
         self.settings = settings
+        self.process = process
+        self.unit = f"kaas-{process.value}.service"
 
     def _show(self) -> dict[str, str]:
         out = subprocess.run(
-            ["systemctl", "show", self.UNIT, "-p", "MainPID,ActiveState,SubState"],
+            ["systemctl", "show", self.unit, "-p", "MainPID,ActiveState,SubState"],
             capture_output=True,
             text=True,
             timeout=30,
@@ -172,21 +211,25 @@ class SystemdSupervisor:
 
     def start(self, kafka_version: str) -> None:
         s = self.settings
-        env = self.settings.config_dir / "env"
+        controller = self.process is KafkaProcess.CONTROLLER
+        env = self.settings.config_dir / ("controller.env" if controller else "env")
+        heap = s.controller_heap if controller else s.kafka_heap
         env.write_text(
-            f"KAFKA_LIBS={kafka_libs(s.image_root, kafka_version)}\nKAFKA_HEAP={s.kafka_heap}\nJOLOKIA_HOST={s.address}\n"
+            f"KAFKA_LIBS={kafka_libs(s.image_root, kafka_version)}\nKAFKA_HEAP={heap}\nJOLOKIA_HOST={s.address}\n"
         )
-        subprocess.run(["systemctl", "start", self.UNIT], check=True, timeout=60)
+        subprocess.run(["systemctl", "start", self.unit], check=True, timeout=60)
 
     def stop(self, timeout: float) -> None:
         pid = self.pid()
         if pid is not None:
             with contextlib.suppress(psutil.Error):
                 psutil.Process(pid).send_signal(signal.SIGCONT)
-        subprocess.run(["systemctl", "stop", self.UNIT], check=True, timeout=timeout + 30)
+        subprocess.run(["systemctl", "stop", self.unit], check=True, timeout=timeout + 30)
 
 
-def make_supervisor(settings: AgentSettings) -> BrokerSupervisor:
+def make_supervisor(
+    settings: AgentSettings, process: KafkaProcess = KafkaProcess.BROKER
+) -> BrokerSupervisor:
     if settings.supervisor == "systemd":
-        return SystemdSupervisor(settings)
-    return LocalProcessSupervisor(settings)
+        return SystemdSupervisor(settings, process)
+    return LocalProcessSupervisor(settings, process)

@@ -4,22 +4,58 @@ ZooKeeper)."""
 
 from __future__ import annotations
 
+import time
+
 from agent.adapters import (
     ConfluentBrokerAdmin,
     ConfluentClusterAdmin,
     KazooAgentZooKeeper,
+    KraftAgentZooKeeper,
     SystemClock,
 )
 from agent.cycle import Agent, AgentPorts
+from agent.kraft_quorum_tool import MetadataQuorumTool
 from agent.planner_role import PlannerRole
 from agent.ports import BrokerSupervisor, ReassignmentAdmin
 from agent.reassign_admin import KafkaReassignmentAdmin
 from agent.settings import AgentSettings, SettingsError
-from agent.supervisor import make_supervisor
+from agent.supervisor import (
+    CONTROLLER_PROPERTIES,
+    KAFKA_LOG4J2,
+    KAFKA_TOOLS_LOG4J2,
+    KafkaProcess,
+    kafka_libs,
+    make_supervisor,
+)
 from agent.zk_ensemble import EnsembleKeeper
+from planner.contracts.kafka_release import KAFKA_RELEASES, KafkaMode
 from planner.contracts.paths import ClusterPaths
+from planner.contracts.vm_config.kraft import render_kafka_log4j2, render_kafka_tools_log4j2
 from planner.pki.tls import client_context
 from planner.store import PlanStore
+
+
+def newest_kraft_release() -> str:
+    releases = [v for v, mode in KAFKA_RELEASES.items() if mode is KafkaMode.KRAFT]
+    return max(releases, key=lambda v: tuple(int(part) for part in v.split(".")))
+
+
+def quorum_tool(settings: AgentSettings) -> MetadataQuorumTool:
+    """Kafka's quorum tools with the newest KRaft release of the image (the tools of one
+    4.x release talk to every 4.x quorum); their Log4j 2 file keeps stdout for answers."""
+    controller_config = settings.config_dir / CONTROLLER_PROPERTIES
+    tools_log4j2 = settings.config_dir / KAFKA_TOOLS_LOG4J2
+    if not tools_log4j2.exists():
+        tools_log4j2.write_text(render_kafka_tools_log4j2())
+    return MetadataQuorumTool(
+        java=settings.java,
+        libs=str(kafka_libs(settings.image_root, newest_kraft_release())),
+        log_config=str(tools_log4j2),
+        bootstrap_controllers=settings.controller_bootstrap or "",
+        kafka=settings.kafka_client,
+        controller_config=str(controller_config) if settings.runs_controller else None,
+        clock_ms=lambda: int(time.time() * 1000),
+    )
 
 
 def build_agent(settings: AgentSettings, supervisor: BrokerSupervisor | None = None) -> Agent:
@@ -32,7 +68,23 @@ def build_agent(settings: AgentSettings, supervisor: BrokerSupervisor | None = N
             f"and {identity.keystore.name} from the cluster CA)"
         )
     paths = ClusterPaths(settings.cluster)
-    zookeeper = KazooAgentZooKeeper(settings.zookeeper_hosts, paths, settings.identity)
+    if settings.kraft and not (settings.config_dir / KAFKA_LOG4J2).exists():
+        # Kafka 4 logs through Log4j 2; the image carries only the 3.x Log4j file.
+        (settings.config_dir / KAFKA_LOG4J2).write_text(render_kafka_log4j2())
+    # The agent's Kafka reads that need the whole cluster go over every member's broker; the
+    # agent is made below, the ZooKeeper adapter first.
+    agents: list[Agent] = []
+    zookeeper = (
+        KraftAgentZooKeeper(
+            settings.zookeeper_hosts,
+            paths,
+            settings.identity,
+            settings.kafka_client,
+            lambda: agents[0].cluster_bootstrap() if agents else settings.bootstrap,
+        )
+        if settings.kraft
+        else KazooAgentZooKeeper(settings.zookeeper_hosts, paths, settings.identity)
+    )
     jolokia = client_context(settings.identity)  # every broker's Jolokia takes the nodes' only
 
     # One admin client per bootstrap list, kept across the executor's looks.
@@ -49,7 +101,6 @@ def build_agent(settings: AgentSettings, supervisor: BrokerSupervisor | None = N
         return admins[bootstrap]
 
     # The ensemble keeper journals through the agent, which is made after it.
-    agents: list[Agent] = []
     ensemble = EnsembleKeeper(
         zookeeper.client,
         settings,
@@ -72,6 +123,10 @@ def build_agent(settings: AgentSettings, supervisor: BrokerSupervisor | None = N
             ),
             reassignments=reassignments,
             clock=SystemClock(),
+            controller=make_supervisor(settings, KafkaProcess.CONTROLLER)
+            if settings.runs_controller
+            else None,
+            quorum=quorum_tool(settings) if settings.kraft else None,
         ),
     )
     agents.append(agent)

@@ -25,7 +25,8 @@ from enum import StrEnum
 from typing import Final
 
 from planner.contracts.vm_config.definitions import ConfigDefinition, UpdateMode
-from planner.contracts.vm_config.kafka_tls import RENDERED_OUTSIDE_CATALOG
+from planner.contracts.vm_config.kafka_tls import RENDERED_OUTSIDE_CATALOG as ZK_MODE_OUTSIDE
+from planner.contracts.vm_config.kraft import KRAFT_RENDERED_OUTSIDE_CATALOG
 from planner.contracts.vm_config.validation import (
     AGENT_OWNED_KEYS,
     AGENT_OWNED_SYNONYMS,
@@ -35,6 +36,9 @@ from planner.contracts.vm_config.validation import (
     ConfigProblem,
     unknown_key,
 )
+
+# Rendered keys outside the catalog in either mode (a key of the other mode is never rendered).
+RENDERED_OUTSIDE_CATALOG: Final = ZK_MODE_OUTSIDE | KRAFT_RENDERED_OUTSIDE_CATALOG
 
 # SslConfigs.RECONFIGURABLE_CONFIGS: Kafka updates these dynamically only with a listener
 # prefix ("These security configs can be dynamically updated only per-listener using the
@@ -181,7 +185,14 @@ def diff_broker_config(
         if entry.layer in (ConfigLayer.PER_BROKER, ConfigLayer.CLUSTER_DEFAULT, ConfigLayer.STATIC)
     }
     # A ZooKeeper-mode broker reports node.id, copied from broker.id, as if from its file.
-    implied = {"node.id": desired["broker.id"]} if "broker.id" in desired else {}
+    # A KRaft broker reports broker.id, copied from node.id, the same way.
+    implied = (
+        {"node.id": desired["broker.id"]}
+        if "broker.id" in desired
+        else {"broker.id": desired["node.id"]}
+        if "node.id" in desired
+        else {}
+    )
     changes: dict[ChangeKind, list[ConfigChange]] = {kind: [] for kind in ChangeKind}
     for key in sorted((set(desired) | set_elsewhere) - REPLICATION_THROTTLE_KEYS):
         wanted = desired.get(key, implied.get(key))

@@ -16,6 +16,12 @@ from planner.contracts.vm_config.jolokia import (
     render_jolokia_properties,
 )
 from planner.contracts.vm_config.kafka_tls import TlsFiles
+from planner.contracts.vm_config.kraft import (
+    ControllerFacts,
+    controller_node_id,
+    render_controller_properties,
+    render_kraft_broker_properties,
+)
 from planner.contracts.vm_config.migration import render_migration_broker_properties
 from planner.pki.authority import Role, role_distinguished_name
 
@@ -40,10 +46,44 @@ def desired_server_properties(
     settings: AgentSettings, broker_id: int, spec: ClusterSpec
 ) -> dict[str, str]:
     """server.properties as the spec and this VM's facts say; BrokerConfigError names a bad key.
-    A cluster migrating to KRaft renders its phase's broker config."""
+    A KRaft cluster's broker (settings name the controllers) gets the KRaft rendering; a
+    cluster migrating to KRaft renders its phase's broker config."""
+    if settings.controller_bootstrap is not None:
+        return render_kraft_broker_properties(
+            spec, broker_facts(settings, broker_id), controller_bootstrap(settings)
+        )
     if spec.migration is not None:
         return render_migration_broker_properties(spec, broker_facts(settings, broker_id))
     return render_server_properties(spec, broker_facts(settings, broker_id))
+
+
+def controller_bootstrap(settings: AgentSettings) -> tuple[str, ...]:
+    servers = settings.controller_bootstrap or ""
+    return tuple(server.strip() for server in servers.split(",") if server.strip())
+
+
+def controller_facts(settings: AgentSettings, broker_id: int) -> ControllerFacts | None:
+    """This VM's controller (its node id follows the broker id it claimed); None: it runs none."""
+    if settings.controller_port is None or settings.controller_data_dir is None:
+        return None
+    return ControllerFacts(
+        node_id=controller_node_id(broker_id),
+        listener_address=settings.address,
+        port=settings.controller_port,
+        metadata_dir=str(settings.controller_data_dir),
+    )
+
+
+def desired_controller_properties(
+    settings: AgentSettings, broker_id: int, spec: ClusterSpec
+) -> dict[str, str] | None:
+    """controller.properties of this VM's controller; None when the VM runs none."""
+    controller = controller_facts(settings, broker_id)
+    if controller is None:
+        return None
+    return render_controller_properties(
+        spec, broker_facts(settings, broker_id), controller, controller_bootstrap(settings)
+    )
 
 
 def jolokia_files(settings: AgentSettings) -> dict[str, str]:

@@ -160,7 +160,7 @@ def _write_vm_files(
         render.ZOO_CFG,
         render.ZOOKEEPER_DYNAMIC,
         # Once rendered, the agent owns server.properties.
-        *((render.SERVER_PROPERTIES,) if agents else ()),
+        *((render.SERVER_PROPERTIES, kraft.CONTROLLER_PROPERTIES) if agents else ()),
     }
     files = render.config_files(layout, vm, kafka_version)
     if kafka_mode(kafka_version) is KafkaMode.KRAFT:
@@ -223,7 +223,14 @@ class LocalCluster:
         if is_alive(state.record(vm.name, "agent")):
             return
         settings_file = vm.config_dir / "agent.json"
-        settings = render.agent_settings(state.layout, vm, str(self.image().root), str(java))
+        settings = render.agent_settings(
+            state.layout,
+            vm,
+            str(self.image().root),
+            str(java),
+            kraft.bootstrap_endpoints(state.layout) if state.kraft else (),
+            kraft.is_controller_vm(state.layout, vm),
+        )
         if preferred_broker_id is not None:
             settings["preferred_broker_id"] = preferred_broker_id
         settings_file.write_text(json.dumps(settings, indent=2) + "\n")
@@ -263,6 +270,8 @@ class LocalCluster:
         )
 
     def _start_controller(self, state: ClusterState, vm: VmLayout, java: Path) -> None:
+        if state.agents:
+            return  # the VM's agent starts (and heals) its controller
         if "controller" not in state.vm_kinds(vm.name) or is_alive(
             state.record(vm.name, "controller")
         ):
@@ -288,7 +297,8 @@ class LocalCluster:
                 lambda vm=vm: probes.port_open(vm.address, vm.ports.kafka_controller),  # type: ignore[misc]
                 BROKERS_READY_TIMEOUT,
                 f"see {vm.logs_dir / 'controller.log'}",
-                self._watch(state, controllers, "controller"),
+                # With agents, the agent starts the controller: until then there is no record.
+                self._watch(state, controllers, "agent" if state.agents else "controller"),
             )
 
     @staticmethod
@@ -334,7 +344,7 @@ class LocalCluster:
         if state.kraft:
             # No ZooKeeper registration: a KRaft broker registers with the controllers, and
             # the metadata request below lists it once it has.
-            for watched in ("controller", "kafka"):
+            for watched in ("agent",) if state.agents else ("controller", "kafka"):
                 self._watch(state, vms, watched)()
         else:
             _wait_for(
@@ -398,11 +408,6 @@ class LocalCluster:
         image = self.image()
         version = kafka_version or image.default_kafka_version
         image.kafka_libs(version)  # an unknown version fails here, before anything starts
-        if kafka_mode(version) is KafkaMode.KRAFT and agents:
-            raise KaasError(
-                f"Kafka {version} runs in KRaft mode, which local clusters run without agents "
-                "for now: add --no-agents"
-            )
         with locked(self.home):
             existing = read_state(self.home)
             decision = decide_up(self._recorded(existing), nodes, address_base, self.home)
@@ -433,13 +438,16 @@ class LocalCluster:
                     for vm in layout.vms:
                         self._start_controller(state, vm, java)
                     write_state(state)
-                    self._wait_controllers(state)
+                    if not agents:
+                        self._wait_controllers(state)
                 for vm in layout.vms:
                     if agents:
                         self._start_agent(state, vm, java)
                     else:
                         self._start_kafka(state, vm, java)
                 write_state(state)
+                if agents and state.kraft:
+                    self._wait_controllers(state)
                 self._wait_brokers(state, layout.vms)
                 if agents:
                     # Made here, once every broker is up, rather than by the first agent to

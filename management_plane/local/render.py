@@ -199,9 +199,24 @@ def zookeeper_command(java: str, vm: VmLayout, lib: str) -> list[str]:
 
 
 def agent_settings(
-    cluster: ClusterLayout, vm: VmLayout, image_root: str, java: str
+    cluster: ClusterLayout,
+    vm: VmLayout,
+    image_root: str,
+    java: str,
+    controllers: tuple[str, ...] = (),
+    runs_controller: bool = False,
 ) -> dict[str, object]:
-    """The kaas-agent settings file of a local VM (see agent/settings.py for every field)."""
+    """The kaas-agent settings file of a local VM (see agent/settings.py for every field).
+    `controllers`: a KRaft cluster's controller endpoints (empty: ZooKeeper mode);
+    `runs_controller`: this VM's agent supervises a controller too."""
+    kraft_agent_settings: dict[str, object] = {}
+    if controllers:
+        kraft_agent_settings["controller_bootstrap"] = ",".join(controllers)
+        # Each look at the quorum is two short JVMs; the local VMs share a few cores.
+        kraft_agent_settings["quorum_check_interval_s"] = 15
+    if controllers and runs_controller:
+        kraft_agent_settings["controller_port"] = vm.ports.kafka_controller
+        kraft_agent_settings["controller_data_dir"] = str(vm.controller_data_dir)
     return {
         "cluster": cluster.name,
         "zookeeper_hosts": cluster.zookeeper_hosts,
@@ -232,4 +247,5 @@ def agent_settings(
         # A drain is a chain of short batches, each waiting for the next planner tick: on cheap
         # local VMs a shorter tick makes replacements minutes shorter.
         "plan_interval_s": 3,
+        **kraft_agent_settings,
     }

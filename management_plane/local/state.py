@@ -30,6 +30,8 @@ PROCESS_KINDS = ("zookeeper", "agent", "controller", "kafka")
 AGENT_PID_FILE = (
     "kafka.pid"  # where a VM's agent records the broker it started (agent/supervisor.py)
 )
+# Where a VM's agent records each process it started, by kind.
+AGENT_PID_FILES = {"kafka": AGENT_PID_FILE, "controller": "controller.pid"}
 
 
 @dataclass
@@ -49,7 +51,16 @@ class ClusterState:
     def kinds(self) -> tuple[str, ...]:
         """The cluster's kinds of processes in start order."""
         if self.agents:
-            return ("zookeeper", "agent", "kafka")
+            # The agent starts its VM's controller and broker: their pid files are the records.
+            return (
+                ("zookeeper", "agent", "controller", "kafka")
+                if self.kraft
+                else (
+                    "zookeeper",
+                    "agent",
+                    "kafka",
+                )
+            )
         return ("zookeeper", "controller", "kafka") if self.kraft else ("zookeeper", "kafka")
 
     def vm_kinds(self, vm: str) -> tuple[str, ...]:
@@ -59,12 +70,12 @@ class ClusterState:
         return self.kinds
 
     def record(self, vm: str, kind: str) -> ProcessRecord | None:
-        if kind == "kafka" and self.agents:
-            return _agent_started_broker(self.layout.vm(vm).directory / AGENT_PID_FILE)
+        if kind in AGENT_PID_FILES and self.agents:
+            return _agent_started_broker(self.layout.vm(vm).directory / AGENT_PID_FILES[kind])
         return self.processes.get(vm, {}).get(kind)
 
     def set_record(self, vm: str, kind: str, record: ProcessRecord | None) -> None:
-        if kind == "kafka" and self.agents:
+        if kind in AGENT_PID_FILES and self.agents:
             return  # the agent's pid file is the record
         records = self.processes.setdefault(vm, {})
         if record is None:

@@ -18,6 +18,12 @@ class JournalAction(StrEnum):
     RESTART = "restart"
     APPLY_DYNAMIC = "apply_dynamic"
     ZK_RECONFIG = "zk_reconfig"
+    START_CONTROLLER = "start_controller"
+    RESTART_CONTROLLER = "restart_controller"
+    # the KRaft controller quorum (agent/kraft_keeper.py)
+    ADD_CONTROLLER = "add_controller"
+    REMOVE_CONTROLLER = "remove_controller"
+    UNREGISTER_BROKER = "unregister_broker"
     # the elected planner's executor
     PLAN_STORED = "plan_stored"
     PLAN_DONE = "plan_done"

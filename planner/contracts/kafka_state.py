@@ -19,10 +19,11 @@ class PartitionState:
 
 
 def broker_id_in_meta_properties(content: str) -> int | None:
-    """The `broker.id` of a meta.properties file's text, None when it names none."""
+    """The `broker.id` of a meta.properties file's text (`node.id` in KRaft mode), None when it
+    names none."""
     for line in content.splitlines():
         key, _, value = line.partition("=")
-        if key.strip() == "broker.id" and value.strip().isdigit():
+        if key.strip() in ("broker.id", "node.id") and value.strip().isdigit():
             return int(value.strip())
     return None
 

@@ -70,6 +70,9 @@ class MemberRecord:
     role: MemberRole
     updated_at_ms: int
     plan: PlanStatus | None = None  # the planner's view of the stored plan
+    controller_pending_restart: bool = False
+    """KRaft: this VM's controller runs an older controller.properties (written when true
+    only, so a record without a controller keeps its bytes)."""
     schema_version: int = field(default=MEMBER_SCHEMA_VERSION, compare=False)
 
     def has_joined(self, spec_generation: int) -> bool:
@@ -97,6 +100,7 @@ class MemberRecord:
                 "role": self.role.value,
                 "plan": None if self.plan is None else self.plan.to_json(),
                 "updated_at_ms": self.updated_at_ms,
+                **({"controller_pending_restart": True} if self.controller_pending_restart else {}),
             }
         )
 
@@ -120,6 +124,11 @@ def parse_member(raw: bytes | str) -> MemberRecord:
         role=choice(value, "role", WHAT, MemberRole),
         updated_at_ms=integer(value, "updated_at_ms", WHAT, minimum=0),
         plan=None if plan is None else parse_plan_status(plan, f"{WHAT}.plan"),
+        controller_pending_restart=(
+            boolean(value, "controller_pending_restart", WHAT)
+            if "controller_pending_restart" in value
+            else False
+        ),
         schema_version=version,
     )
 

@@ -1,31 +1,37 @@
-"""A real 3-VM KRaft cluster (Kafka 4.3.1, `kaas up --no-agents --kafka-version 4.3.1`):
-controllers in processes of their own on the first three VMs, every VM a broker. One
-cluster is shared by the tests of this file; none changes it beyond its own topics."""
+"""A real 3-VM KRaft cluster (Kafka 4.3.1, `kaas up --kafka-version 4.3.1`) run by its agents:
+controllers in processes of their own on the first three VMs, every VM a broker, each VM's
+agent starting and healing both. One cluster is shared by the tests of this file; a test that
+kills a process waits until the agents have healed it."""
 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
+import threading
 import time
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
+from dataclasses import replace
+from datetime import datetime
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from agent.kraft_quorum import ControllerIdentity, QuorumChangeKind, QuorumView, decide_quorum
 from agent.kraft_quorum_tool import MetadataQuorumTool, QuorumToolError
-from management_plane.errors import KaasError
 from management_plane.local import kraft
-from management_plane.local.cluster import LocalCluster
 from management_plane.local.image import find_java, load_image
+from management_plane.local.layout import VmLayout
 from management_plane.local.processes import is_alive
 from management_plane.local.state import require_state
 from management_plane.local.up_choice import UpChoice
 from management_plane.security.probes import probe_tls
 from management_plane.security.verdict import TlsOutcome
+from planner.contracts.journal import JournalAction, JournalEntry, parse_journal_entry
+from planner.contracts.member import MemberRecord, MemberState, parse_member
+from planner.contracts.paths import ClusterPaths
+from planner.contracts.spec import parse_spec
 from tests import harness
 from tests.harness import ClusterHandle
 
@@ -43,6 +49,7 @@ def kraft_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterH
         name="kraft",
         address_base=harness.FRESH_CLUSTER_BASE,
         kafka_version=KRAFT_VERSION,
+        agents=True,
     )
     try:
         yield handle
@@ -190,15 +197,44 @@ def test_kraft_status_lists_each_vms_processes(kraft_cluster: ClusterHandle) -> 
     shown = kraft_cluster.kaas("status")
     assert shown.returncode == 0, shown.stderr
     assert "KRaft controllers: vm1 " in shown.stdout
-    assert shown.stdout.count(" voter") == 2
+    # The roles line only: the agents' sentences also speak of voters.
+    roles_line = next(
+        line for line in shown.stdout.splitlines() if line.startswith("KRaft controllers:")
+    )
+    assert roles_line.count(" voter") == 2
 
 
-def test_agents_are_refused_on_kraft_for_now(tmp_path: Path) -> None:
-    with pytest.raises(KaasError, match=r"KRaft mode.*--no-agents"):
-        LocalCluster(tmp_path).up(
-            3, address_base=harness.SCRATCH_BASE, kafka_version=KRAFT_VERSION, agents=True
-        )
-    assert not (tmp_path / "cluster.json").exists()
+def test_the_agents_run_the_kraft_cluster_and_report_healthy(
+    kraft_cluster: ClusterHandle,
+) -> None:
+    """Every VM's agent claimed the id its volume was formatted with, started its controller
+    and broker, sees its broker registered (through a metadata request: Kafka writes nothing
+    to ZooKeeper) and reports healthy."""
+
+    def members() -> dict[int, MemberRecord]:
+        client = kraft_cluster.zookeeper()
+        client.start(timeout=30)
+        try:
+            folder = ClusterPaths("kraft").members
+            return {
+                int(child): parse_member(client.get(f"{folder}/{child}")[0])
+                for child in client.get_children(folder)
+            }
+        finally:
+            client.stop()
+            client.close()
+
+    harness.wait_until(
+        lambda: [m.state for m in members().values()] == [MemberState.HEALTHY] * 3,
+        120,
+        "three healthy members",
+    )
+    found = members()
+    assert sorted(found) == [vm.broker_id for vm in kraft_cluster.layout.vms]
+    assert all(m.registered for m in found.values())
+    assert {m.vm_id: b for b, m in found.items()} == {
+        vm.name: vm.broker_id for vm in kraft_cluster.layout.vms
+    }
 
 
 def _quorum_tool(handle: ClusterHandle, vm_index: int) -> MetadataQuorumTool:
@@ -214,58 +250,46 @@ def _quorum_tool(handle: ClusterHandle, vm_index: int) -> MetadataQuorumTool:
     )
 
 
-def _view(tool: MetadataQuorumTool, me: ControllerIdentity) -> QuorumView:
-    status, replicas = tool.describe()
-    return QuorumView(
-        replicas=replicas,
-        high_watermark=status.high_watermark,
-        me=me,
-        desired_voters=3,
-        gone_for_s={},
-        gone_threshold_s=60.0,
-        caught_up_within_ms=10_000,
-    )
-
-
-def test_a_removed_controller_is_added_back_by_the_decision_and_the_tool(
+def test_a_controller_taken_out_of_the_voters_is_added_back_by_its_agent(
     kraft_cluster: ClusterHandle,
 ) -> None:
-    """The decision and the adapter on real Kafka: vm3's controller taken out of the voters
-    is an observer that has caught up; decide_quorum (as vm3's agent) adds it back, and
-    kafka-metadata-quorum add-controller makes it a voter again."""
+    """vm3's controller removed from the voters (by hand, as a half-done replacement would
+    leave it) keeps running as an observer; its agent finds it caught up with the quorum
+    one voter short of the spec and adds it back (add-controller), journaled."""
     tool = _quorum_tool(kraft_cluster, 2)
     _, replicas = tool.describe()
     mine = next(r for r in replicas if r.node_id == 3002)
-    me = ControllerIdentity(3002, mine.directory_id)
-    assert decide_quorum(_view(tool, me)) is None  # a full quorum: nothing to do
     tool.remove_controller(3002, mine.directory_id)
+    started = time.monotonic()
+
+    def voters() -> list[int]:
+        try:
+            found = tool.describe()[1]
+        except QuorumToolError:
+            return []
+        return sorted(r.node_id for r in found if r.role.value != "observer")
+
     try:
-        harness.wait_until(
-            lambda: [r.role.value for r in tool.describe()[1] if r.node_id == 3002] == ["observer"],
-            60,
-            "controller 3002 observing",
-        )
-        change = None
-
-        def decided() -> bool:
-            nonlocal change
-            change = decide_quorum(_view(tool, me))
-            return change is not None
-
-        harness.wait_until(decided, 60, "the decision to add controller 3002")
-        assert change is not None
-        assert (change.kind, change.node_id, change.directory_id) == (
-            QuorumChangeKind.ADD,
-            3002,
-            mine.directory_id,
-        )
-        tool.add_controller()
+        harness.wait_until(lambda: voters() == [3000, 3001, 3002], 120, "3002 a voter again")
     finally:
-        # Leave the shared cluster with three voters whatever happened above.
-        if not [r for r in tool.describe()[1] if r.node_id == 3002 and r.role.value != "observer"]:
+        if voters() != [3000, 3001, 3002]:
             harness.wait_until(lambda: _try_add(tool), 60, "controller 3002 back as a voter")
-    voters = sorted(r.node_id for r in tool.describe()[1] if r.role.value != "observer")
-    assert voters == [3000, 3001, 3002]
+    print(
+        f"\ncontroller 3002 re-added by its agent {time.monotonic() - started:.1f}s after removal"
+    )
+    client = kraft_cluster.zookeeper()
+    client.start(timeout=30)
+    try:
+        folder = ClusterPaths("kraft").journal
+        entries = [
+            parse_journal_entry(client.get(f"{folder}/{name}")[0])
+            for name in client.get_children(folder)
+        ]
+    finally:
+        client.stop()
+        client.close()
+    added = [e for e in entries if e.action is JournalAction.ADD_CONTROLLER and e.result == "done"]
+    assert [e.vm_id for e in added] == [kraft_cluster.layout.vms[2].name]
 
 
 def _try_add(tool: MetadataQuorumTool) -> bool:
@@ -276,10 +300,12 @@ def _try_add(tool: MetadataQuorumTool) -> bool:
     return True
 
 
-def test_a_killed_controller_is_started_again_and_votes(kraft_cluster: ClusterHandle) -> None:
-    """`kaas vm kill --only controller` and `kaas vm start` act on the controller process; the
-    quorum elects or keeps a leader meanwhile, and the restarted controller votes again."""
-    assert "killed controller" in kraft_cluster.vm("kill", "vm2", "--only", "controller")
+def test_killing_the_active_controller_elects_a_new_leader_and_the_agent_restarts_it(
+    kraft_cluster: ClusterHandle,
+) -> None:
+    """The active controller killed (SIGKILL): the other two voters elect a leader within
+    seconds, an acks=all producer keeps succeeding and loses nothing, and the VM's agent
+    starts the dead controller again, which catches up and votes."""
     tool = _quorum_tool(kraft_cluster, 0)
 
     def leader_id() -> int | None:
@@ -289,21 +315,218 @@ def test_a_killed_controller_is_started_again_and_votes(kraft_cluster: ClusterHa
         except QuorumToolError:
             return None
 
-    # Two of three voters keep (or elect) a leader.
-    harness.wait_until(lambda: leader_id() in {3000, 3002}, 60, "a leader among 3000, 3002")
-    assert "started controller" in kraft_cluster.vm("start", "vm2")
+    old_leader = leader_id()
+    assert old_leader in {3000, 3001, 3002}
+    vm = next(
+        v for v in kraft_cluster.layout.vms if kraft.controller_facts(v).node_id == old_leader
+    )
+    state = require_state(kraft_cluster.home)
+    old_record = state.record(vm.name, "controller")
+    assert old_record is not None
 
-    def caught_up_3001() -> bool:
-        try:
-            replicas = tool.describe()[1]
-        except QuorumToolError:
-            return False
-        return [
-            r.caught_up_ago_ms is not None and r.caught_up_ago_ms < 5000
-            for r in replicas
-            if r.node_id == 3001
-        ] == [True]
+    topic = kraft_cluster.unique_topic("kraft-failover")
+    admin = AdminClient(kraft_cluster.client_config())
+    admin.create_topics([NewTopic(topic, num_partitions=3)])[topic].result(timeout=60)
+    producing = _AcksAllProducer(kraft_cluster, topic)
+    producing.start()
+    try:
+        time.sleep(2)
+        killed_at, killed_wall = time.monotonic(), time.time()
+        assert "killed controller" in kraft_cluster.vm("kill", vm.name, "--only", "controller")
+        others = [
+            v
+            for v in kraft_cluster.layout.vms
+            if v is not vm and kraft.is_controller_vm(kraft_cluster.layout, v)
+        ]
+        # The survivors' own logs say when one of them became the leader, to the millisecond
+        # (the quorum tool, a JVM per look, is far coarser on shared cores).
+        harness.wait_until(
+            lambda: _leader_since(others, killed_wall) is not None, 60, "a new controller leader"
+        )
+        elected_at = _leader_since(others, killed_wall)
+        assert elected_at is not None
+        elected_s = elected_at - killed_wall
+        first_ack_s = producing.first_ack_after(killed_at)
 
-    harness.wait_until(caught_up_3001, 90, "controller 3001 caught up again")
+        def restarted() -> bool:
+            record = require_state(kraft_cluster.home).record(vm.name, "controller")
+            return is_alive(record) and record is not None and record.pid != old_record.pid
+
+        harness.wait_until(restarted, 60, f"the agent of {vm.name} to restart its controller")
+        restarted_s = time.monotonic() - killed_at
+
+        def caught_up() -> bool:
+            try:
+                replicas = tool.describe()[1]
+            except QuorumToolError:
+                return False
+            return [
+                r.caught_up_ago_ms is not None and r.caught_up_ago_ms < 5000
+                for r in replicas
+                if r.node_id == old_leader
+            ] == [True]
+
+        harness.wait_until(caught_up, 90, f"controller {old_leader} caught up again")
+        time.sleep(1)
+    finally:
+        sent, acked, errors = producing.stop()
+    print(
+        f"\ncontroller failover: new leader {elected_s:.2f}s after the kill (the controllers' "
+        f"logs), first acks=all produce after the kill {first_ack_s:.2f}s, controller "
+        f"restarted by the agent {restarted_s:.1f}s; {acked} of {sent} acked"
+    )
+    assert errors == []
+    assert acked == sent > 0
+    assert first_ack_s < 5.0
+    assert elected_s < 15.0
     voters = sorted(r.node_id for r in tool.describe()[1] if r.role.value != "observer")
     assert voters == [3000, 3001, 3002]
+    _assert_all_consumed(kraft_cluster, topic, acked)
+
+
+_LEADER_LINE = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})\] .*transition to Leader\(")
+
+
+def _leader_since(vms: list[VmLayout], after_wall: float) -> float | None:
+    """The first time (epoch seconds) after `after_wall` that one of these VMs' controllers
+    logged its transition to leader (Log4j's default date, the machine's local time)."""
+    times = []
+    for vm in vms:
+        log_file = vm.logs_dir / "controller.log"
+        if not log_file.exists():
+            continue
+        for line in log_file.read_text(errors="replace").splitlines():
+            found = _LEADER_LINE.match(line)
+            if found:
+                at = datetime.strptime(found.group(1), "%Y-%m-%d %H:%M:%S,%f").timestamp()
+                if at > after_wall:
+                    times.append(at)
+    return min(times) if times else None
+
+
+class _AcksAllProducer:
+    """Produces acks=all with idempotence on its own thread, recording when each ack came."""
+
+    def __init__(self, handle: ClusterHandle, topic: str) -> None:
+        self.producer = Producer(handle.client_config(acks="all", **{"enable.idempotence": True}))
+        self.topic = topic
+        self.acks: list[float] = []
+        self.errors: list[str] = []
+        self.sent = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _delivered(self, error: KafkaError | None, _message: object) -> None:
+        if error is None:
+            self.acks.append(time.monotonic())
+        else:
+            self.errors.append(str(error))
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.producer.produce(
+                self.topic, f"m-{self.sent}".encode(), on_delivery=self._delivered
+            )
+            self.sent += 1
+            self.producer.poll(0.02)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def first_ack_after(self, moment: float) -> float:
+        later = [ack for ack in list(self.acks) if ack > moment]
+        return (later[0] - moment) if later else float("inf")
+
+    def stop(self) -> tuple[int, int, list[str]]:
+        self._stop.set()
+        self._thread.join(timeout=10)
+        self.producer.flush(60)
+        return self.sent, len(self.acks), self.errors
+
+
+def _assert_all_consumed(handle: ClusterHandle, topic: str, expected: int) -> None:
+    consumer = Consumer(
+        handle.client_config(
+            **{"group.id": f"kraft-{uuid.uuid4().hex[:8]}", "auto.offset.reset": "earliest"}
+        )
+    )
+    consumer.subscribe([topic])
+    received: list[str] = []
+    try:
+        harness.wait_until(
+            lambda: _poll_into(consumer, received) >= expected, 90, "every message consumed"
+        )
+    finally:
+        consumer.close()
+    assert len(set(received)) == expected
+
+
+READ_ONLY_KEY = "offsets.retention.minutes"  # read-only on brokers; in controller.properties too
+
+
+def test_a_read_only_change_rolls_brokers_then_controllers_the_active_one_last(
+    kraft_cluster: ClusterHandle,
+) -> None:
+    """A read-only key in the spec: each broker restarts under the lock, then the follower
+    controllers, the active controller last; an acks=all producer meanwhile loses nothing."""
+    tool = _quorum_tool(kraft_cluster, 0)
+    leader = tool.describe()[0].leader_id
+    leader_vm = next(
+        v for v in kraft_cluster.layout.vms if kraft.controller_facts(v).node_id == leader
+    )
+    paths = ClusterPaths("kraft")
+    client = kraft_cluster.zookeeper()
+    client.start(timeout=30)
+    topic = kraft_cluster.unique_topic("kraft-roll")
+    admin = AdminClient(kraft_cluster.client_config())
+    admin.create_topics([NewTopic(topic, num_partitions=3)])[topic].result(timeout=60)
+    producing = _AcksAllProducer(kraft_cluster, topic)
+    producing.start()
+    try:
+        journal_before = set(client.get_children(paths.journal))
+        raw, stat = client.get(paths.spec)
+        spec = parse_spec(raw)
+        rolled = replace(
+            spec,
+            broker_config={**spec.broker_config, READ_ONLY_KEY: "10081"},
+            generation=spec.generation + 1,
+        )
+        client.set(paths.spec, rolled.encode(), version=stat.version)
+
+        def restarts() -> list[JournalEntry]:
+            names = sorted(set(client.get_children(paths.journal)) - journal_before)
+            entries = [parse_journal_entry(client.get(f"{paths.journal}/{n}")[0]) for n in names]
+            return [
+                e
+                for e in entries
+                if e.action in (JournalAction.RESTART, JournalAction.RESTART_CONTROLLER)
+                and e.result != "started"
+            ]
+
+        harness.wait_until(
+            lambda: (
+                len([e for e in restarts() if e.action is JournalAction.RESTART_CONTROLLER]) >= 3
+            ),
+            600,
+            "three brokers and then three controllers restarted",
+        )
+        done = restarts()
+    finally:
+        sent, acked, errors = producing.stop()
+        client.stop()
+        client.close()
+    kinds = [(e.action, e.broker_id, e.result) for e in done]
+    print("\nroll order:", kinds)
+    assert [a for a, _, _ in kinds] == [JournalAction.RESTART] * 3 + [
+        JournalAction.RESTART_CONTROLLER
+    ] * 3, kinds
+    assert all(
+        result.startswith("done") for a, _, result in kinds if a is JournalAction.RESTART_CONTROLLER
+    )
+    assert kinds[-1][1] == leader_vm.broker_id  # the active controller last
+    for vm in kraft_cluster.layout.vms:
+        assert f"{READ_ONLY_KEY}=10081" in (vm.config_dir / "controller.properties").read_text()
+        assert f"{READ_ONLY_KEY}=10081" in (vm.config_dir / "server.properties").read_text()
+    assert errors == []
+    assert acked == sent > 0
+    _assert_all_consumed(kraft_cluster, topic, acked)

@@ -182,6 +182,10 @@ class FakeZooKeeper:
         self.check()
         return frozenset(self.registered)
 
+    def claimed_broker_ids(self) -> frozenset[int]:
+        self.check()
+        return frozenset(self.claimed.values())
+
     def controller_id(self) -> int | None:
         self.check()
         return self.controller
@@ -534,6 +538,27 @@ def settings_for(tmp_path: Path, **overrides: Any) -> AgentSettings:
     )
 
 
+class FakeProcess:
+    """A supervised process (the VM's KRaft controller): stopped until started."""
+
+    def __init__(self) -> None:
+        self.process_state = STOPPED
+        self.starts: list[str] = []
+
+    def state(self) -> ProcessState:
+        return self.process_state
+
+    def start(self, kafka_version: str) -> None:
+        self.starts.append(kafka_version)
+        self.process_state = RUNNING
+
+    def stop(self, timeout: float) -> None:
+        self.process_state = STOPPED
+
+    def pid(self) -> int | None:
+        return 4242 if self.process_state != STOPPED else None
+
+
 @dataclass
 class Rig:
     """One agent wired to fakes."""
@@ -548,6 +573,7 @@ class Rig:
     cluster: FakeClusterAdmin
     reassignments: FakeReassignments
     spawn: SpawnLater
+    controller: FakeProcess | None = None
 
 
 def make_rig(
@@ -563,6 +589,7 @@ def make_rig(
     cluster = FakeClusterAdmin()
     reassignments = FakeReassignments(cluster)
     later = SpawnLater()
+    controller = FakeProcess() if agent_settings.runs_controller else None
 
     def spawn_now(name: str, work: Callable[[], None]) -> Running:
         later(name, work)
@@ -582,10 +609,21 @@ def make_rig(
             reassignments=lambda bootstrap: reassignments,
             clock=clock,
             spawn=later if spawn_later else spawn_now,
+            controller=controller,
         ),
     )
     agent.start()
     broker.broker_id = agent.broker_id
     return Rig(
-        agent, clock, zookeeper, broker, ensemble, seat, store, cluster, reassignments, later
+        agent,
+        clock,
+        zookeeper,
+        broker,
+        ensemble,
+        seat,
+        store,
+        cluster,
+        reassignments,
+        later,
+        controller,
     )

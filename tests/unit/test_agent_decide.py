@@ -122,6 +122,23 @@ def snap(**changes: object) -> Snapshot:
             "refusing config change: unknown config key bogus.key",
         ),
         (snap(), "none", "broker 1: healthy, config at spec generation 4"),
+        (snap(controller=RUNNING), "none", "broker 1: healthy, config at spec generation 4"),
+        (snap(controller=STOPPED), "start_controller", "controller process gone, starting it"),
+        (
+            snap(controller=STOPPED, broker=BrokerView(STOPPED, False, False)),
+            "start_controller",
+            "controller process gone",
+        ),
+        (
+            snap(controller=STOPPED, long_action="start 2/3: waiting for the broker to answer"),
+            "start_controller",
+            "controller process gone",
+        ),
+        (
+            snap(controller=STOPPED, zk_connected=False),
+            "none",
+            "ZooKeeper unreachable",
+        ),
         (
             snap(spec_error="spec.broker_count must be at least 1"),
             "none",
@@ -234,6 +251,11 @@ def test_settings_defaults_and_types() -> None:
         ({"supervisor": "docker"}, 'supervisor must be "local" or "systemd"'),
         ({"cluster": "a/b"}, "cluster name 'a/b' is invalid"),
         ({"data_dir": ""}, "data_dir must be a path string"),
+        ({"controller_port": 9093}, "controller_port needs controller_bootstrap"),
+        (
+            {"controller_port": 0, "controller_bootstrap": "a:1", "controller_data_dir": "/m"},
+            "controller_port must be 1-65535",
+        ),
     ],
 )
 def test_bad_settings_are_named(change: dict[str, object], message: str) -> None:

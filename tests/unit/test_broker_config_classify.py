@@ -223,6 +223,20 @@ def change(key: str, current: str | None, desired: str | None) -> ConfigChange:
             id="node.id copied from broker.id by a ZooKeeper-mode broker",
         ),
         pytest.param(
+            {"node.id": "2"},
+            running(broker_id=("2", STATIC), node_id=("2", STATIC)),
+            ConfigDiff(),
+            id="broker.id copied from node.id by a KRaft broker",
+        ),
+        pytest.param(
+            {"node.id": "3"},
+            running(broker_id=("2", STATIC), node_id=("2", STATIC)),
+            ConfigDiff(
+                read_only=(change("broker.id", "2", "3"), change("node.id", "2", "3")),
+            ),
+            id="a new node id restarts a KRaft broker",
+        ),
+        pytest.param(
             {"broker.id": "3"},
             running(broker_id=("2", STATIC), node_id=("2", STATIC)),
             ConfigDiff(

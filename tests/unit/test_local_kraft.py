@@ -142,3 +142,33 @@ def test_each_vm_shows_its_controllers_role_in_the_quorum(tmp_path: Path) -> Non
     }
     three = plan_layout("k", tmp_path, 4, "127.0.9")
     assert kraft.controller_roles(three, replicas)["vm4"] is None  # runs no controller
+
+
+def test_agent_settings_name_the_controllers_and_the_vms_own(tmp_path: Path) -> None:
+    from agent.settings import parse_settings
+
+    layout = plan_layout("k", tmp_path, 4, "127.0.9")
+    endpoints = kraft.bootstrap_endpoints(layout)
+    first = parse_settings(
+        render.agent_settings(layout, layout.vms[0], "/img", "java", endpoints, True)
+    )
+    assert first.runs_controller
+    assert first.controller_port == layout.vms[0].ports.kafka_controller
+    assert first.controller_data_dir == layout.vms[0].controller_data_dir
+    assert first.controller_bootstrap == ",".join(endpoints)
+    fourth = parse_settings(
+        render.agent_settings(layout, layout.vms[3], "/img", "java", endpoints, False)
+    )
+    assert fourth.kraft and not fourth.runs_controller
+    zk_mode = parse_settings(render.agent_settings(layout, layout.vms[0], "/img", "java"))
+    assert not zk_mode.kraft
+
+
+def test_agents_own_the_controller_and_broker_records(tmp_path: Path) -> None:
+    layout = plan_layout("k", tmp_path, 4, "127.0.9")
+    state = ClusterState(layout=layout, kafka_version="4.3.1", agents=True)
+    assert state.vm_kinds("vm1") == ("zookeeper", "agent", "controller", "kafka")
+    assert state.vm_kinds("vm4") == ("zookeeper", "agent", "kafka")
+    assert state.record("vm1", "controller") is None  # no pid file yet
+    zk_mode = ClusterState(layout=layout, kafka_version="3.9.2", agents=True)
+    assert zk_mode.vm_kinds("vm1") == ("zookeeper", "agent", "kafka")

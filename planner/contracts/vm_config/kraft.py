@@ -32,11 +32,17 @@ from planner.contracts.vm_config.kafka_tls import (
     PRINCIPAL_MAPPING_RULES,
     SUPER_USERS,
     ListenerName,
+    TlsFiles,
     internal_listener_security,
 )
 from planner.contracts.vm_config.validation import BrokerConfigError, ConfigProblem
 
 CONTROLLER_LISTENER: Final = "CONTROLLER"
+# A KRaft broker's rendered keys outside KafkaConfig's table, beside the ZooKeeper-mode
+# broker's: the controller listener's TLS, which the broker uses as the controllers' client.
+KRAFT_RENDERED_OUTSIDE_CATALOG: Final = frozenset(
+    internal_listener_security(CONTROLLER_LISTENER, TlsFiles("/k", "/t"))
+)
 # A VM's controller is a node of its own beside the VM's broker; its id follows from the
 # broker id the VM claimed, so one claim (kept with the volume) names both.
 CONTROLLER_NODE_ID_OFFSET: Final = 3000
