@@ -41,6 +41,7 @@ from agent.ports import (
     AgentZooKeeper,
     BrokerAdmin,
     BrokerSupervisor,
+    CertificateTender,
     Clock,
     ClusterAdmin,
     EnsembleMembership,
@@ -58,6 +59,7 @@ from planner.contracts.member import MemberRecord, MemberRole, MemberState, pars
 from planner.contracts.paths import ClusterPaths
 from planner.contracts.spec import ClusterSpec, SpecError, parse_spec
 from planner.contracts.vm_config import BrokerConfigError
+from planner.errors import PlannerError
 
 AGENT_VERSION = "0.1.0"
 log = structlog.get_logger("kaas.agent")
@@ -107,6 +109,8 @@ class AgentPorts:
     """bootstrap list -> Kafka's reassignment API, for the elected planner."""
     clock: Clock
     spawn: Spawn = field(default=spawn_thread)
+    certificates: CertificateTender | None = None
+    """The VM's certificate renewal; None: the agent leaves its certificate alone."""
 
 
 class Agent:
@@ -127,6 +131,7 @@ class Agent:
         self.last_sentence = ""
         self.server_properties = settings.config_dir / "server.properties"
         self.metrics_problem: str | None = None
+        self.certificate_restart: str | None = None
         self.plan_executor = PlanExecutor(
             settings,
             ports.zookeeper,
@@ -316,6 +321,7 @@ class Agent:
             brokers_awaiting_restart=awaiting,
             unresponsive_threshold_s=self.settings.broker_unresponsive_s,
             zookeeper_change=zookeeper_change,
+            certificate_restart=self.certificate_restart,
         )
         return snap, CycleMemory(good, since)
 
@@ -355,12 +361,25 @@ class Agent:
         self.long_action = long_action
         long_action.running = self.ports.spawn(str(kind), work)
 
+    def _tend_certificates(self) -> str | None:
+        """Renew the VM's certificate when a rotation or its expiry asks; never while a
+        start or restart runs (the broker's listener is down or about to be)."""
+        tender = self.ports.certificates
+        if tender is None or not self.zk.connected or self.long_action is not None:
+            return None
+        try:
+            return tender.tend(self.broker_id)
+        except (StoreUnavailable, OSError, PlannerError) as exc:
+            log.warning("certificate_check_failed", error=str(exc))
+            return None
+
     # -- the loop -------------------------------------------------------------------------
 
     def run_cycle(self) -> str:
         running = self.long_action.running if self.long_action is not None else None
         if running is not None and not running.is_alive():
             self.long_action = None
+        self.certificate_restart = self._tend_certificates()
         snap, self.memory = self.snapshot()
         action = decide(snap)
         if not isinstance(action, DoNothing):

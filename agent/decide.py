@@ -92,6 +92,7 @@ class Snapshot:
     brokers_awaiting_restart: frozenset[int] = frozenset()  # other members that need a restart
     unresponsive_threshold_s: float = 30.0
     zookeeper_change: ReconfigChange | None = None  # from zk_membership.decide_membership
+    certificate_restart: str | None = None  # why the broker must restart onto its new certificate
 
 
 @dataclass(frozen=True)
@@ -204,6 +205,8 @@ def decide(s: Snapshot) -> Action:
 
     if s.config.error is not None:
         return nothing(f"{who}: refusing config change: {s.config.error}; nothing applied{refused}")
+    if s.certificate_restart is not None:
+        return RestartBroker(f"{who}: {s.certificate_restart}, restarting{refused}", launch)
     if s.config.read_only:
         keys = ", ".join(s.config.read_only)
         others = sorted(s.brokers_awaiting_restart - {s.broker_id})

@@ -109,6 +109,8 @@ class AgentSettings:
     """The plaintext client port a server line needs for reconfig; it serves no session."""
     zookeeper_gone_s: float = 60.0
     """A participant unreachable this long is removed from the ensemble by reconfig."""
+    certificate_renewal_days: float = 30.0
+    """The agent asks for a new certificate this many days before its own expires."""
     statsd_host: str | None = None
     statsd_port: int = 8125
     metrics_topic: str = "_kaas_metrics"

@@ -4,12 +4,15 @@ ZooKeeper)."""
 
 from __future__ import annotations
 
+import datetime as dt
+
 from agent.adapters import (
     ConfluentBrokerAdmin,
     ConfluentClusterAdmin,
     KazooAgentZooKeeper,
     SystemClock,
 )
+from agent.cert_keeper import CertificateKeeper, KazooCertificateExchange, presented_serial
 from agent.cycle import Agent, AgentPorts
 from agent.planner_role import PlannerRole
 from agent.ports import BrokerSupervisor, ReassignmentAdmin
@@ -72,6 +75,14 @@ def build_agent(settings: AgentSettings, supervisor: BrokerSupervisor | None = N
             ),
             reassignments=reassignments,
             clock=SystemClock(),
+            certificates=CertificateKeeper(
+                settings.identity,
+                KazooCertificateExchange(zookeeper.client, settings.cluster),
+                lambda: presented_serial(settings.address, settings.kafka_port, settings.identity),
+                dt.timedelta(days=settings.certificate_renewal_days),
+                lambda: dt.datetime.now(dt.UTC),
+                lambda action, reason, result: agents[0].journal(action, reason, result),
+            ),
         ),
     )
     agents.append(agent)

@@ -68,6 +68,15 @@ class ConfigRequest(BaseModel):
     )
 
 
+class RotateCertsRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    ca: bool = Field(
+        default=False,
+        description="also replace the cluster's CA (trusted beside the old one, then new "
+        "certificates, then the old CA dropped)",
+    )
+
+
 class ReplaceRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
     vm_id: str = Field(max_length=200, description="the VM to replace (e.g. mycluster/vm2 or vm2)")
@@ -268,6 +277,11 @@ def create_app(service: Service) -> FastAPI:
     @app.patch("/v1/clusters/{name}/config", status_code=202, responses=ERRORS)
     def change_config(name: str, body: ConfigRequest, who: Admin) -> OperationOut:
         return operation_out(service.change_config(name, body.broker_config, who.name))
+
+    @app.post("/v1/clusters/{name}/rotate-certs", status_code=202, responses=ERRORS)
+    def rotate_certs(name: str, body: RotateCertsRequest, who: Admin) -> OperationOut:
+        """Renew every VM's certificate (and with `ca`, the CA) by rolling restarts."""
+        return operation_out(service.rotate_certs(name, body.ca, who.name))
 
     @app.post("/v1/clusters/{name}/replace", status_code=202, responses=ERRORS)
     def replace_vm(name: str, body: ReplaceRequest, who: Admin) -> OperationOut:

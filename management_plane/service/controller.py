@@ -29,6 +29,10 @@ from management_plane.providers.base import (
     VmRequest,
     client_identity,
 )
+from management_plane.security.rotation_store import (
+    CertificateStoreFactory,
+    ZooKeeperCertificates,
+)
 from management_plane.service.cluster_io import ClusterIO, ClusterUnreachable, PartitionState
 from management_plane.service.db import Database, OperationRow
 from management_plane.service.operations import (
@@ -114,11 +118,17 @@ def wait(message: str, **context: Any) -> Outcome:
 
 class Controller:
     def __init__(
-        self, db: Database, provider: Provider, cluster_io: ClusterPortFactory = ClusterIO
+        self,
+        db: Database,
+        provider: Provider,
+        cluster_io: ClusterPortFactory = ClusterIO,
+        certificates: CertificateStoreFactory = ZooKeeperCertificates,
     ) -> None:
         self.db = db
         self.provider = provider
         self.cluster_io = cluster_io
+        self.certificates = certificates
+        """The cluster's certificate znodes, for the rotation steps."""
 
     # -- helpers --------------------------------------------------------------------------
 
@@ -579,3 +589,7 @@ class Controller:
     def finish_delete(self, op: OperationRow, _batch: int) -> Outcome:
         self.db.update_cluster(op.cluster, status="deleted")
         return done(f"{op.kind} of {op.cluster} finished")
+
+
+# The certificate rotation steps register themselves with STEPS (they need it defined).
+from management_plane.security import rotation as _rotation  # noqa: E402, F401

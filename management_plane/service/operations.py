@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from planner.pki.rotation import ROUNDS, RotationKind
+
 
 class OperationKind(StrEnum):
     CREATE_CLUSTER = "create_cluster"
@@ -27,6 +29,8 @@ class OperationKind(StrEnum):
     CHANGE_INSTANCE_TYPE = "change_instance_type"
     CHANGE_CONFIG = "change_config"
     DELETE_CLUSTER = "delete_cluster"
+    ROTATE_CERTS = "rotate_certs"
+    ROTATE_CA = "rotate_ca"
     # Tenant operations run inside their request (tenant_service), through the same runner.
     CREATE_TENANT = "create_tenant"
     DELETE_TENANT = "delete_tenant"
@@ -93,6 +97,12 @@ class StepName(StrEnum):
     WAIT_APPLIED = "wait_applied"
     RECYCLE_ALL = "recycle_all"
     FINISH = "finish"
+    # certificate rotation (management_plane.security.rotation)
+    STAGE_CA = "stage_ca"
+    CERT_ROUND = "cert_round"
+    SIGN_LEAVES = "sign_leaves"
+    WAIT_LEAVES = "wait_leaves"
+    PROMOTE_CA = "promote_ca"
     # tenant steps (management_plane.service.tenant_service)
     REGISTER = "register"
     CREDENTIAL = "credential"
@@ -253,6 +263,18 @@ def expand_steps(kind: OperationKind | str, batch_count: int = 0) -> list[StepRe
         return _steps(N.WRITE_SPEC, N.WAIT_APPLIED, N.FINISH)
     if kind == OperationKind.DELETE_CLUSTER:
         return _steps(N.RECYCLE_ALL, N.FINISH)
+    if kind in (OperationKind.ROTATE_CERTS, OperationKind.ROTATE_CA):
+        # One round per new leaf: a CA rotation is three.
+        rotation = RotationKind.LEAVES if kind == OperationKind.ROTATE_CERTS else RotationKind.CA
+        rounds = len(ROUNDS[rotation])
+        steps = [
+            StepRef(s, r)
+            for r in range(rounds)
+            for s in (N.CERT_ROUND, N.SIGN_LEAVES, N.WAIT_LEAVES)
+        ]
+        if kind == OperationKind.ROTATE_CERTS:
+            return [*steps, StepRef(N.FINISH)]
+        return [StepRef(N.STAGE_CA), *steps, StepRef(N.PROMOTE_CA), StepRef(N.FINISH)]
     if kind == OperationKind.CREATE_TENANT:
         return _steps(N.REGISTER, N.CREDENTIAL, N.ACLS, N.QUOTAS, N.VERIFY, N.API_KEY)
     if kind == OperationKind.DELETE_TENANT:

@@ -14,6 +14,7 @@ from sqlalchemy.exc import IntegrityError
 
 from management_plane.errors import ApiError
 from management_plane.providers.base import AdoptsClusters, ServiceProvider, client_identity
+from management_plane.security.rotation_store import HoldsClusterAuthority
 from management_plane.service.cluster_io import ClusterIO, bootstrap_servers
 from management_plane.service.controller import Controller
 from management_plane.service.db import ClusterBusy, Database, OperationRow
@@ -292,6 +293,16 @@ class Service:
         return self._queue(
             name, "change_config", {"spec_changes": {"broker_config": clean}}, caller
         )
+
+    def rotate_certs(self, name: str, ca: bool, caller: str) -> OperationRow:
+        self._cluster(name)
+        if not isinstance(self.provider, HoldsClusterAuthority):
+            raise ApiError(
+                409, "no_authority", f"the {self.provider.name} provider keeps no CA to rotate"
+            )
+        self._idle(name)
+        kind = OperationKind.ROTATE_CA if ca else OperationKind.ROTATE_CERTS
+        return self._queue(name, kind, {"ca": ca}, caller)
 
     def delete_cluster(self, name: str, caller: str) -> OperationRow:
         self._cluster(name)
