@@ -29,6 +29,7 @@ from agent.decide import (
     Snapshot,
     decide,
 )
+from management_plane.security.renewal import RenewalSigner, unanswered_renewals
 from management_plane.service.controller import Controller
 from management_plane.service.db import Database
 from management_plane.service.engine import Engine
@@ -56,6 +57,7 @@ from planner.pki.authority import (
     PkiError,
     Role,
     create_authority,
+    expires_at,
     issue,
     issued_by,
     load_certificates,
@@ -386,7 +388,7 @@ def small_keys(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 class RotationWorld:
-    def __init__(self, tmp_path: Path) -> None:
+    def __init__(self, tmp_path: Path, days: int = 365) -> None:
         self.db = Database(f"sqlite:///{tmp_path / 'kaas.db'}")
         self.provider = AuthorityProvider(tmp_path / "mp")
         self.znodes = CertificateZnodes()
@@ -417,6 +419,7 @@ class RotationWorld:
                     address,
                     self.provider.authority,
                     ExchangeView(self.znodes),
+                    days=days,
                 )
             )
 
@@ -513,3 +516,51 @@ def test_without_a_ca_the_rotation_is_refused(tmp_path: Path) -> None:
     found = db.operation(op.op_id)
     assert found is not None and found.status == FAILED
     assert "keeps no cluster CA" in found.message
+
+
+# -- renewal before expiry -------------------------------------------------------------------
+
+
+def test_only_unanswered_expiry_requests_of_running_brokers_are_picked() -> None:
+    expiry = dataclasses.replace(ROUND_REQUEST, round_id="expiry-aa", reason=RequestReason.EXPIRY)
+    answered = SignedLeaf("expiry-aa", NEW_LEAF, CA.certificate_pem.decode())
+    requests = {1: expiry, 2: expiry, 3: ROUND_REQUEST, 4: expiry}
+    brokers = {1: "10.0.0.1", 2: "10.0.0.2", 3: "10.0.0.3"}
+    # 1: answered for another key; 2: no answer; 3: a rotation's; 4: no running VM
+    assert unanswered_renewals(requests, {1: answered}, brokers) == [1, 2]
+    own = issue(CA, Role.NODE, ("10.0.0.1",), NOW)
+    mine = dataclasses.replace(expiry, public_key_pem=public_key_pem(own.key_pem).decode())
+    answer = SignedLeaf("expiry-aa", own.certificate_pem.decode(), CA.certificate_pem.decode())
+    assert unanswered_renewals({1: mine}, {1: answer}, brokers) == []
+
+
+def test_a_leaf_near_expiry_is_renewed_with_no_operator_action(tmp_path: Path) -> None:
+    world = RotationWorld(tmp_path, days=10)  # inside the default 30-day window
+    expiries = [expires_at(vm.identity.certificate.read_bytes()) for vm in world.vms]
+    olds = [vm.presenting for vm in world.vms]
+    signer = RenewalSigner(world.db, world.provider, lambda *_: world.znodes)
+    for _ in range(4):
+        for vm in world.vms:
+            vm.cycle()
+        signer.check_if_due()
+        signer._last_check = 0.0  # every look is due in this test
+    assert world.db.list_operations("orders", 10) == []
+    installed = world.znodes.installed()
+    for vm, expiry, old in zip(world.vms, expiries, olds, strict=True):
+        certificate = vm.identity.certificate.read_bytes()
+        assert expires_at(certificate) > expiry + dt.timedelta(days=300)
+        assert vm.presenting == serial_hex(certificate) != old
+        assert vm.restarts == 1
+        assert installed[vm.broker_id].round_id == expiry_round_id(old)
+
+
+def test_no_renewal_is_signed_while_the_cluster_runs_an_operation(tmp_path: Path) -> None:
+    world = RotationWorld(tmp_path, days=10)
+    world.db.add_operation(
+        "orders", OperationKind.ROTATE_CERTS, {}, expand_steps(OperationKind.ROTATE_CERTS), "t"
+    )
+    for vm in world.vms:
+        vm.cycle()
+    RenewalSigner(world.db, world.provider, lambda *_: world.znodes).check_if_due()
+    assert world.znodes.signed() == {}
+    assert len(world.znodes.requests()) == 3
