@@ -6,6 +6,7 @@ operation per cluster at a time (a second write gets 409), so operations never i
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -14,6 +15,7 @@ from sqlalchemy.exc import IntegrityError
 
 from management_plane.errors import ApiError
 from management_plane.providers.base import AdoptsClusters, ServiceProvider, client_identity
+from management_plane.security.boot_tokens import BootTokens, boot_certificate
 from management_plane.security.rotation_store import HoldsClusterAuthority
 from management_plane.service.cluster_io import ClusterIO, bootstrap_servers
 from management_plane.service.controller import Controller
@@ -34,6 +36,7 @@ from management_plane.service.validation import (
     zookeeper_participants,
 )
 from planner.contracts.spec import ClusterSpec, parse_spec
+from planner.pki.authority import Authority, PkiError
 from planner.pki.client_settings import client_files
 from planner.pki.files import IdentityFiles
 
@@ -52,6 +55,7 @@ class Service:
         self.engine = engine or Engine(db, Controller(db, provider))
         self.tenants: TenantService | None = None  # set by build_service
         self.alerts: AlertLoop | None = None  # set by build_service
+        self.boot_tokens = BootTokens(db.engine)
 
     # -- helpers --------------------------------------------------------------------------
 
@@ -303,6 +307,27 @@ class Service:
         self._idle(name)
         kind = OperationKind.ROTATE_CA if ca else OperationKind.ROTATE_CERTS
         return self._queue(name, kind, {"ca": ca}, caller)
+
+    def boot_identity(self, token: str, public_key_pem: str, hosts: list[str]) -> tuple[str, str]:
+        """Redeem a VM's boot token for a certificate of its public key (PEM)."""
+
+        def authority_of(cluster: str) -> Authority | None:
+            if not isinstance(self.provider, HoldsClusterAuthority):
+                return None
+            try:
+                return self.provider.cluster_authority(cluster)
+            except PkiError:
+                return None
+
+        certificate, bundle = boot_certificate(
+            self.boot_tokens,
+            authority_of,
+            token,
+            public_key_pem,
+            tuple(hosts),
+            dt.datetime.now(dt.UTC),
+        )
+        return certificate.decode(), bundle.decode()
 
     def delete_cluster(self, name: str, caller: str) -> OperationRow:
         self._cluster(name)
