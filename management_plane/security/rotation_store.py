@@ -4,20 +4,13 @@ that keeps a cluster's CA."""
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import Protocol, TypeVar, runtime_checkable
 
 import structlog
-from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
-from management_plane.service.cluster_io import (
-    ClusterUnreachable,
-    NoClientIdentity,
-    zookeeper_hosts,
-)
+from management_plane.service.cluster_io import ClusterIO
 from planner.contracts.certificates import (
     CertificatePaths,
     CertRound,
@@ -32,9 +25,7 @@ from planner.contracts.certificates import (
 from planner.contracts.fields import ContractError
 from planner.pki.authority import Authority, IssuedCertificate
 from planner.pki.files import IdentityFiles
-from planner.zookeeper_client import zookeeper_client
 
-logging.getLogger("kazoo.client").setLevel(logging.ERROR)
 log = structlog.get_logger("kaas.certificates")
 
 T = TypeVar("T")
@@ -82,34 +73,12 @@ class CertificateStore(Protocol):
 CertificateStoreFactory = Callable[[str, list[str], IdentityFiles | None], CertificateStore]
 
 
-class ZooKeeperCertificates:
-    """One ZooKeeper session per call, like the controller's ClusterIO."""
+class ZooKeeperCertificates(ClusterIO):
+    """One ZooKeeper session per call, as the controller's ClusterIO makes them."""
 
     def __init__(self, cluster: str, addresses: list[str], identity: IdentityFiles | None) -> None:
-        if not addresses:
-            raise ClusterUnreachable(f"cluster {cluster} has no running VM to reach")
-        if identity is None:
-            raise NoClientIdentity(
-                f"cluster {cluster}: the provider holds no client certificate of its CA"
-            )
-        self.cluster = cluster
-        self.identity = identity
-        self.hosts = zookeeper_hosts(addresses)
-        self.paths = CertificatePaths(cluster)
-
-    @contextmanager
-    def _zk(self) -> Iterator[KazooClient]:
-        client = zookeeper_client(self.hosts, self.identity, timeout=10, connection_retry=None)
-        try:
-            client.start(timeout=15)
-        except Exception as exc:
-            client.close()
-            raise ClusterUnreachable(f"ZooKeeper of {self.cluster} ({self.hosts}): {exc}") from None
-        try:
-            yield client
-        finally:
-            client.stop()
-            client.close()
+        super().__init__(cluster, addresses, identity)
+        self.certificate_paths = CertificatePaths(cluster)
 
     def _children(self, folder: str, parse: Callable[[bytes], T]) -> dict[int, T]:
         found: dict[int, T] = {}
@@ -142,22 +111,22 @@ class ZooKeeperCertificates:
     def read_round(self) -> CertRound | None:
         with self._zk() as zk:
             try:
-                raw, _ = zk.get(self.paths.round)
+                raw, _ = zk.get(self.certificate_paths.round)
             except NoNodeError:
                 return None
         return parse_cert_round(raw)
 
     def write_round(self, value: CertRound) -> None:
-        self._write(self.paths.round, value.to_bytes())
+        self._write(self.certificate_paths.round, value.to_bytes())
 
     def requests(self) -> dict[int, LeafRequest]:
-        return self._children(self.paths.requests, parse_leaf_request)
+        return self._children(self.certificate_paths.requests, parse_leaf_request)
 
     def signed(self) -> dict[int, SignedLeaf]:
-        return self._children(self.paths.signed, parse_signed_leaf)
+        return self._children(self.certificate_paths.signed, parse_signed_leaf)
 
     def write_signed(self, broker_id: int, value: SignedLeaf) -> None:
-        self._write(self.paths.signed_leaf(broker_id), value.to_bytes())
+        self._write(self.certificate_paths.signed_leaf(broker_id), value.to_bytes())
 
     def installed(self) -> dict[int, InstalledLeaf]:
-        return self._children(self.paths.installed, parse_installed_leaf)
+        return self._children(self.certificate_paths.installed, parse_installed_leaf)

@@ -6,12 +6,10 @@ TLS port of every VM (Kafka's two listeners, ZooKeeper, Jolokia) presents the ne
 
 from __future__ import annotations
 
-import threading
 import time
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer
 
 from agent.cert_keeper import presented_serial
 from management_plane.local.tls import vm_identity
@@ -21,45 +19,21 @@ from management_plane.service.controller import Controller
 from management_plane.service.db import Database, OperationRow
 from management_plane.service.engine import Engine
 from management_plane.service.operations import SUCCEEDED, OperationKind, expand_steps
-from management_plane.workload import BackgroundProducer, create_topic, read_back
+from management_plane.workload import create_topic, read_back
 from planner.pki.authority import issued_by
-from planner.pki.client_settings import ClientConfig
 from planner.pki.rotation import serial_hex
 from tests import harness
+from tests.drills.test_management_plane import Load
 from tests.harness import ClusterHandle
 
 pytestmark = pytest.mark.integration
 
 
-class Load(BackgroundProducer):
-    """The acks=all producer and a consumer of the same topic, until stopped."""
-
-    def __init__(self, connection: ClientConfig, topic: str) -> None:
-        super().__init__(connection, topic, batch_messages=200, batch_keys=10, pause_s=0.2)
-        self.connection = connection
-        self.consumed = 0
-        self.consumer_thread = threading.Thread(target=self._consume, daemon=True)
-
-    def _consume(self) -> None:
-        consumer = Consumer(
-            {**self.connection, "group.id": f"{self.topic}-live", "auto.offset.reset": "earliest"}
-        )
-        consumer.subscribe([self.topic])
-        try:
-            while not self.stopping.is_set():
-                message = consumer.poll(0.5)
-                if message is not None and message.error() is None:
-                    self.consumed += 1
-        finally:
-            consumer.close()
-
-    def start(self) -> None:
-        super().start()
-        self.consumer_thread.start()
-
-    def stop(self) -> None:
-        super().stop()
-        self.consumer_thread.join(240)
+@pytest.fixture(autouse=True)
+def patient_start(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Agents start their brokers one at a time, each waiting for complete ISRs: on a
+    machine shared by many test runs that takes longer than `kaas up`'s own 240 s."""
+    monkeypatch.setattr("management_plane.local.cluster.BROKERS_READY_TIMEOUT", 600.0)
 
 
 def run_operation(db: Database, engine: Engine, kind: OperationKind, cluster: str) -> OperationRow:

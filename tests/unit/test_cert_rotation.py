@@ -74,6 +74,7 @@ from planner.pki.rotation import (
     sign_request,
     trust_bundle,
 )
+from tests.unit.api_server import running_api
 from tests.unit.certificate_fakes import (
     NOW,
     AuthorityProvider,
@@ -564,3 +565,20 @@ def test_no_renewal_is_signed_while_the_cluster_runs_an_operation(tmp_path: Path
     RenewalSigner(world.db, world.provider, lambda *_: world.znodes).check_if_due()
     assert world.znodes.signed() == {}
     assert len(world.znodes.requests()) == 3
+
+
+def test_the_api_queues_a_rotation_and_refuses_a_second_one(tmp_path: Path) -> None:
+    with running_api(tmp_path / "service") as api:
+        status, answer = api.call("POST", "/v1/clusters/orders/rotate-certs", {"ca": True})
+        assert status == 404, answer
+        api.service.db.add_cluster(
+            "orders", "local", "local", json.dumps(SPEC.to_json(), sort_keys=True)
+        )
+        status, answer = api.call("POST", "/v1/clusters/orders/rotate-certs", {"ca": "maybe"})
+        assert status in (400, 422), answer
+        assert api.service.db.list_operations("orders", 10) == []
+        status, op = api.call("POST", "/v1/clusters/orders/rotate-certs", {"ca": True})
+        assert status == 202, op
+        assert op["kind"] == "rotate_ca" and op["steps"][0] == "stage_ca"
+        status, answer = api.call("POST", "/v1/clusters/orders/rotate-certs", {})
+        assert (status, answer["code"]) == (409, "cluster_busy"), answer
