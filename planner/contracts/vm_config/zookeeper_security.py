@@ -76,11 +76,7 @@ def zoo_cfg_security_lines(
         "ssl.clientAuth=need",
         "ssl.clientHostnameVerification=false",
         *_stores("ssl", security.tls),
-        # A renewed certificate (agent/cert_keeper.py) is read from the files when they
-        # change, on the client port and the quorum alike, without a restart.
-        "client.certReload=true",
         "sslQuorum=true",
-        "sslQuorumReloadCertFiles=true",
         "ssl.quorum.hostnameVerification=true",
         *_stores("ssl.quorum", security.tls),
         f"X509AuthenticationProvider.superUser={security.super_user}",
