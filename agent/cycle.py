@@ -56,6 +56,7 @@ from agent.ports import (
     AgentZooKeeper,
     BrokerAdmin,
     BrokerSupervisor,
+    CertificateTender,
     Clock,
     ClusterAdmin,
     EnsembleMembership,
@@ -75,6 +76,7 @@ from planner.contracts.paths import ClusterPaths
 from planner.contracts.spec import ClusterSpec, SpecError, parse_spec
 from planner.contracts.vm_config import BrokerConfigError
 from planner.contracts.vm_config.kraft import controller_node_id
+from planner.errors import PlannerError
 
 AGENT_VERSION = "0.1.0"
 log = structlog.get_logger("kaas.agent")
@@ -130,6 +132,8 @@ class AgentPorts:
     quorum: ControllerQuorum | None = None
     """A KRaft cluster's controller quorum (describe, add, remove, unregister); None in
     ZooKeeper mode."""
+    certificates: CertificateTender | None = None
+    """The VM's certificate renewal; None: the agent leaves its certificate alone."""
 
 
 class Agent:
@@ -151,6 +155,7 @@ class Agent:
         self.server_properties = settings.config_dir / "server.properties"
         self.metrics_problem: str | None = None
         self.stats = AgentStats()  # the agent's own figures, sent by the metrics loop
+        self.certificate_restart: str | None = None
         self.plan_executor = PlanExecutor(
             settings,
             ports.zookeeper,
@@ -381,6 +386,7 @@ class Agent:
                 b for b, m in self.members().items() if m.controller_pending_restart
             ),
             **controller_view,
+            certificate_restart=self.certificate_restart,
         )
         return snap, CycleMemory(good, since)
 
@@ -506,6 +512,18 @@ class Agent:
         self.long_action = long_action
         long_action.running = self.ports.spawn(str(kind), work)
 
+    def _tend_certificates(self) -> str | None:
+        """Renew the VM's certificate when a rotation or its expiry asks; never while a
+        start or restart runs (the broker's listener is down or about to be)."""
+        tender = self.ports.certificates
+        if tender is None or not self.zk.connected or self.long_action is not None:
+            return None
+        try:
+            return tender.tend(self.broker_id)
+        except (StoreUnavailable, OSError, PlannerError) as exc:
+            log.warning("certificate_check_failed", error=str(exc))
+            return None
+
     # -- the loop -------------------------------------------------------------------------
 
     def run_cycle(self) -> str:
@@ -513,6 +531,7 @@ class Agent:
         running = self.long_action.running if self.long_action is not None else None
         if running is not None and not running.is_alive():
             self.long_action = None
+        self.certificate_restart = self._tend_certificates()
         snap, self.memory = self.snapshot()
         action = decide(snap)
         if not isinstance(action, DoNothing):

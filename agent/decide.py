@@ -104,6 +104,7 @@ class Snapshot:
     quorum_leader_id: int | None = None  # the active controller, from the last describe
     quorum_caught_up: bool = False  # every other voter caught up at the last describe
     controllers_awaiting_restart: frozenset[int] = frozenset()  # members whose controller waits
+    certificate_restart: str | None = None  # why the broker must restart onto its new certificate
 
 
 @dataclass(frozen=True)
@@ -283,6 +284,8 @@ def decide(s: Snapshot) -> Action:
 
     if s.config.error is not None:
         return nothing(f"{who}: refusing config change: {s.config.error}; nothing applied{refused}")
+    if s.certificate_restart is not None:
+        return RestartBroker(f"{who}: {s.certificate_restart}, restarting{refused}", launch)
     if s.config.read_only:
         keys = ", ".join(s.config.read_only)
         others = sorted(s.brokers_awaiting_restart - {s.broker_id})

@@ -207,6 +207,13 @@ ReassignmentAdminFactory = Callable[[], ReassignmentAdmin]
 # -- the broker process ---------------------------------------------------------------------
 
 
+class CertificateTender(Protocol):
+    """The VM's certificate renewal (agent/cert_keeper.py): one look and at most one
+    non-destructive step per cycle; returns why the broker must restart, if it must."""
+
+    def tend(self, broker_id: int) -> str | None: ...
+
+
 class BrokerSupervisor(Protocol):
     def state(self) -> ProcessState: ...
 

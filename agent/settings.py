@@ -126,6 +126,8 @@ class AgentSettings:
     """A voter not caught up this long is removed from the quorum, if a majority stays."""
     controller_caught_up_ms: int = 5000
     """An observer (or voter) caught up with the leader this recently counts as caught up."""
+    certificate_renewal_days: float = 30.0
+    """The agent asks for a new certificate this many days before its own expires."""
     statsd_host: str | None = None
     statsd_port: int = 8125
     metrics_topic: str = "_kaas_metrics"

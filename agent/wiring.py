@@ -4,6 +4,7 @@ ZooKeeper)."""
 
 from __future__ import annotations
 
+import datetime as dt
 import time
 
 from agent.adapters import (
@@ -13,6 +14,7 @@ from agent.adapters import (
     KraftAgentZooKeeper,
     SystemClock,
 )
+from agent.cert_keeper import CertificateKeeper, KazooCertificateExchange, presented_serial
 from agent.cycle import Agent, AgentPorts
 from agent.kraft_quorum_tool import MetadataQuorumTool
 from agent.planner_role import PlannerRole
@@ -127,6 +129,14 @@ def build_agent(settings: AgentSettings, supervisor: BrokerSupervisor | None = N
             if settings.runs_controller
             else None,
             quorum=quorum_tool(settings) if settings.kraft else None,
+            certificates=CertificateKeeper(
+                settings.identity,
+                KazooCertificateExchange(zookeeper.client, settings.cluster),
+                lambda: presented_serial(settings.address, settings.kafka_port, settings.identity),
+                dt.timedelta(days=settings.certificate_renewal_days),
+                lambda: dt.datetime.now(dt.UTC),
+                lambda action, reason, result: agents[0].journal(action, reason, result),
+            ),
         ),
     )
     agents.append(agent)

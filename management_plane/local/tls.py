@@ -8,19 +8,26 @@ import datetime as dt
 from pathlib import Path
 
 from management_plane.local.layout import ClusterLayout, VmLayout
-from planner.pki.authority import Authority, Role, create_authority, issue
+from planner.pki.authority import Authority, IssuedCertificate, Role, create_authority, issue
 from planner.pki.client_settings import InternalClient, write_client_properties
 from planner.pki.files import (
+    CA_CERTIFICATE,
+    CA_KEY,
     IdentityFiles,
     has_authority,
     load_authority,
     write_authority,
     write_identity,
 )
+from planner.private_files import write_private
+
+
+def authority_dir_in(cluster_home: Path) -> Path:
+    return cluster_home / "secrets" / "ca"
 
 
 def authority_dir(layout: ClusterLayout) -> Path:
-    return layout.home / "secrets" / "ca"
+    return authority_dir_in(layout.home)
 
 
 def cluster_authority(layout: ClusterLayout) -> Authority:
@@ -74,3 +81,38 @@ def write_admin_client_files(layout: ClusterLayout) -> None:
     for librdkafka clients, with every VM of the cluster as bootstrap servers."""
     ensure_admin_identity(layout)
     write_client_properties(admin_client(layout))
+
+
+# -- rotation: the CA a CA rotation moves the cluster to, kept beside the current one -------
+
+
+def staged_authority_dir(cluster_home: Path) -> Path:
+    return cluster_home / "secrets" / "ca-next"
+
+
+def staged_authority(cluster_home: Path) -> Authority | None:
+    directory = staged_authority_dir(cluster_home)
+    return load_authority(directory) if has_authority(directory) else None
+
+
+def stage_authority(cluster_home: Path, authority: Authority) -> None:
+    write_authority(staged_authority_dir(cluster_home), authority)
+
+
+def promote_authority(cluster_home: Path) -> None:
+    """The staged CA replaces the cluster's (its files renamed over the old ones)."""
+    staged = staged_authority_dir(cluster_home)
+    current = authority_dir_in(cluster_home)
+    for name in (CA_CERTIFICATE, CA_KEY):
+        (staged / name).replace(current / name)
+    staged.rmdir()
+
+
+def install_admin_identity(
+    cluster_home: Path, issued: IssuedCertificate | None, trust_bundle_pem: bytes
+) -> None:
+    files = admin_identity_in(cluster_home)
+    if issued is not None:
+        write_identity(files, issued, trust_bundle_pem)
+    else:
+        write_private(files.trust_bundle, trust_bundle_pem.decode())

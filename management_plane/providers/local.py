@@ -17,6 +17,7 @@ from pathlib import Path
 import structlog
 
 from management_plane.errors import KaasError
+from management_plane.local import tls
 from management_plane.local.cluster import LocalCluster
 from management_plane.local.image import LocalImage, load_image
 from management_plane.local.layout import ZONES, VmLayout, address_base_of
@@ -26,7 +27,8 @@ from management_plane.local.tls import admin_identity_in
 from management_plane.providers.base import ProviderError, VmInfo, VmRequest
 from planner.contracts.kafka_release import KAFKA_RELEASES, KafkaMode
 from planner.contracts.kafka_state import volume_broker_id
-from planner.pki.files import IdentityFiles
+from planner.pki.authority import Authority, IssuedCertificate
+from planner.pki.files import IdentityFiles, load_authority
 
 log = structlog.get_logger("kaas.provider.local")
 
@@ -202,6 +204,25 @@ class LocalProvider:
         """The admin identity `kaas up` and the VM commands issue into the cluster's folder."""
         identity = admin_identity_in(self.cluster_home(cluster))
         return identity if identity.exists() else None
+
+    # -- the cluster's CA (management_plane.security.rotation) ---------------------------
+
+    def cluster_authority(self, cluster: str) -> Authority:
+        return load_authority(tls.authority_dir_in(self.cluster_home(cluster)))
+
+    def staged_authority(self, cluster: str) -> Authority | None:
+        return tls.staged_authority(self.cluster_home(cluster))
+
+    def stage_authority(self, cluster: str, authority: Authority) -> None:
+        tls.stage_authority(self.cluster_home(cluster), authority)
+
+    def promote_authority(self, cluster: str) -> None:
+        tls.promote_authority(self.cluster_home(cluster))
+
+    def install_admin_identity(
+        self, cluster: str, issued: IssuedCertificate | None, trust_bundle_pem: bytes
+    ) -> None:
+        tls.install_admin_identity(self.cluster_home(cluster), issued, trust_bundle_pem)
 
     def delete_cluster(self, cluster: str) -> None:
         """Stop every VM of the cluster and delete its folder."""

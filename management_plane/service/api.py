@@ -77,6 +77,29 @@ class ConfigRequest(BaseModel):
     )
 
 
+class RotateCertsRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    ca: bool = Field(
+        default=False,
+        description="also replace the cluster's CA (trusted beside the old one, then new "
+        "certificates, then the old CA dropped)",
+    )
+
+
+class BootIdentityRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    token: str = Field(min_length=1, max_length=200, description="the VM's one-time boot token")
+    public_key_pem: str = Field(max_length=4000, description="the VM's new public key, PEM")
+    hosts: list[str] = Field(
+        min_length=1, max_length=16, description="the names the certificate carries"
+    )
+
+
+class BootIdentityOut(BaseModel):
+    certificate_pem: str
+    trust_bundle_pem: str
+
+
 class ReplaceRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
     vm_id: str = Field(max_length=200, description="the VM to replace (e.g. mycluster/vm2 or vm2)")
@@ -296,6 +319,18 @@ def create_app(service: Service) -> FastAPI:
     @app.patch("/v1/clusters/{name}/config", status_code=202, responses=ERRORS)
     def change_config(name: str, body: ConfigRequest, who: Admin) -> OperationOut:
         return operation_out(service.change_config(name, body.broker_config, who.name))
+
+    @app.post("/v1/clusters/{name}/rotate-certs", status_code=202, responses=ERRORS)
+    def rotate_certs(name: str, body: RotateCertsRequest, who: Admin) -> OperationOut:
+        """Renew every VM's certificate (and with `ca`, the CA) by rolling restarts."""
+        return operation_out(service.rotate_certs(name, body.ca, who.name))
+
+    @app.post("/v1/boot/identity", responses=ERRORS)
+    def boot_identity(body: BootIdentityRequest) -> BootIdentityOut:
+        """A new VM's certificate for its own key, against its one-time boot token (no API
+        key: the token is the credential, good once, for the address it was made for)."""
+        certificate, bundle = service.boot_identity(body.token, body.public_key_pem, body.hosts)
+        return BootIdentityOut(certificate_pem=certificate, trust_bundle_pem=bundle)
 
     @app.post("/v1/clusters/{name}/replace", status_code=202, responses=ERRORS)
     def replace_vm(name: str, body: ReplaceRequest, who: Admin) -> OperationOut:

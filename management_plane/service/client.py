@@ -227,6 +227,15 @@ def add_commands(commands: Any) -> None:
         "so --rollback stays possible); run again without it to finalise",
     )
     migrate.add_argument("--wait", action="store_true")
+    rotate = with_api(
+        actions.add_parser(
+            "rotate-certs",
+            help="renew every VM's certificate (--ca: and the CA) by rolling restarts",
+        )
+    )
+    rotate.add_argument("name")
+    rotate.add_argument("--ca", action="store_true", help="replace the cluster's CA too")
+    rotate.add_argument("--wait", action="store_true")
     replace = with_api(actions.add_parser("replace", help="replace one VM immutably"))
     replace.add_argument("name")
     replace.add_argument("vm", help="VM id (e.g. vm2)")
@@ -496,6 +505,8 @@ def run(args: argparse.Namespace) -> int:
         )
     elif args.action == "replace":
         op = client.call("POST", f"/v1/clusters/{name}/replace", {"vm_id": args.vm})
+    elif args.action == "rotate-certs":
+        op = client.call("POST", f"/v1/clusters/{name}/rotate-certs", {"ca": args.ca})
     elif args.action == "config":
         op = client.call(
             "PATCH",

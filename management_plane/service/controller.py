@@ -30,6 +30,10 @@ from management_plane.providers.base import (
     VmRequest,
     client_identity,
 )
+from management_plane.security.rotation_store import (
+    CertificateStoreFactory,
+    ZooKeeperCertificates,
+)
 from management_plane.service.cluster_io import ClusterIO, ClusterUnreachable, PartitionState
 from management_plane.service.db import Database, OperationRow
 from management_plane.service.operations import (
@@ -121,12 +125,15 @@ class Controller:
         provider: Provider,
         cluster_io: ClusterPortFactory = ClusterIO,
         drill_processes: DrillProcesses | None = None,
+        certificates: CertificateStoreFactory = ZooKeeperCertificates,
     ) -> None:
         self.db = db
         self.provider = provider
         self.cluster_io = cluster_io
         # Drills run as processes of their own (management_plane.drills.operation's steps).
         self.drill_processes = drill_processes or LocalDrillProcesses()
+        self.certificates = certificates
+        """The cluster's certificate znodes, for the rotation steps."""
 
     # -- helpers --------------------------------------------------------------------------
 
@@ -597,8 +604,9 @@ class Controller:
         return done(f"{op.kind} of {op.cluster} finished")
 
 
-# The drills and the migration to KRaft register their steps in the same registry from
-# modules of their own; imported here, once every name they use exists, so the registry is
-# whole wherever the controller is.
+# The drills, the migration to KRaft and the certificate rotation register their steps in
+# the same registry from modules of their own; imported here, once every name they use
+# exists, so the registry is whole wherever the controller is.
 import management_plane.drills.operation  # noqa: E402, F401
 from management_plane.migration import steps as _migration_steps  # noqa: E402, F401
+from management_plane.security import rotation as _rotation  # noqa: E402, F401

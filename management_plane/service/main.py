@@ -16,6 +16,7 @@ from management_plane.errors import KaasError
 from management_plane.local.image import find_java, load_image
 from management_plane.monitoring.wiring import build_alert_loop
 from management_plane.providers.local import LocalProvider
+from management_plane.security.renewal import RenewalSigner
 from management_plane.service.adopt import adopt_local_cluster
 from management_plane.service.api import create_app
 from management_plane.service.auth import ADMIN_KEY_FILE, ensure_admin_key
@@ -121,6 +122,8 @@ def build_service(settings: ServeSettings) -> tuple[Service, str | None]:
                 db, provider, settings.broker_loss_after_s, on_queued=service.engine.wake
             )
         )
+    # The agents' own renewals before expiry, signed with no operator action.
+    service.engine.watchers.append(RenewalSigner(db, provider))
     service.alerts = build_alert_loop(db, settings, provider)
     return service, ensure_admin_key(db, home)
 

@@ -17,6 +17,7 @@ from enum import StrEnum
 from typing import Any
 
 from planner.contracts.kraft_migration import MigrationPhase
+from planner.pki.rotation import ROUNDS, RotationKind
 
 
 class OperationKind(StrEnum):
@@ -32,6 +33,8 @@ class OperationKind(StrEnum):
     MIGRATE_TO_KRAFT = "migrate_to_kraft"
     ROLLBACK_KRAFT_MIGRATION = "rollback_kraft_migration"
     RUN_DRILL = "run_drill"
+    ROTATE_CERTS = "rotate_certs"
+    ROTATE_CA = "rotate_ca"
     # Tenant operations run inside their request (tenant_service), through the same runner.
     CREATE_TENANT = "create_tenant"
     DELETE_TENANT = "delete_tenant"
@@ -106,6 +109,12 @@ class StepName(StrEnum):
     # a drill (management_plane.drills.operation)
     START_DRILL = "start_drill"
     WAIT_DRILL = "wait_drill"
+    # certificate rotation (management_plane.security.rotation)
+    STAGE_CA = "stage_ca"
+    CERT_ROUND = "cert_round"
+    SIGN_LEAVES = "sign_leaves"
+    WAIT_LEAVES = "wait_leaves"
+    PROMOTE_CA = "promote_ca"
     # tenant steps (management_plane.service.tenant_service)
     REGISTER = "register"
     CREDENTIAL = "credential"
@@ -272,6 +281,18 @@ def expand_steps(kind: OperationKind | str, batch_count: int = 0) -> list[StepRe
         return rollback_steps(batch_count)
     if kind == OperationKind.RUN_DRILL:
         return _steps(N.START_DRILL, N.WAIT_DRILL, N.FINISH)
+    if kind in (OperationKind.ROTATE_CERTS, OperationKind.ROTATE_CA):
+        # One round per new leaf: a CA rotation is three.
+        rotation = RotationKind.LEAVES if kind == OperationKind.ROTATE_CERTS else RotationKind.CA
+        rounds = len(ROUNDS[rotation])
+        steps = [
+            StepRef(s, r)
+            for r in range(rounds)
+            for s in (N.CERT_ROUND, N.SIGN_LEAVES, N.WAIT_LEAVES)
+        ]
+        if kind == OperationKind.ROTATE_CERTS:
+            return [*steps, StepRef(N.FINISH)]
+        return [StepRef(N.STAGE_CA), *steps, StepRef(N.PROMOTE_CA), StepRef(N.FINISH)]
     if kind == OperationKind.CREATE_TENANT:
         return _steps(N.REGISTER, N.CREDENTIAL, N.ACLS, N.QUOTAS, N.VERIFY, N.API_KEY)
     if kind == OperationKind.DELETE_TENANT:

@@ -6,6 +6,7 @@ operation per cluster at a time (a second write gets 409), so operations never i
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import time
 from pathlib import Path
@@ -16,6 +17,8 @@ from sqlalchemy.exc import IntegrityError
 from management_plane.drills.operation import DrillAsk, check_drill_request
 from management_plane.errors import ApiError
 from management_plane.providers.base import AdoptsClusters, ServiceProvider, client_identity
+from management_plane.security.boot_tokens import BootTokens, boot_certificate
+from management_plane.security.rotation_store import HoldsClusterAuthority
 from management_plane.service.cluster_io import ClusterIO, bootstrap_servers
 from management_plane.service.controller import Controller
 from management_plane.service.db import ClusterBusy, Database, OperationRow
@@ -48,6 +51,7 @@ from planner.contracts.kraft_migration import (
     rollback_refusal,
 )
 from planner.contracts.spec import ClusterSpec, parse_spec
+from planner.pki.authority import Authority, PkiError
 from planner.pki.client_settings import client_files
 from planner.pki.files import IdentityFiles
 
@@ -66,6 +70,7 @@ class Service:
         self.engine = engine or Engine(db, Controller(db, provider))
         self.tenants: TenantService | None = None  # set by build_service
         self.alerts: AlertLoop | None = None  # set by build_service
+        self.boot_tokens = BootTokens(db.engine)
 
     # -- helpers --------------------------------------------------------------------------
 
@@ -336,6 +341,37 @@ class Service:
         op = self.db.add_operation(name, kind, {"finalize": finalize}, steps, caller)
         self.engine.wake()
         return op
+
+    def rotate_certs(self, name: str, ca: bool, caller: str) -> OperationRow:
+        self._cluster(name)
+        if not isinstance(self.provider, HoldsClusterAuthority):
+            raise ApiError(
+                409, "no_authority", f"the {self.provider.name} provider keeps no CA to rotate"
+            )
+        self._idle(name)
+        kind = OperationKind.ROTATE_CA if ca else OperationKind.ROTATE_CERTS
+        return self._queue(name, kind, {"ca": ca}, caller)
+
+    def boot_identity(self, token: str, public_key_pem: str, hosts: list[str]) -> tuple[str, str]:
+        """Redeem a VM's boot token for a certificate of its public key (PEM)."""
+
+        def authority_of(cluster: str) -> Authority | None:
+            if not isinstance(self.provider, HoldsClusterAuthority):
+                return None
+            try:
+                return self.provider.cluster_authority(cluster)
+            except PkiError:
+                return None
+
+        certificate, bundle = boot_certificate(
+            self.boot_tokens,
+            authority_of,
+            token,
+            public_key_pem,
+            tuple(hosts),
+            dt.datetime.now(dt.UTC),
+        )
+        return certificate.decode(), bundle.decode()
 
     def delete_cluster(self, name: str, caller: str) -> OperationRow:
         self._cluster(name)

@@ -32,6 +32,8 @@ class JournalAction(StrEnum):
     PLAN_INFEASIBLE = "plan_infeasible"
     REASSIGN = "reassign"
     CONTROLLER_REELECTION = "controller_reelection"
+    # certificate renewal (agent/cert_keeper.py)
+    CERTIFICATE = "certificate"
 
 
 @dataclass(frozen=True)
