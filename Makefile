@@ -10,6 +10,9 @@ MONITORING := build/monitoring
 ARTIFACT_SETS := kafka kafka-previous kafka-kraft mirror mirror-kraft zookeeper jolokia spark-kafka
 ARTIFACT_SUMS := $(foreach set,$(ARTIFACT_SETS),$(ARTIFACTS)/$(set)/SHA256SUMS)
 PYTEST_ARGS ?=
+# The real-cluster tests mostly wait on JVMs and faults: two pytest workers (one file each at
+# a time, so a file's shared cluster stays in one worker) halve the wall time on 2 cores.
+PYTEST_PARALLEL ?= -n 2 --dist loadfile
 # Extra `kaas up` options for demo and up, e.g. UP_ARGS='--address-base 127.0.5' beside another cluster.
 UP_ARGS ?=
 
@@ -74,7 +77,7 @@ demo: setup
 
 ## test: lint and types, then unit, integration and drill tests against real local clusters
 test: setup lint typecheck
-	$(BIN)/pytest $(PYTEST_ARGS)
+	$(BIN)/pytest $(PYTEST_PARALLEL) $(PYTEST_ARGS)
 
 test-unit: setup
 	$(BIN)/pytest -m unit $(PYTEST_ARGS)
