@@ -62,9 +62,16 @@ def _wait_healthy(home: Path) -> None:
     from management_plane.drills.health import health_problems
 
     cluster = LocalFaultCluster(home)
-    harness.wait_until(
-        lambda: health_problems(cluster.status()) == [], 180, "the cluster healthy again"
-    )
+    last: list[str] = []
+
+    def healthy() -> bool:
+        last[:] = health_problems(cluster.status())
+        return not last
+
+    try:
+        harness.wait_until(healthy, 180, "the cluster healthy again")
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}: {'; '.join(last)}") from None
 
 
 @pytest.mark.parametrize("name", [d.name for d in DRILLS])

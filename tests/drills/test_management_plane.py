@@ -25,6 +25,7 @@ from management_plane.workload import (
     read_back,
 )
 from planner.pki.client_settings import ClientConfig
+from planner.zookeeper_ensemble import parse_ensemble_config
 from tests import harness
 from tests.mp_service import ServiceHandle
 
@@ -49,7 +50,8 @@ def assert_three_voters_without(
     finally:
         zk.stop()
         zk.close()
-    assert config.count(":participant;") == 3, config
+    ensemble = parse_ensemble_config(config)
+    assert len(ensemble.participants) == 3, config
     assert gone_address + ":" not in config, config
 
 

@@ -56,7 +56,7 @@ def test_address_already_taken(tmp_path: Path, taken_port: tuple[str, int]) -> N
     )
     assert result.returncode == 1
     assert _last_line(result.stderr).startswith(
-        f"kaas: error: address {SCRATCH_BASE}.2:9092 (kafka of vm2) is already in use"
+        f"kaas: error: address {SCRATCH_BASE}.2:9092 (kafka_internal of vm2) is already in use"
     )
     # Nothing of ours was started: only the test's own socket listens.
     assert not port_open(f"{SCRATCH_BASE}.1", 2181, timeout=0.2)

@@ -137,6 +137,12 @@ def test_a_topic_takes_the_durable_defaults_and_a_client_produces_and_consumes(
     admin = AdminClient(kraft_cluster.client_config())
     # No replication factor given: the controllers' durable default (3) applies.
     admin.create_topics([NewTopic(topic, num_partitions=3)])[topic].result(timeout=60)
+    # The broker answering may learn of the topic from the metadata log a moment later.
+    harness.wait_until(
+        lambda: len(admin.list_topics(topic, timeout=30).topics[topic].partitions) == 3,
+        60,
+        "every broker to know the new topic",
+    )
     partitions = admin.list_topics(topic, timeout=30).topics[topic].partitions
     assert sorted(len(p.replicas) for p in partitions.values()) == [3, 3, 3]
 

@@ -96,9 +96,8 @@ def test_a_flow_mirrors_everything_in_order_and_survives_a_killed_process(
     kafka_cluster: ClusterHandle, target_cluster: ClusterHandle, tmp_path: Path
 ) -> None:
     topic = f"mirrored-{uuid.uuid4().hex[:8]}"
-    AdminClient(kafka_cluster.client_config()).create_topics([NewTopic(topic, 6, 3)])[topic].result(
-        60
-    )
+    admin = AdminClient(kafka_cluster.client_config())  # kept: its handle serves the future
+    admin.create_topics([NewTopic(topic, 6, 3)])[topic].result(60)
     flow = MirrorFlow(
         name="to-backup",
         source=MirrorSource(

@@ -349,6 +349,7 @@ def test_znodes_an_older_release_left_open_are_closed_by_the_acl_migration(
     try:
         for path in (root, f"{root}/spec", f"{root}/ids", f"{root}/ids/0"):
             admin.create(path, b"{}", acl=OPEN_ACL_UNSAFE)
+        stranger.sync(f"{root}/ids/0")  # it may be connected to a server not yet caught up
         assert stranger.get(f"{root}/ids/0")[0] == b"{}"  # open, as an older release left it
         first = secure_tree(admin, root)
         assert (first.checked, first.changed) == (4, 4)
