@@ -134,7 +134,7 @@ def test_a_flow_mirrors_everything_in_order_and_survives_a_killed_process(
                 seen.add(value)
             return len(seen) >= count
 
-        wait_until(lambda: read_until(MESSAGES), 300, "the flow to mirror the first batch")
+        wait_until(lambda: read_until(MESSAGES), 600, "the flow to mirror the first batch")
         assert send_signal(records[0], signal.SIGKILL)  # no chance to hand its tasks over
         _produce(kafka_cluster, topic, MESSAGES, MESSAGES)
         wait_until(lambda: read_until(2 * MESSAGES), 300, "the remaining MirrorMaker to take over")

@@ -158,4 +158,6 @@ log4j.appender.stdout=org.apache.log4j.ConsoleAppender
 log4j.appender.stdout.layout=org.apache.log4j.PatternLayout
 log4j.appender.stdout.layout.ConversionPattern=[%d] %p %m (%c)%n
 log4j.logger.org.apache.kafka.connect.mirror=INFO
+log4j.logger.org.apache.kafka.connect.runtime.WorkerSourceTask=INFO
+log4j.logger.org.apache.kafka.connect.runtime.rest.RestServer=INFO
 """
