@@ -150,6 +150,8 @@ def test_internal_rest_is_mutual_tls_on_the_vm_address() -> None:
     assert props["dedicated.mode.enable.internal.rest"] == "true"
     assert props["listeners"] == "https://127.0.2.1:8083"
     assert props["listeners.https.ssl.client.auth"] == "required"
+    # a dead process's tasks go to the others in seconds, not Connect's default 5 minutes
+    assert int(props["backup.scheduled.rebalance.max.delay.ms"]) <= 30_000
 
 
 def test_deleting_flows_are_left_out_and_none_left_is_refused() -> None:

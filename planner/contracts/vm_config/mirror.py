@@ -28,6 +28,7 @@ from planner.contracts.mirror_flow import FlowState, MirrorFlow
 from planner.contracts.vm_config.kafka_tls import TLS_PROTOCOLS, TlsFiles
 
 DISCOVERY_INTERVAL_S = 10
+TASK_HANDOVER_DELAY_MS = 30_000
 MIRROR_SOURCE_CONNECTOR = "MirrorSourceConnector"
 MIRROR_CHECKPOINT_CONNECTOR = "MirrorCheckpointConnector"
 
@@ -119,6 +120,10 @@ def render_mirror_maker_properties(
         "listeners.https.ssl.truststore.password": rest_stores.password,
         "listeners.https.ssl.client.auth": "required",
         "listeners.https.ssl.enabled.protocols": TLS_PROTOCOLS,
+        # A VM's process that dies has its tasks handed to the others after this long
+        # (Connect's default of 5 minutes waits for it to come back; a restart under the
+        # agent takes seconds).
+        f"{target_cluster}.scheduled.rebalance.max.delay.ms": str(TASK_HANDOVER_DELAY_MS),
         # The Connect group's own topics live on the target (MirrorMaker names them per source).
         "offset.storage.replication.factor": "-1",
         "config.storage.replication.factor": "-1",
