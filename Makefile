@@ -72,7 +72,8 @@ demo: setup
 	  if [ -n "$$url" ]; then \
 	    echo "dashboard: $$url/dashboard (sign in with the admin API key kaas up named)"; \
 	    echo "alerts (pending, held or firing now; none once the replacement is done):"; \
-	    KAAS_API_URL=$$url $(BIN)/kaas alerts list; \
+	    service=$$($(BIN)/kaas status --json | $(BIN)/python -c 'import json, sys; print(json.load(sys.stdin)["home"] + "/service")'); \
+	    $(BIN)/kaas alerts list --api-url $$url --api-key-file $$service/admin-key --api-ca $$service/tls/ca.pem; \
 	  else echo "dashboard: the management plane is not running"; fi
 
 ## test: lint and types, then unit, integration and drill tests against real local clusters
