@@ -55,6 +55,7 @@ from management_plane.service.steps import (
 )
 from planner.contracts.ensemble_repair import EnsembleRepairRequest
 from planner.contracts.member import MemberReadings
+from planner.contracts.mirror_flow import MirrorFlow, MirrorFlowReadings
 from planner.contracts.spec import ClusterSpec, parse_spec
 from planner.pki.files import IdentityFiles
 from planner.zookeeper_ensemble import EnsembleConfig, EnsembleConfigError, repair_outstanding
@@ -84,6 +85,12 @@ class ClusterPort(Protocol):
     def withdraw_ensemble_repair(self) -> None: ...
 
     def partitions(self) -> list[PartitionState]: ...
+
+    def mirror_flows(self) -> MirrorFlowReadings: ...
+
+    def put_mirror_flow(self, flow: MirrorFlow) -> None: ...
+
+    def remove_mirror_flow(self, name: str) -> None: ...
 
 
 ClusterPortFactory = Callable[[str, list[str], IdentityFiles | None], ClusterPort]
@@ -153,6 +160,10 @@ class Controller:
             if vm["vm_id"] not in exclude and vm["state"] in ("running", "draining", "joining")
         ]
         return self.cluster_io(cluster, addresses, client_identity(self.provider, cluster))
+
+    def cluster_port(self, cluster: str) -> ClusterPort:
+        """The running cluster's ZooKeeper and Kafka, for steps registered elsewhere."""
+        return self._io(cluster)
 
     def _record(self, info: VmInfo, state: str) -> None:
         self.db.upsert_vm(
@@ -609,4 +620,5 @@ class Controller:
 # exists, so the registry is whole wherever the controller is.
 import management_plane.drills.operation  # noqa: E402, F401
 from management_plane.migration import steps as _migration_steps  # noqa: E402, F401
+from management_plane.mirror import operation as _mirror_steps  # noqa: E402, F401
 from management_plane.security import rotation as _rotation  # noqa: E402, F401

@@ -1,0 +1,366 @@
+"""MirrorMaker 2 flows through the management plane: the request checked at the boundary
+(every problem named with its field, nothing queued on refusal), the flow operations' steps
+run by the real engine against a fake of the target's ZooKeeper, and the routes on the real
+app (engine paused)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from management_plane.errors import Refusal, RequestRefused
+from management_plane.mirror.flows import MirrorFlows
+from management_plane.mirror.request import (
+    ClusterFacts,
+    FlowRequest,
+    check_against_existing,
+    check_flow_request,
+)
+from management_plane.providers.base import VmRequest
+from management_plane.service.controller import Controller
+from management_plane.service.db import Database, OperationRow
+from management_plane.service.engine import Engine
+from management_plane.service.operations import (
+    SUCCEEDED,
+    OperationKind,
+    StepName,
+    StepRef,
+    expand_steps,
+)
+from management_plane.service.service import Service
+from planner.contracts.mirror_flow import FlowState, MirrorFlow, MirrorSource, SourceKind
+from planner.contracts.spec import ClusterSpec
+from tests.unit.api_server import RunningApi, running_api
+from tests.unit.fake_cluster import FakeCluster, FakeProvider
+
+pytestmark = pytest.mark.unit
+
+PRIMARY = ClusterFacts("running", "127.0.1.1:9092,127.0.1.2:9092", frozenset({0, 1, 2}))
+BACKUP = ClusterFacts("running", "127.0.2.1:9092,127.0.2.2:9092", frozenset({0, 1, 2}))
+CLUSTERS = {
+    "primary": PRIMARY,
+    "backup": BACKUP,
+    "creating": ClusterFacts("creating", "", frozenset()),
+}
+
+
+def _request(**changes: Any) -> FlowRequest:
+    values: dict[str, Any] = {"name": "orders-dr", "topics": "orders\\..*"}
+    values["source_cluster"] = "primary"
+    values.update(changes)
+    return FlowRequest(**values)
+
+
+def test_a_good_request_becomes_the_flow_with_the_source_brokers_known_to_the_service() -> None:
+    flow = check_flow_request(_request(placement=(2,)), "backup", CLUSTERS)
+    assert flow.source == MirrorSource(SourceKind.KAAS, "primary", PRIMARY.bootstrap_servers)
+    assert (flow.target_cluster, flow.groups, flow.replication_factor) == ("backup", ".*", 3)
+    assert flow.placement == (2,)
+
+
+def test_an_outside_source_is_named_by_its_bootstrap_and_alias() -> None:
+    request = _request(source_cluster=None, source_bootstrap="ext.example:9093", source_alias="ext")
+    flow = check_flow_request(request, "backup", CLUSTERS)
+    assert flow.source == MirrorSource(SourceKind.EXTERNAL, "ext", "ext.example:9093")
+
+
+@pytest.mark.parametrize(
+    ("changes", "target", "refusal", "fragment"),
+    [
+        ({}, "nowhere", Refusal.NOT_FOUND, "no cluster named nowhere"),
+        (
+            {"source_cluster": "backup"},
+            "backup",
+            Refusal.INVALID,
+            "source_cluster: backup is the target",
+        ),
+        (
+            {"source_cluster": "gone"},
+            "backup",
+            Refusal.INVALID,
+            "source_cluster: no cluster named 'gone'",
+        ),
+        ({"source_cluster": "creating"}, "backup", Refusal.INVALID, "cluster creating is creating"),
+        ({"source_cluster": None}, "backup", Refusal.INVALID, "source: give either source_cluster"),
+        ({"source_bootstrap": "h:1"}, "backup", Refusal.INVALID, "source: give either"),
+        ({"name": "Orders"}, "backup", Refusal.INVALID, "name: flow name 'Orders' is invalid"),
+        (
+            {"topics": "orders("},
+            "backup",
+            Refusal.INVALID,
+            "topics filter 'orders(' is not",
+        ),
+        ({"groups": ""}, "backup", Refusal.INVALID, "groups filter must be a non-empty"),
+        (
+            {"placement": (7,)},
+            "backup",
+            Refusal.INVALID,
+            "placement: cluster backup has no broker 7",
+        ),
+        ({"replication_factor": 4}, "backup", Refusal.INVALID, "replication_factor: 4 is more"),
+        ({"workers": 0}, "backup", Refusal.INVALID, "workers must be 1 to 16"),
+        (
+            {"source_cluster": None, "source_bootstrap": "h:99999", "source_alias": "ext"},
+            "backup",
+            Refusal.INVALID,
+            "source_bootstrap: port 99999 is out of range",
+        ),
+        (
+            {"source_cluster": None, "source_bootstrap": "h:1", "source_alias": "primary"},
+            "backup",
+            Refusal.INVALID,
+            "source_alias: primary names a cluster of this service",
+        ),
+        ({}, "creating", Refusal.CONFLICT, "cluster creating is creating"),
+    ],
+)
+def test_bad_requests_are_refused_naming_the_field(
+    changes: dict[str, Any], target: str, refusal: Refusal, fragment: str
+) -> None:
+    with pytest.raises(RequestRefused) as refused:
+        check_flow_request(_request(**changes), target, CLUSTERS)
+    assert refused.value.refusal is refusal
+    assert fragment in str(refused.value)
+
+
+def test_every_problem_is_named_at_once() -> None:
+    with pytest.raises(RequestRefused) as refused:
+        check_flow_request(_request(name="X", topics="(", groups="("), "backup", CLUSTERS)
+    message = str(refused.value)
+    assert "name:" in message and "topics filter" in message and "groups filter" in message
+
+
+def test_a_taken_name_or_a_second_flow_from_one_source_is_a_conflict() -> None:
+    flow = check_flow_request(_request(), "backup", CLUSTERS)
+    other_name = check_flow_request(_request(name="other"), "backup", CLUSTERS)
+    with pytest.raises(RequestRefused, match="has a flow named orders-dr already"):
+        check_against_existing(flow, {flow.name: flow})
+    with pytest.raises(RequestRefused, match="flow other already mirrors primary"):
+        check_against_existing(flow, {"other": other_name})
+    check_against_existing(flow, {})  # nothing there: accepted
+
+
+# -- the operations, run by the real engine against a fake target --------------------------
+
+
+class MirrorWorld:
+    def __init__(self, tmp_path: Path) -> None:
+        self.db = Database(f"sqlite:///{tmp_path / 'kaas.db'}")
+        self.target = FakeCluster()
+        provider = FakeProvider()
+        controller = Controller(self.db, provider, self.target.connect)
+        self.engine = Engine(self.db, controller)
+        self.service = Service(tmp_path, self.db, provider, self.engine)
+        self.flows = MirrorFlows(self.service)
+        for name in ("primary", "backup"):
+            spec = ClusterSpec(
+                cluster=name,
+                kafka_version="3.9.2",
+                broker_count=3,
+                zones=("a", "b", "c"),
+                zookeeper_participants=3,
+            )
+            self.db.add_cluster(name, "fake", "small", json.dumps(spec.to_json()))
+            self.db.update_cluster(name, status="running")
+            for broker_id, zone in enumerate(spec.zones):
+                info = provider.create_vm(VmRequest(name, zone, "small", "3.9.2"))
+                self.db.upsert_vm(
+                    info.vm_id, name, zone, info.address, "small", "3.9.2", "running", broker_id
+                )
+        self.target.spec = ClusterSpec(
+            cluster="backup",
+            kafka_version="3.9.2",
+            broker_count=3,
+            zones=("a", "b", "c"),
+            zookeeper_participants=3,
+        )
+
+    def run(self, op: OperationRow) -> OperationRow:
+        for _ in range(len(op.steps) + 1):
+            self.engine.run_once()
+        found = self.db.operation(op.op_id)
+        assert found is not None
+        return found
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> MirrorWorld:
+    return MirrorWorld(tmp_path)
+
+
+def test_the_flow_operations_are_registered_steps() -> None:
+    assert expand_steps(OperationKind.CREATE_MIRROR_FLOW) == [
+        StepRef(StepName.WRITE_FLOW),
+        StepRef(StepName.FINISH),
+    ]
+    assert [s.name for s in expand_steps(OperationKind.DELETE_MIRROR_FLOW)] == [
+        StepName.STOP_FLOW,
+        StepName.REMOVE_FLOW,
+        StepName.FINISH,
+    ]
+
+
+def test_create_then_delete_writes_and_removes_the_flow_in_the_target(world: MirrorWorld) -> None:
+    op = world.flows.create("backup", _request(), "admin")
+    assert world.target.flows == {}, "the request only queues"
+    assert world.run(op).status is SUCCEEDED
+    flow = world.target.flows["orders-dr"]
+    primary_vms = [v["address"] for v in world.db.cluster_vms("primary")]
+    assert flow.source.bootstrap_servers == ",".join(f"{a}:9092" for a in primary_vms)
+    assert world.flows.get("backup", "orders-dr") == flow
+    assert list(world.flows.list("backup").flows) == ["orders-dr"]
+
+    states: list[FlowState] = []
+    original = world.target.remove_mirror_flow
+
+    def remove(name: str) -> None:
+        states.append(world.target.flows[name].state)
+        original(name)
+
+    world.target.remove_mirror_flow = remove  # type: ignore[method-assign]
+    done = world.run(world.flows.delete("backup", "orders-dr", "admin"))
+    assert done.status is SUCCEEDED
+    assert states == [FlowState.DELETING], "marked deleting before it is removed"
+    assert world.target.flows == {}
+
+
+def test_a_refused_request_stores_nothing(world: MirrorWorld) -> None:
+    existing = check_flow_request(_request(), "backup", world.flows._facts())
+    world.target.flows[existing.name] = existing
+    for request in (_request(), _request(name="again"), _request(source_cluster="backup")):
+        with pytest.raises(RequestRefused):
+            world.flows.create("backup", request, "admin")
+    assert world.db.list_operations(None, 100) == []
+    assert list(world.target.flows) == ["orders-dr"]
+
+
+def test_write_flow_is_safe_to_run_again_and_fails_on_another_flow_of_its_name(
+    world: MirrorWorld,
+) -> None:
+    op = world.flows.create("backup", _request(), "admin")
+    world.target.flows["orders-dr"] = check_flow_request(_request(), "backup", world.flows._facts())
+    assert world.run(op).status is SUCCEEDED  # the same flow there already: done
+    world.target.flows.clear()
+    first = world.flows.create("backup", _request(), "admin")
+    world.target.flows["orders-dr"] = MirrorFlow(
+        name="orders-dr",
+        source=MirrorSource(SourceKind.EXTERNAL, "elsewhere", "h:1"),
+        target_cluster="backup",
+        topics=".*",
+        groups=".*",
+    )
+    failed = world.run(first)
+    assert failed.status.value == "failed"
+    assert "another flow named orders-dr" in failed.message
+
+
+def test_deleting_an_unknown_flow_is_a_404_and_queues_nothing(world: MirrorWorld) -> None:
+    from management_plane.errors import ApiError
+
+    with pytest.raises(ApiError, match="has no flow nope"):
+        world.flows.delete("backup", "nope", "admin")
+    assert world.db.list_operations(None, 100) == []
+
+
+# -- the routes on the real app ---------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningApi]:
+    with running_api(tmp_path_factory.mktemp("mirror-api") / "service") as running:
+        db = running.service.db
+        for index, name in enumerate(("primary", "backup")):
+            spec = ClusterSpec(
+                cluster=name,
+                kafka_version="3.9.2",
+                broker_count=1,
+                zones=("a",),
+                zookeeper_participants=1,
+            )
+            db.add_cluster(name, "local", "small", json.dumps(spec.to_json()))
+            db.update_cluster(name, status="running")
+            db.upsert_vm(
+                f"{name}/vm1", name, "a", f"127.0.{9 + index}.1", "small", "3.9.2", "running", 0
+            )
+        yield running
+
+
+@pytest.mark.parametrize(
+    ("target", "body", "status", "fragment"),
+    [
+        (
+            "nowhere",
+            {"name": "f", "topics": ".*", "source_cluster": "primary"},
+            404,
+            "no cluster named nowhere",
+        ),
+        (
+            "backup",
+            {"name": "f", "topics": ".*", "source_cluster": "backup"},
+            400,
+            "source_cluster: backup is the target",
+        ),
+        (
+            "backup",
+            {"name": "f", "topics": ".*", "source_cluster": "gone"},
+            400,
+            "no cluster named 'gone'",
+        ),
+        (
+            "backup",
+            {"name": "f", "topics": "a(", "source_cluster": "primary"},
+            400,
+            "topics filter 'a(' is not a regular expression",
+        ),
+        (
+            "backup",
+            {"name": "F_1", "topics": ".*", "source_cluster": "primary"},
+            400,
+            "name: flow name",
+        ),
+        (
+            "backup",
+            {"name": "f", "topics": ".*", "source_cluster": "primary", "workers": 99},
+            422,
+            "workers",
+        ),
+        (
+            "backup",
+            {"name": "f", "topics": ".*", "source_cluster": "primary", "speed": 1},
+            422,
+            "speed",
+        ),
+        # Valid, but the service holds no identity for the cluster's ZooKeeper: nothing stored.
+        (
+            "backup",
+            {"name": "f", "topics": ".*", "source_cluster": "primary"},
+            503,
+            "client certificate",
+        ),
+    ],
+)
+def test_the_create_route_refuses_bad_input_and_stores_nothing(
+    api: RunningApi, target: str, body: dict[str, Any], status: int, fragment: str
+) -> None:
+    code, answer = api.call("POST", f"/v1/clusters/{target}/mirror/flows", body)
+    assert code == status, answer
+    assert fragment in answer["message"], answer
+    assert api.service.db.list_operations(None, 100) == []
+
+
+def test_the_mirror_routes_need_the_admin_key(api: RunningApi) -> None:
+    for method, path in (
+        ("GET", "/v1/clusters/backup/mirror/flows"),
+        ("GET", "/v1/clusters/backup/mirror/flows/f"),
+        ("DELETE", "/v1/clusters/backup/mirror/flows/f"),
+    ):
+        code, answer = api.call(method, path, key=None)
+        assert code == 401, answer
+        code, answer = api.call(method, path, key="not-a-key")
+        assert code == 401, answer
+    code, answer = api.call("GET", "/v1/clusters/backup/mirror/flows/BAD")
+    assert code == 404 and "has no flow 'BAD'" in answer["message"]
