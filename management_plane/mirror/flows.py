@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from management_plane.errors import ApiError
+from management_plane.errors import ApiError, Refusal, RequestRefused
 from management_plane.mirror.operation import flow_params
 from management_plane.mirror.request import (
     ClusterFacts,
@@ -17,11 +17,17 @@ from management_plane.mirror.request import (
     check_against_existing,
     check_flow_request,
 )
+from management_plane.providers.base import DeliversMirrorSources, client_identity
 from management_plane.service.cluster_io import bootstrap_servers
 from management_plane.service.db import OperationRow
 from management_plane.service.operations import OperationKind
 from planner.contracts.fields import ContractError
-from planner.contracts.mirror_flow import MirrorFlow, MirrorFlowReadings, validate_flow_name
+from planner.contracts.mirror_flow import (
+    MirrorFlow,
+    MirrorFlowReadings,
+    SourceKind,
+    validate_flow_name,
+)
 
 if TYPE_CHECKING:
     from management_plane.service.service import Service
@@ -53,11 +59,27 @@ class MirrorFlows:
 
     def create(self, target: str, request: FlowRequest, caller: str) -> OperationRow:
         flow = check_flow_request(request, target, self._facts())
+        if flow.source.kind is SourceKind.KAAS:
+            self._check_deliverable(flow)
         self.service._idle(target)
         check_against_existing(flow, self._readings(target).flows)
         return self.service._queue(
             target, OperationKind.CREATE_MIRROR_FLOW, flow_params(flow), caller
         )
+
+    def _check_deliverable(self, flow: MirrorFlow) -> None:
+        provider = self.service.provider
+        if not isinstance(provider, DeliversMirrorSources):
+            raise RequestRefused(
+                Refusal.CONFLICT,
+                f"source_cluster: the {provider.name} provider cannot put a client identity of "
+                f"{flow.source.alias} on {flow.target_cluster}'s VMs",
+            )
+        if client_identity(provider, flow.source.alias) is None:
+            raise RequestRefused(
+                Refusal.CONFLICT,
+                f"source_cluster: the service holds no client identity of {flow.source.alias}",
+            )
 
     def delete(self, target: str, name: str, caller: str) -> OperationRow:
         self.get(target, name)

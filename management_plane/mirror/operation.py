@@ -1,16 +1,23 @@
 """The registered steps of the flow operations (run by the one runner, like every cluster
-operation): `write_flow` creates the flow's znode; a deletion marks it deleting
-(`stop_flow`), so the agents stop mirroring it from a value they still read, then removes it
-(`remove_flow`). Each step is safe to run again."""
+operation): `deliver_source` puts the source credentials on the target's VMs through the
+provider, `write_flow` creates the flow's znode; a deletion marks it deleting (`stop_flow`),
+so the agents stop mirroring it from a value they still read, removes it (`remove_flow`),
+then the credentials (`withdraw_source`). Each step is safe to run again.
+
+A KaaS source's credentials are, for now, the source's admin identity the provider holds
+(a principal of its own with read-only ACLs is still to come); an outside source's are put
+on the VMs by its operator.
+"""
 
 from __future__ import annotations
 
 import json
 
+from management_plane.providers.base import DeliversMirrorSources, client_identity
 from management_plane.service.controller import Controller, done, step
 from management_plane.service.db import OperationRow
 from management_plane.service.operations import FAIL, OperationKind, Outcome, StepName
-from planner.contracts.mirror_flow import FlowState, MirrorFlow, parse_mirror_flow
+from planner.contracts.mirror_flow import FlowState, MirrorFlow, SourceKind, parse_mirror_flow
 
 CREATE = {OperationKind.CREATE_MIRROR_FLOW}
 DELETE = {OperationKind.DELETE_MIRROR_FLOW}
@@ -23,6 +30,23 @@ def flow_params(flow: MirrorFlow) -> dict[str, object]:
 
 def flow_of(op: OperationRow) -> MirrorFlow:
     return parse_mirror_flow(json.dumps(op.params["flow"]))
+
+
+@step(StepName.DELIVER_SOURCE, CREATE)
+def deliver_source(controller: Controller, op: OperationRow, _batch: int) -> Outcome:
+    flow = flow_of(op)
+    if flow.source.kind is SourceKind.EXTERNAL:
+        return done(
+            f"outside source {flow.source.alias}: its operator puts the credentials on the VMs"
+        )
+    provider = controller.provider
+    identity = client_identity(provider, flow.source.alias)
+    if not isinstance(provider, DeliversMirrorSources) or identity is None:
+        return Outcome(
+            FAIL, f"the provider cannot give {op.cluster}'s VMs an identity of {flow.source.alias}"
+        )
+    provider.deliver_mirror_source(op.cluster, flow.name, identity)
+    return done(f"{flow.source.alias}'s client identity and CA put on {op.cluster}'s VMs")
 
 
 @step(StepName.WRITE_FLOW, CREATE)
@@ -59,3 +83,12 @@ def remove_flow(controller: Controller, op: OperationRow, _batch: int) -> Outcom
     name = op.params["name"]
     controller.cluster_port(op.cluster).remove_mirror_flow(name)
     return done(f"flow {name} removed")
+
+
+@step(StepName.WITHDRAW_SOURCE, DELETE)
+def withdraw_source(controller: Controller, op: OperationRow, _batch: int) -> Outcome:
+    name = op.params["name"]
+    provider = controller.provider
+    if isinstance(provider, DeliversMirrorSources):
+        provider.withdraw_mirror_source(op.cluster, name)
+    return done(f"flow {name}'s source credentials removed from {op.cluster}'s VMs")

@@ -118,6 +118,19 @@ class AdoptsClusters(Protocol):
 
 
 @runtime_checkable
+class DeliversMirrorSources(Protocol):
+    def deliver_mirror_source(self, target: str, flow: str, source: IdentityFiles) -> None:
+        """Put the identity a flow's MirrorMaker presents to its source, and the source's CA,
+        on every VM of the target cluster (planner.contracts.mirror_flow's
+        `source_credentials_dir`), readable by the VM's agent only."""
+        ...
+
+    def withdraw_mirror_source(self, target: str, flow: str) -> None:
+        """Remove those files from every VM of the target (gone already: nothing to do)."""
+        ...
+
+
+@runtime_checkable
 class RunsDrills(Protocol):
     def drill_home(self, cluster: str) -> Path:
         """The folder `kaas drill run --home` takes for this cluster: where its processes

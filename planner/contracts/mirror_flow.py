@@ -17,6 +17,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
+from pathlib import Path
 from typing import Any
 
 from planner.contracts.fields import (
@@ -41,6 +42,18 @@ _BOOTSTRAP = re.compile(r"[A-Za-z0-9.-]+:[0-9]{1,5}(?:,[A-Za-z0-9.-]+:[0-9]{1,5}
 # Java and Python read these constructs differently or not at all.
 _JAVA_ONLY = ("(?<", "\\p{", "\\P{", "(?>", "*+", "++", "?+", "\\Q", "\\E")
 MAX_FILTER_LENGTH = 1000
+
+
+# Where a flow's source credentials lie on each VM of the target, under the VM's state
+# folder: the client identity (key and certificate, one PEM file) the source's CA signed,
+# and that CA. The management plane delivers them; the agent reads them.
+SOURCE_CREDENTIALS_DIR = ("mirror", "sources")
+SOURCE_CLIENT_FILE = "client.pem"
+SOURCE_CA_FILE = "ca.pem"
+
+
+def source_credentials_dir(vm_state_dir: Path, flow: str) -> Path:
+    return vm_state_dir.joinpath(*SOURCE_CREDENTIALS_DIR, validate_flow_name(flow))
 
 
 class SourceKind(StrEnum):

@@ -34,8 +34,9 @@ from management_plane.service.operations import (
 from management_plane.service.service import Service
 from planner.contracts.mirror_flow import FlowState, MirrorFlow, MirrorSource, SourceKind
 from planner.contracts.spec import ClusterSpec
+from planner.pki.files import IdentityFiles
 from tests.unit.api_server import RunningApi, running_api
-from tests.unit.fake_cluster import FakeCluster, FakeProvider
+from tests.unit.fake_cluster import FakeCluster, ZookeeperKeepingProvider
 
 pytestmark = pytest.mark.unit
 
@@ -147,11 +148,26 @@ def test_a_taken_name_or_a_second_flow_from_one_source_is_a_conflict() -> None:
 # -- the operations, run by the real engine against a fake target --------------------------
 
 
+class DeliveringProvider(ZookeeperKeepingProvider):
+    """Puts a flow's source identity on the target's VMs (here: remembers it)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.delivered: dict[tuple[str, str], IdentityFiles] = {}
+
+    def deliver_mirror_source(self, target: str, flow: str, source: IdentityFiles) -> None:
+        self.delivered[(target, flow)] = source
+
+    def withdraw_mirror_source(self, target: str, flow: str) -> None:
+        self.delivered.pop((target, flow), None)
+
+
 class MirrorWorld:
-    def __init__(self, tmp_path: Path) -> None:
+    def __init__(self, tmp_path: Path, provider: ZookeeperKeepingProvider | None = None) -> None:
         self.db = Database(f"sqlite:///{tmp_path / 'kaas.db'}")
         self.target = FakeCluster()
-        provider = FakeProvider()
+        self.provider = provider or DeliveringProvider()
+        provider = self.provider
         controller = Controller(self.db, provider, self.target.connect)
         self.engine = Engine(self.db, controller)
         self.service = Service(tmp_path, self.db, provider, self.engine)
@@ -194,12 +210,14 @@ def world(tmp_path: Path) -> MirrorWorld:
 
 def test_the_flow_operations_are_registered_steps() -> None:
     assert expand_steps(OperationKind.CREATE_MIRROR_FLOW) == [
+        StepRef(StepName.DELIVER_SOURCE),
         StepRef(StepName.WRITE_FLOW),
         StepRef(StepName.FINISH),
     ]
     assert [s.name for s in expand_steps(OperationKind.DELETE_MIRROR_FLOW)] == [
         StepName.STOP_FLOW,
         StepName.REMOVE_FLOW,
+        StepName.WITHDRAW_SOURCE,
         StepName.FINISH,
     ]
 
@@ -208,6 +226,10 @@ def test_create_then_delete_writes_and_removes_the_flow_in_the_target(world: Mir
     op = world.flows.create("backup", _request(), "admin")
     assert world.target.flows == {}, "the request only queues"
     assert world.run(op).status is SUCCEEDED
+    assert isinstance(world.provider, DeliveringProvider)
+    assert world.provider.delivered == {
+        ("backup", "orders-dr"): world.provider.client_identity("primary")
+    }
     flow = world.target.flows["orders-dr"]
     primary_vms = [v["address"] for v in world.db.cluster_vms("primary")]
     assert flow.source.bootstrap_servers == ",".join(f"{a}:9092" for a in primary_vms)
@@ -226,6 +248,7 @@ def test_create_then_delete_writes_and_removes_the_flow_in_the_target(world: Mir
     assert done.status is SUCCEEDED
     assert states == [FlowState.DELETING], "marked deleting before it is removed"
     assert world.target.flows == {}
+    assert world.provider.delivered == {}
 
 
 def test_a_refused_request_stores_nothing(world: MirrorWorld) -> None:
@@ -256,6 +279,15 @@ def test_write_flow_is_safe_to_run_again_and_fails_on_another_flow_of_its_name(
     failed = world.run(first)
     assert failed.status.value == "failed"
     assert "another flow named orders-dr" in failed.message
+
+
+def test_a_provider_that_cannot_deliver_the_source_identity_is_refused_at_once(
+    tmp_path: Path,
+) -> None:
+    world = MirrorWorld(tmp_path, ZookeeperKeepingProvider())
+    with pytest.raises(RequestRefused, match="cannot put a client identity of primary"):
+        world.flows.create("backup", _request(), "admin")
+    assert world.db.list_operations(None, 100) == []
 
 
 def test_deleting_an_unknown_flow_is_a_404_and_queues_nothing(world: MirrorWorld) -> None:
@@ -334,12 +366,12 @@ def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningApi]:
             422,
             "speed",
         ),
-        # Valid, but the service holds no identity for the cluster's ZooKeeper: nothing stored.
+        # Valid, but the service holds no identity of the source to give the target's VMs.
         (
             "backup",
             {"name": "f", "topics": ".*", "source_cluster": "primary"},
-            503,
-            "client certificate",
+            409,
+            "the service holds no client identity of primary",
         ),
     ],
 )
