@@ -82,9 +82,11 @@ class MirrorFlows:
             )
 
     def delete(self, target: str, name: str, caller: str) -> OperationRow:
-        self.get(target, name)
+        flow = self.get(target, name)
         self.service._idle(target)
-        return self.service._queue(target, OperationKind.DELETE_MIRROR_FLOW, {"name": name}, caller)
+        return self.service._queue(
+            target, OperationKind.DELETE_MIRROR_FLOW, {"name": name, **flow_params(flow)}, caller
+        )
 
     def list(self, target: str) -> MirrorFlowReadings:
         return self._readings(target)

@@ -4,20 +4,25 @@ provider, `write_flow` creates the flow's znode; a deletion marks it deleting (`
 so the agents stop mirroring it from a value they still read, removes it (`remove_flow`),
 then the credentials (`withdraw_source`). Each step is safe to run again.
 
-A KaaS source's credentials are, for now, the source's admin identity the provider holds
-(a principal of its own with read-only ACLs is still to come); an outside source's are put
-on the VMs by its operator.
+A KaaS source gets the flow's read-only bindings for the `kaas-mirror` principal
+(`grant_source_acls`, acls.py), and the target's VMs a `kaas-mirror` certificate its CA signed
+(`deliver_source`); a deletion revokes the bindings last (`revoke_source_acls`). An outside
+source's credentials and ACLs are its operator's.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 
+from management_plane.errors import PermanentError
+from management_plane.mirror.acls import MIRROR_PRINCIPAL, SourceAclPort, mirror_source_grants
 from management_plane.providers.base import DeliversMirrorSources, client_identity
 from management_plane.service.controller import Controller, done, step
 from management_plane.service.db import OperationRow
 from management_plane.service.operations import FAIL, OperationKind, Outcome, StepName
 from planner.contracts.mirror_flow import FlowState, MirrorFlow, SourceKind, parse_mirror_flow
+from planner.pki.authority import Role, issue
 
 CREATE = {OperationKind.CREATE_MIRROR_FLOW}
 DELETE = {OperationKind.DELETE_MIRROR_FLOW}
@@ -30,6 +35,23 @@ def flow_params(flow: MirrorFlow) -> dict[str, object]:
 
 def flow_of(op: OperationRow) -> MirrorFlow:
     return parse_mirror_flow(json.dumps(op.params["flow"]))
+
+
+def _source_acls(controller: Controller, flow: MirrorFlow) -> SourceAclPort:
+    identity = client_identity(controller.provider, flow.source.alias)
+    if identity is None:
+        raise PermanentError(f"the service holds no client identity of {flow.source.alias}")
+    return controller.source_acls(flow.source.bootstrap_servers, identity)
+
+
+@step(StepName.GRANT_SOURCE_ACLS, CREATE)
+def grant_source_acls(controller: Controller, op: OperationRow, _batch: int) -> Outcome:
+    flow = flow_of(op)
+    if flow.source.kind is SourceKind.EXTERNAL:
+        return done(f"outside source {flow.source.alias}: its ACLs are its operator's")
+    grants = mirror_source_grants(flow)
+    _source_acls(controller, flow).grant(grants)
+    return done(f"{len(grants)} read-only bindings for {MIRROR_PRINCIPAL} on {flow.source.alias}")
 
 
 @step(StepName.DELIVER_SOURCE, CREATE)
@@ -45,8 +67,22 @@ def deliver_source(controller: Controller, op: OperationRow, _batch: int) -> Out
         return Outcome(
             FAIL, f"the provider cannot give {op.cluster}'s VMs an identity of {flow.source.alias}"
         )
-    provider.deliver_mirror_source(op.cluster, flow.name, identity)
-    return done(f"{flow.source.alias}'s client identity and CA put on {op.cluster}'s VMs")
+    issued = issue(
+        provider.cluster_authority(flow.source.alias),
+        Role.MIRROR,
+        (),
+        dt.datetime.now(dt.UTC),
+    )
+    provider.deliver_mirror_source(
+        op.cluster,
+        flow.name,
+        issued.key_pem + issued.certificate_pem,
+        identity.trust_bundle.read_bytes(),
+    )
+    return done(
+        f"a {Role.MIRROR.value} certificate of {flow.source.alias}'s CA and the CA put on "
+        f"{op.cluster}'s VMs"
+    )
 
 
 @step(StepName.WRITE_FLOW, CREATE)
@@ -92,3 +128,13 @@ def withdraw_source(controller: Controller, op: OperationRow, _batch: int) -> Ou
     if isinstance(provider, DeliversMirrorSources):
         provider.withdraw_mirror_source(op.cluster, name)
     return done(f"flow {name}'s source credentials removed from {op.cluster}'s VMs")
+
+
+@step(StepName.REVOKE_SOURCE_ACLS, DELETE)
+def revoke_source_acls(controller: Controller, op: OperationRow, _batch: int) -> Outcome:
+    flow = parse_mirror_flow(json.dumps(op.params["flow"]))
+    if flow.source.kind is SourceKind.EXTERNAL:
+        return done(f"outside source {flow.source.alias}: its ACLs are its operator's")
+    grants = mirror_source_grants(flow)
+    _source_acls(controller, flow).revoke(grants)
+    return done(f"{len(grants)} bindings of {MIRROR_PRINCIPAL} on {flow.source.alias} revoked")

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 from management_plane.errors import TemporaryError
+from planner.pki.authority import Authority
 from planner.pki.files import IdentityFiles
 
 VM_STATES = ("pending", "running", "stopped", "terminated")
@@ -119,10 +120,16 @@ class AdoptsClusters(Protocol):
 
 @runtime_checkable
 class DeliversMirrorSources(Protocol):
-    def deliver_mirror_source(self, target: str, flow: str, source: IdentityFiles) -> None:
-        """Put the identity a flow's MirrorMaker presents to its source, and the source's CA,
-        on every VM of the target cluster (planner.contracts.mirror_flow's
-        `source_credentials_dir`), readable by the VM's agent only."""
+    def cluster_authority(self, cluster: str) -> Authority:
+        """The cluster's CA, which signs a flow's `kaas-mirror` certificate of it."""
+        ...
+
+    def deliver_mirror_source(
+        self, target: str, flow: str, client_pem: bytes, ca_pem: bytes
+    ) -> None:
+        """Put the identity a flow's MirrorMaker presents to its source (key and certificate,
+        PEM) and the source's CA on every VM of the target cluster (planner.contracts.
+        mirror_flow's `source_credentials_dir`), readable by the VM's agent only."""
         ...
 
     def withdraw_mirror_source(self, target: str, flow: str) -> None:

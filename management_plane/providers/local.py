@@ -217,12 +217,14 @@ class LocalProvider:
     def _vm_dirs(self, cluster: str) -> list[Path]:
         return [vm.directory for vm in require_state(self.cluster_home(cluster)).layout.vms]
 
-    def deliver_mirror_source(self, target: str, flow: str, source: IdentityFiles) -> None:
+    def deliver_mirror_source(
+        self, target: str, flow: str, client_pem: bytes, ca_pem: bytes
+    ) -> None:
         for directory in self._vm_dirs(target):
             folder = source_credentials_dir(directory, flow)
             private_dir(folder)
-            write_private(folder / SOURCE_CLIENT_FILE, source.keystore.read_bytes())
-            write_private(folder / SOURCE_CA_FILE, source.trust_bundle.read_bytes())
+            write_private(folder / SOURCE_CLIENT_FILE, client_pem)
+            write_private(folder / SOURCE_CA_FILE, ca_pem)
 
     def withdraw_mirror_source(self, target: str, flow: str) -> None:
         for directory in self._vm_dirs(target):

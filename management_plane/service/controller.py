@@ -22,6 +22,8 @@ import structlog
 
 from management_plane.drills.process import DrillProcesses, LocalDrillProcesses
 from management_plane.errors import KaasError, StepVerdict, step_verdict
+from management_plane.mirror.acls import SourceAclPort
+from management_plane.mirror.kafka import KafkaSourceAcls
 from management_plane.providers.base import (
     BootstrapsClusters,
     DeletesClusters,
@@ -93,6 +95,8 @@ class ClusterPort(Protocol):
     def remove_mirror_flow(self, name: str) -> None: ...
 
 
+SourceAclsFactory = Callable[[str, IdentityFiles], SourceAclPort]
+"""(a cluster's bootstrap servers, the admin identity the provider holds for it) -> its ACLs."""
 ClusterPortFactory = Callable[[str, list[str], IdentityFiles | None], ClusterPort]
 """(cluster, the addresses of its VMs, the client identity the provider holds for it) -> the
 port; ClusterUnreachable when it cannot be."""
@@ -133,6 +137,7 @@ class Controller:
         cluster_io: ClusterPortFactory = ClusterIO,
         drill_processes: DrillProcesses | None = None,
         certificates: CertificateStoreFactory = ZooKeeperCertificates,
+        source_acls: SourceAclsFactory = KafkaSourceAcls,
     ) -> None:
         self.db = db
         self.provider = provider
@@ -141,6 +146,8 @@ class Controller:
         self.drill_processes = drill_processes or LocalDrillProcesses()
         self.certificates = certificates
         """The cluster's certificate znodes, for the rotation steps."""
+        self.source_acls = source_acls
+        """A mirror flow's source cluster's ACLs (management_plane.mirror.operation)."""
 
     # -- helpers --------------------------------------------------------------------------
 

@@ -2,12 +2,15 @@
 the shared cluster is the source (given by its bootstrap servers: it runs no agents, so no
 service adopts it), a second cluster with agents the target, adopted by a real `kaas serve`.
 `kaas mirror create` writes the flow; the target's agents start MirrorMaker on the first two
-VMs as a group; every message produced with acks=all arrives on the target in order per key,
-also after one process is killed (its agent starts it again); `kaas mirror delete` stops
-them. Bad input is refused with the field named and nothing stored."""
+VMs as a group, reading the source as `kaas-mirror` with only the flow's read-only bindings
+(what the create operation gives a KaaS source); every message produced with acks=all
+arrives on the target in order per key, also after one process is killed (its agent starts
+it again); `kaas mirror delete` stops them. Bad input is refused with the field named and
+nothing stored."""
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import signal
 import time
@@ -20,11 +23,19 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from management_plane.local.processes import ProcessRecord, is_alive, send_signal
 from management_plane.local.state import mirror_maker_record
+from management_plane.local.tls import authority_dir_in
+from management_plane.mirror.acls import SourceGrant, mirror_source_grants
+from management_plane.mirror.kafka import KafkaSourceAcls
 from planner.contracts.mirror_flow import (
     SOURCE_CA_FILE,
     SOURCE_CLIENT_FILE,
+    MirrorFlow,
+    MirrorSource,
+    SourceKind,
     source_credentials_dir,
 )
+from planner.pki.authority import Role, issue
+from planner.pki.files import load_authority
 from planner.private_files import private_dir, write_private
 from tests import harness
 from tests.harness import ClusterHandle, kaas_cli, wait_until
@@ -35,6 +46,7 @@ pytestmark = pytest.mark.integration
 MESSAGES = 2000
 KEYS = 20
 FLOW = "to-backup"
+TOPICS = "mirrored-.*"
 ALIAS = "primary"
 
 
@@ -81,14 +93,26 @@ def _kaas(service: ServiceHandle, *args: str) -> tuple[int, str]:
     return done.returncode, done.stdout + done.stderr
 
 
-def _give_source_credentials(source: ClusterHandle, target: ClusterHandle) -> None:
-    """What the operator of an outside source does: its client identity and CA on every VM
-    of the target (the source's admin identity; MirrorMaker only reads there)."""
-    identity = source.admin_identity
+def _give_source_credentials(source: ClusterHandle, target: ClusterHandle) -> list[SourceGrant]:
+    """What the operator of an outside source does, as the create operation does it for a
+    KaaS source: the flow's read-only bindings for `kaas-mirror` on the source, and a
+    `kaas-mirror` certificate of the source's CA with that CA on every VM of the target."""
+    flow = MirrorFlow(
+        name=FLOW,
+        source=MirrorSource(SourceKind.EXTERNAL, ALIAS, source.bootstrap_servers),
+        target_cluster=target.layout.name,
+        topics=TOPICS,
+        groups=".*",
+    )
+    grants = list(mirror_source_grants(flow))
+    KafkaSourceAcls(source.bootstrap_servers, source.admin_identity).grant(grants)
+    authority = load_authority(authority_dir_in(source.home))
+    issued = issue(authority, Role.MIRROR, (), dt.datetime.now(dt.UTC))
     for vm in target.layout.vms:
         folder = private_dir(source_credentials_dir(vm.directory, FLOW))
-        write_private(folder / SOURCE_CLIENT_FILE, identity.keystore.read_bytes())
-        write_private(folder / SOURCE_CA_FILE, identity.trust_bundle.read_bytes())
+        write_private(folder / SOURCE_CLIENT_FILE, issued.key_pem + issued.certificate_pem)
+        write_private(folder / SOURCE_CA_FILE, source.admin_identity.trust_bundle.read_bytes())
+    return grants
 
 
 def _mirror_makers(target: ClusterHandle) -> dict[str, ProcessRecord]:
@@ -136,7 +160,7 @@ def test_a_flow_made_by_kaas_mirror_runs_under_the_agents_and_survives_a_killed_
     topic = f"mirrored-{uuid.uuid4().hex[:8]}"
     admin = AdminClient(kafka_cluster.client_config())  # kept: its handle serves the future
     admin.create_topics([NewTopic(topic, 6, 3)])[topic].result(60)
-    _give_source_credentials(kafka_cluster, target_cluster)
+    grants = _give_source_credentials(kafka_cluster, target_cluster)
     code, said = _kaas(
         service,
         "create",
@@ -147,7 +171,7 @@ def test_a_flow_made_by_kaas_mirror_runs_under_the_agents_and_survives_a_killed_
         "--source-alias",
         ALIAS,
         "--topics",
-        "mirrored-.*",
+        TOPICS,
         "--checkpoint-interval",
         "5",
         "--wait",
@@ -207,6 +231,10 @@ def test_a_flow_made_by_kaas_mirror_runs_under_the_agents_and_survives_a_killed_
         wait_until(restarted, 60, f"{killed_vm}'s agent to start MirrorMaker again")
     finally:
         consumer.close()
+        # The shared cluster is left as it was found (also when the test fails).
+        KafkaSourceAcls(kafka_cluster.bootstrap_servers, kafka_cluster.admin_identity).revoke(
+            grants
+        )
 
     code, said = _kaas(service, "delete", target, FLOW, "--wait")
     assert code == 0 and "succeeded" in said, said

@@ -5,14 +5,25 @@ app (engine paused)."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+from cryptography import x509
 
 from management_plane.errors import Refusal, RequestRefused
+from management_plane.mirror.acls import (
+    PatternKind,
+    SourceGrant,
+    SourceOperation,
+    SourceResource,
+    filter_scope,
+    mirror_source_grants,
+)
 from management_plane.mirror.flows import MirrorFlows
 from management_plane.mirror.request import (
     ClusterFacts,
@@ -32,9 +43,16 @@ from management_plane.service.operations import (
     expand_steps,
 )
 from management_plane.service.service import Service
-from planner.contracts.mirror_flow import FlowState, MirrorFlow, MirrorSource, SourceKind
+from planner.contracts.mirror_flow import (
+    FlowState,
+    MirrorFlow,
+    MirrorSource,
+    SourceKind,
+    filter_matches,
+)
 from planner.contracts.spec import ClusterSpec
-from planner.pki.files import IdentityFiles
+from planner.pki.authority import Authority, Role, create_authority, issue, issued_by
+from planner.pki.files import IdentityFiles, write_identity
 from tests.unit.api_server import RunningApi, running_api
 from tests.unit.fake_cluster import FakeCluster, ZookeeperKeepingProvider
 
@@ -149,26 +167,72 @@ def test_a_taken_name_or_a_second_flow_from_one_source_is_a_conflict() -> None:
 
 
 class DeliveringProvider(ZookeeperKeepingProvider):
-    """Puts a flow's source identity on the target's VMs (here: remembers it)."""
+    """Holds each cluster's CA and admin identity, and puts a flow's source credentials on
+    the target's VMs (here: remembers them)."""
 
-    def __init__(self) -> None:
+    def __init__(self, folder: Path) -> None:
         super().__init__()
-        self.delivered: dict[tuple[str, str], IdentityFiles] = {}
+        self.folder = folder
+        self.authorities: dict[str, Authority] = {}
+        self.delivered: dict[tuple[str, str], tuple[bytes, bytes]] = {}
 
-    def deliver_mirror_source(self, target: str, flow: str, source: IdentityFiles) -> None:
-        self.delivered[(target, flow)] = source
+    def cluster_authority(self, cluster: str) -> Authority:
+        if cluster not in self.authorities:
+            self.authorities[cluster] = create_authority(cluster, dt.datetime.now(dt.UTC))
+        return self.authorities[cluster]
+
+    def staged_authority(self, cluster: str) -> Authority | None:
+        return None
+
+    def client_identity(self, cluster: str) -> IdentityFiles | None:
+        identity = IdentityFiles(self.folder / cluster, Role.ADMIN)
+        if not identity.exists():
+            authority = self.cluster_authority(cluster)
+            issued = issue(authority, Role.ADMIN, (), dt.datetime.now(dt.UTC))
+            write_identity(identity, issued, authority.certificate_pem)
+        return identity
+
+    def deliver_mirror_source(
+        self, target: str, flow: str, client_pem: bytes, ca_pem: bytes
+    ) -> None:
+        self.delivered[(target, flow)] = (client_pem, ca_pem)
 
     def withdraw_mirror_source(self, target: str, flow: str) -> None:
         self.delivered.pop((target, flow), None)
+
+
+class FakeSourceAcls:
+    """Every source cluster's bindings, by its bootstrap servers."""
+
+    def __init__(self) -> None:
+        self.bindings: dict[str, set[SourceGrant]] = {}
+        self.identities: list[IdentityFiles] = []
+
+    def connect(self, bootstrap: str, identity: IdentityFiles) -> FakeSourceAcls.One:
+        self.identities.append(identity)
+        return FakeSourceAcls.One(self.bindings.setdefault(bootstrap, set()))
+
+    @dataclass
+    class One:
+        held: set[SourceGrant]
+
+        def grant(self, grants: Sequence[SourceGrant]) -> None:
+            self.held.update(grants)
+
+        def revoke(self, grants: Sequence[SourceGrant]) -> None:
+            self.held.difference_update(grants)
 
 
 class MirrorWorld:
     def __init__(self, tmp_path: Path, provider: ZookeeperKeepingProvider | None = None) -> None:
         self.db = Database(f"sqlite:///{tmp_path / 'kaas.db'}")
         self.target = FakeCluster()
-        self.provider = provider or DeliveringProvider()
+        self.provider = provider or DeliveringProvider(tmp_path / "identities")
         provider = self.provider
-        controller = Controller(self.db, provider, self.target.connect)
+        self.acls = FakeSourceAcls()
+        controller = Controller(
+            self.db, provider, self.target.connect, source_acls=self.acls.connect
+        )
         self.engine = Engine(self.db, controller)
         self.service = Service(tmp_path, self.db, provider, self.engine)
         self.flows = MirrorFlows(self.service)
@@ -210,6 +274,7 @@ def world(tmp_path: Path) -> MirrorWorld:
 
 def test_the_flow_operations_are_registered_steps() -> None:
     assert expand_steps(OperationKind.CREATE_MIRROR_FLOW) == [
+        StepRef(StepName.GRANT_SOURCE_ACLS),
         StepRef(StepName.DELIVER_SOURCE),
         StepRef(StepName.WRITE_FLOW),
         StepRef(StepName.FINISH),
@@ -218,6 +283,7 @@ def test_the_flow_operations_are_registered_steps() -> None:
         StepName.STOP_FLOW,
         StepName.REMOVE_FLOW,
         StepName.WITHDRAW_SOURCE,
+        StepName.REVOKE_SOURCE_ACLS,
         StepName.FINISH,
     ]
 
@@ -227,10 +293,17 @@ def test_create_then_delete_writes_and_removes_the_flow_in_the_target(world: Mir
     assert world.target.flows == {}, "the request only queues"
     assert world.run(op).status is SUCCEEDED
     assert isinstance(world.provider, DeliveringProvider)
-    assert world.provider.delivered == {
-        ("backup", "orders-dr"): world.provider.client_identity("primary")
-    }
     flow = world.target.flows["orders-dr"]
+    # The source holds the flow's read-only bindings, made as the service's admin of it.
+    assert world.acls.bindings[flow.source.bootstrap_servers] == set(mirror_source_grants(flow))
+    assert world.acls.identities == [world.provider.client_identity("primary")]
+    # The target's VMs get a kaas-mirror certificate of the source's CA, and that CA.
+    client_pem, ca_pem = world.provider.delivered[("backup", "orders-dr")]
+    certificate = x509.load_pem_x509_certificate(client_pem)
+    assert certificate.subject.rfc4514_string() == "CN=kaas-mirror,O=KaaS"
+    assert b"PRIVATE KEY" in client_pem
+    assert issued_by(client_pem.split(b"-----END PRIVATE KEY-----\n")[-1], ca_pem)
+    assert ca_pem == world.provider.cluster_authority("primary").certificate_pem
     primary_vms = [v["address"] for v in world.db.cluster_vms("primary")]
     assert flow.source.bootstrap_servers == ",".join(f"{a}:9092" for a in primary_vms)
     assert world.flows.get("backup", "orders-dr") == flow
@@ -249,6 +322,7 @@ def test_create_then_delete_writes_and_removes_the_flow_in_the_target(world: Mir
     assert states == [FlowState.DELETING], "marked deleting before it is removed"
     assert world.target.flows == {}
     assert world.provider.delivered == {}
+    assert world.acls.bindings[flow.source.bootstrap_servers] == set(), "bindings revoked"
 
 
 def test_a_refused_request_stores_nothing(world: MirrorWorld) -> None:
@@ -396,3 +470,55 @@ def test_the_mirror_routes_need_the_admin_key(api: RunningApi) -> None:
         assert code == 401, answer
     code, answer = api.call("GET", "/v1/clusters/backup/mirror/flows/BAD")
     assert code == 404 and "has no flow 'BAD'" in answer["message"]
+
+
+# -- the source's read-only bindings ----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("regex", "pattern", "name"),
+    [
+        ("orders\\..*", PatternKind.PREFIXED, "orders."),
+        ("mirrored-.*", PatternKind.PREFIXED, "mirrored-"),
+        ("orders", PatternKind.LITERAL, "orders"),
+        ("orders\\.eu", PatternKind.LITERAL, "orders.eu"),
+        ("billing-?x", PatternKind.PREFIXED, "billing"),  # the '-' may be absent
+        ("ab{0,2}", PatternKind.PREFIXED, "a"),
+        ("abc+", PatternKind.PREFIXED, "abc"),
+        ("a\\d+", PatternKind.PREFIXED, "a"),
+        (".*", PatternKind.LITERAL, "*"),
+        ("[ab]c", PatternKind.LITERAL, "*"),
+        ("orders|billing", PatternKind.LITERAL, "*"),  # an alternation has no common start
+        ("x?", PatternKind.LITERAL, "*"),
+    ],
+)
+def test_a_filter_is_covered_by_its_literal_start(
+    regex: str, pattern: PatternKind, name: str
+) -> None:
+    assert filter_scope(regex) == (pattern, name)
+    if name not in ("*",) and pattern is PatternKind.PREFIXED:
+        # Every name the filter matches starts with the prefix.
+        for example in (
+            "orders.eu",
+            "mirrored-1",
+            "billingx",
+            "billing-x",
+            "a",
+            "abb",
+            "abcc",
+            "a12",
+        ):
+            if filter_matches(regex, example):
+                assert example.startswith(name), (regex, example)
+
+
+def test_the_mirror_principal_reads_and_describes_only() -> None:
+    flow = check_flow_request(_request(groups="billing-.*"), "backup", CLUSTERS)
+    grants = mirror_source_grants(flow)
+    assert {(g.resource, g.pattern, g.name, g.operation) for g in grants} == {
+        (SourceResource.TOPIC, PatternKind.PREFIXED, "orders.", SourceOperation.READ),
+        (SourceResource.TOPIC, PatternKind.PREFIXED, "orders.", SourceOperation.DESCRIBE),
+        (SourceResource.TOPIC, PatternKind.PREFIXED, "orders.", SourceOperation.DESCRIBE_CONFIGS),
+        (SourceResource.GROUP, PatternKind.PREFIXED, "billing-", SourceOperation.DESCRIBE),
+    }
+    assert {g.principal for g in grants} == {"User:CN=kaas-mirror,O=KaaS"}
