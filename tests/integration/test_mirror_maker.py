@@ -229,6 +229,15 @@ def test_a_flow_made_by_kaas_mirror_runs_under_the_agents_and_survives_a_killed_
             return again is not None and again.pid != killed.pid
 
         wait_until(restarted, 60, f"{killed_vm}'s agent to start MirrorMaker again")
+        # The read-only bindings are all MirrorMaker needed of the source.
+        denied = [
+            line
+            for vm in target_cluster.layout.vms
+            if (vm.logs_dir / "mirror-maker.log").exists()
+            for line in (vm.logs_dir / "mirror-maker.log").read_text().splitlines()
+            if "AuthorizationException" in line or "Not authorized" in line
+        ]
+        assert denied == [], denied[:5]
     finally:
         consumer.close()
         # The shared cluster is left as it was found (also when the test fails).
