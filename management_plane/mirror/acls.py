@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Final, Protocol
 
+from management_plane.tenants.acls import AclOperation, AclResource
 from planner.contracts.mirror_flow import MirrorFlow
 from planner.pki.authority import Role, role_distinguished_name
 
@@ -29,38 +30,27 @@ _METACHARACTERS: Final = frozenset(".^$*+?{}[]()|\\")
 _QUANTIFIERS: Final = frozenset("*?{")
 
 
-class SourceResource(StrEnum):
-    TOPIC = "topic"
-    GROUP = "group"
-
-
-class SourceOperation(StrEnum):
-    READ = "read"
-    DESCRIBE = "describe"
-    DESCRIBE_CONFIGS = "describe_configs"
-
-
 class PatternKind(StrEnum):
     LITERAL = "literal"
     PREFIXED = "prefixed"
 
 
-OPERATIONS: Final[dict[SourceResource, tuple[SourceOperation, ...]]] = {
-    SourceResource.TOPIC: (
-        SourceOperation.READ,
-        SourceOperation.DESCRIBE,
-        SourceOperation.DESCRIBE_CONFIGS,
+OPERATIONS: Final[dict[AclResource, tuple[AclOperation, ...]]] = {
+    AclResource.TOPIC: (
+        AclOperation.READ,
+        AclOperation.DESCRIBE,
+        AclOperation.DESCRIBE_CONFIGS,
     ),
-    SourceResource.GROUP: (SourceOperation.DESCRIBE,),
+    AclResource.GROUP: (AclOperation.DESCRIBE,),
 }
 
 
 @dataclass(frozen=True, order=True)
 class SourceGrant:
-    resource: SourceResource
+    resource: AclResource
     pattern: PatternKind
     name: str
-    operation: SourceOperation
+    operation: AclOperation
     principal: str = MIRROR_PRINCIPAL
 
     def __str__(self) -> str:
@@ -92,8 +82,8 @@ def filter_scope(regex: str) -> tuple[PatternKind, str]:
 def mirror_source_grants(flow: MirrorFlow) -> tuple[SourceGrant, ...]:
     """Every binding the flow's MirrorMaker needs on its source, sorted."""
     scopes = {
-        SourceResource.TOPIC: filter_scope(flow.topics),
-        SourceResource.GROUP: filter_scope(flow.groups),
+        AclResource.TOPIC: filter_scope(flow.topics),
+        AclResource.GROUP: filter_scope(flow.groups),
     }
     return tuple(
         sorted(

@@ -19,18 +19,12 @@ from confluent_kafka.admin import (
 )
 
 from management_plane.errors import TemporaryError
-from management_plane.mirror.acls import PatternKind, SourceGrant, SourceOperation, SourceResource
+from management_plane.mirror.acls import PatternKind, SourceGrant
 from planner.client_logs import client_logger
 from planner.pki.client_settings import InternalClient
 from planner.pki.files import IdentityFiles
 
 TIMEOUT_S = 15.0
-_RESOURCES = {SourceResource.TOPIC: ResourceType.TOPIC, SourceResource.GROUP: ResourceType.GROUP}
-_OPERATIONS = {
-    SourceOperation.READ: AclOperation.READ,
-    SourceOperation.DESCRIBE: AclOperation.DESCRIBE,
-    SourceOperation.DESCRIBE_CONFIGS: AclOperation.DESCRIBE_CONFIGS,
-}
 _PATTERNS = {
     PatternKind.LITERAL: ResourcePatternType.LITERAL,
     PatternKind.PREFIXED: ResourcePatternType.PREFIXED,
@@ -41,26 +35,15 @@ class SourceAclError(TemporaryError):
     """The source did not take or drop a binding; the step runs again."""
 
 
-def _binding(grant: SourceGrant) -> AclBinding:
-    return AclBinding(
-        _RESOURCES[grant.resource],
+def _fields(grant: SourceGrant) -> tuple[Any, ...]:
+    """What a binding and the filter that finds exactly it both take, in their order."""
+    return (
+        ResourceType[grant.resource.name],
         grant.name,
         _PATTERNS[grant.pattern],
         grant.principal,
         "*",
-        _OPERATIONS[grant.operation],
-        AclPermissionType.ALLOW,
-    )
-
-
-def _filter(grant: SourceGrant) -> AclBindingFilter:
-    return AclBindingFilter(
-        _RESOURCES[grant.resource],
-        grant.name,
-        _PATTERNS[grant.pattern],
-        grant.principal,
-        "*",
-        _OPERATIONS[grant.operation],
+        AclOperation[grant.operation.name],
         AclPermissionType.ALLOW,
     )
 
@@ -83,10 +66,10 @@ class KafkaSourceAcls:
 
     def grant(self, grants: Sequence[SourceGrant]) -> None:
         if grants:
-            bindings = [_binding(g) for g in grants]
+            bindings = [AclBinding(*_fields(g)) for g in grants]
             self._settle("granting", self.admin.create_acls(bindings, request_timeout=TIMEOUT_S))
 
     def revoke(self, grants: Sequence[SourceGrant]) -> None:
         if grants:
-            filters = [_filter(g) for g in grants]
+            filters = [AclBindingFilter(*_fields(g)) for g in grants]
             self._settle("revoking", self.admin.delete_acls(filters, request_timeout=TIMEOUT_S))

@@ -19,8 +19,6 @@ from management_plane.errors import Refusal, RequestRefused
 from management_plane.mirror.acls import (
     PatternKind,
     SourceGrant,
-    SourceOperation,
-    SourceResource,
     filter_scope,
     mirror_source_grants,
 )
@@ -43,6 +41,7 @@ from management_plane.service.operations import (
     expand_steps,
 )
 from management_plane.service.service import Service
+from management_plane.tenants.acls import AclOperation, AclResource
 from planner.contracts.mirror_flow import (
     FlowState,
     MirrorFlow,
@@ -516,9 +515,9 @@ def test_the_mirror_principal_reads_and_describes_only() -> None:
     flow = check_flow_request(_request(groups="billing-.*"), "backup", CLUSTERS)
     grants = mirror_source_grants(flow)
     assert {(g.resource, g.pattern, g.name, g.operation) for g in grants} == {
-        (SourceResource.TOPIC, PatternKind.PREFIXED, "orders.", SourceOperation.READ),
-        (SourceResource.TOPIC, PatternKind.PREFIXED, "orders.", SourceOperation.DESCRIBE),
-        (SourceResource.TOPIC, PatternKind.PREFIXED, "orders.", SourceOperation.DESCRIBE_CONFIGS),
-        (SourceResource.GROUP, PatternKind.PREFIXED, "billing-", SourceOperation.DESCRIBE),
+        (AclResource.TOPIC, PatternKind.PREFIXED, "orders.", AclOperation.READ),
+        (AclResource.TOPIC, PatternKind.PREFIXED, "orders.", AclOperation.DESCRIBE),
+        (AclResource.TOPIC, PatternKind.PREFIXED, "orders.", AclOperation.DESCRIBE_CONFIGS),
+        (AclResource.GROUP, PatternKind.PREFIXED, "billing-", AclOperation.DESCRIBE),
     }
     assert {g.principal for g in grants} == {"User:CN=kaas-mirror,O=KaaS"}
