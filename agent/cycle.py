@@ -50,6 +50,7 @@ from agent.kraft_quorum_tool import ControllerQuorum
 from agent.member_state import member_state
 from agent.metrics.agent_stats import AgentStats
 from agent.metrics_loop import start_metrics_loop
+from agent.mirror_keeper import MirrorKeeper, start_mirror_keeper
 from agent.plan_executor import PlanExecutor, start_plan_executor
 from agent.ports import (
     AdminUnavailable,
@@ -134,6 +135,8 @@ class AgentPorts:
     ZooKeeper mode."""
     certificates: CertificateTender | None = None
     """The VM's certificate renewal; None: the agent leaves its certificate alone."""
+    mirror: MirrorKeeper | None = None
+    """The VM's MirrorMaker process, run on its own thread; None: no flow runs here."""
 
 
 class Agent:
@@ -544,6 +547,8 @@ class Agent:
             sentence += f"; {self.plan_executor.sentence}"
         if self.quorum_keeper is not None and self.quorum_keeper.sentence:
             sentence += f"; {self.quorum_keeper.sentence}"
+        if self.ports.mirror is not None and self.ports.mirror.sentence:
+            sentence += f"; {self.ports.mirror.sentence}"
         if self.zk.connected:
             long_kind = self.long_action.name if self.long_action is not None else None
             try:
@@ -572,6 +577,14 @@ class Agent:
         start_plan_executor(self.plan_executor, lambda: self.planner_role.is_planner, stop)
         if self.quorum_keeper is not None:
             start_quorum_keeper(self.quorum_keeper, self.settings.quorum_check_interval_s, stop)
+        if self.ports.mirror is not None:
+            start_mirror_keeper(
+                self.ports.mirror,
+                lambda: self.broker_id,
+                self._kafka_version,
+                self.settings.loop_interval_s,
+                stop,
+            )
         while not stop.is_set():
             try:
                 sentence = self.run_cycle()
@@ -581,6 +594,10 @@ class Agent:
             on_cycle(sentence)
             self.wake.wait(self.settings.loop_interval_s)
             self.wake.clear()
+
+    def _kafka_version(self) -> str | None:
+        spec = self.memory.last_good_spec
+        return spec.kafka_version if spec is not None else None
 
     def start_metrics(self, stop: threading.Event) -> threading.Thread:
         spec = self.memory.last_good_spec

@@ -1,9 +1,13 @@
-"""MirrorMaker 2 on a VM of a target cluster: its files and its command line.
+"""MirrorMaker 2 on a VM of a target cluster: its files, its command line, and the adapters
+the keeper (agent/mirror_keeper.py) runs it through.
 
 The process runs Kafka's own MirrorMaker driver (dedicated mode) from the image's mirror
 libraries of the cluster's Kafka version, with the properties the single renderer produced
 (planner.contracts.vm_config.mirror). The properties carry the REST stores' password, so
 they are written 0600 and passed by path, never on the command line.
+
+A flow's source credentials are files the management plane delivers to the VM
+(`planner.contracts.mirror_flow.source_credentials_dir`); a flow without them is not started.
 """
 
 from __future__ import annotations
@@ -13,9 +17,29 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from kazoo.client import KazooClient
+from kazoo.exceptions import KazooException, NoNodeError
+
 from agent.errors import AgentError
-from planner.contracts.vm_config.mirror import render_mirror_maker_log4j
+from agent.ports import STOPPED, StoreUnavailable
+from agent.settings import AgentSettings
+from agent.supervisor import KafkaProcess, LocalProcessSupervisor
+from planner.contracts.mirror_flow import (
+    SOURCE_CA_FILE,
+    SOURCE_CLIENT_FILE,
+    SOURCE_CREDENTIALS_DIR,
+    MirrorFlow,
+    source_credentials_dir,
+)
+from planner.contracts.paths import ClusterPaths
+from planner.contracts.vm_config.kafka_tls import TlsFiles
+from planner.contracts.vm_config.mirror import (
+    MirrorEndpoint,
+    RestStores,
+    render_mirror_maker_log4j,
+)
 from planner.contracts.vm_config.properties import server_properties_text
+from planner.pki.pkcs12 import write_pkcs12_stores
 from planner.private_files import private_dir, write_private
 
 MIRROR_MAKER_MAIN = "org.apache.kafka.connect.mirror.MirrorMaker"
@@ -79,3 +103,124 @@ def mirror_maker_command(
         MIRROR_MAKER_MAIN,
         str(files.properties),
     ]
+
+
+SOURCE_CLIENT = SOURCE_CLIENT_FILE
+SOURCE_CA = SOURCE_CA_FILE
+
+
+def mirror_dir(settings: AgentSettings) -> Path:
+    return settings.local_state_dir / "mirror"
+
+
+def source_dir(settings: AgentSettings, flow: str) -> Path:
+    """Where the management plane puts a flow's source credentials on this VM."""
+    return source_credentials_dir(settings.local_state_dir, flow)
+
+
+class KazooMirrorFlows:
+    """The flows into this cluster and its live agents, read from ZooKeeper."""
+
+    def __init__(self, client: KazooClient, paths: ClusterPaths) -> None:
+        self.client = client
+        self.paths = paths
+
+    def read_flows(self) -> dict[str, bytes]:
+        values: dict[str, bytes] = {}
+        try:
+            children = self.client.get_children(self.paths.mirror_flows)
+        except NoNodeError:
+            return values
+        except KazooException as exc:
+            raise StoreUnavailable(str(exc)) from exc
+        for child in children:
+            try:
+                values[child] = self.client.get(self.paths.mirror_flow(child))[0]
+            except NoNodeError:
+                continue  # removed between the listing and the read
+            except KazooException as exc:
+                raise StoreUnavailable(str(exc)) from exc
+        return values
+
+    def live_broker_ids(self) -> frozenset[int]:
+        try:
+            children = self.client.get_children(self.paths.members)
+        except NoNodeError:
+            return frozenset()
+        except KazooException as exc:
+            raise StoreUnavailable(str(exc)) from exc
+        return frozenset(int(c) for c in children if c.isdigit())
+
+
+class VmMirrorCredentials:
+    """This VM's identity towards its own cluster and the REST server; each flow's source
+    credentials from the files the management plane delivered."""
+
+    def __init__(self, settings: AgentSettings) -> None:
+        self.settings = settings
+
+    def target(self) -> MirrorEndpoint:
+        identity = self.settings.identity
+        return MirrorEndpoint(
+            self.settings.bootstrap, TlsFiles(str(identity.keystore), str(identity.trust_bundle))
+        )
+
+    def sources_held(self) -> frozenset[str]:
+        sources = self.settings.local_state_dir.joinpath(*SOURCE_CREDENTIALS_DIR)
+        if not sources.is_dir():
+            return frozenset()
+        return frozenset(
+            d.name
+            for d in sources.iterdir()
+            if (d / SOURCE_CLIENT).is_file() and (d / SOURCE_CA).is_file()
+        )
+
+    def source(self, flow: MirrorFlow) -> MirrorEndpoint:
+        folder = source_dir(self.settings, flow.name)
+        return MirrorEndpoint(
+            flow.source.bootstrap_servers,
+            TlsFiles(str(folder / SOURCE_CLIENT), str(folder / SOURCE_CA)),
+        )
+
+    def rest_stores(self) -> RestStores:
+        # The password kept beside the stores is reused: the properties stay the same.
+        stores = write_pkcs12_stores(self.settings.identity, mirror_dir(self.settings) / "rest")
+        return RestStores(str(stores.keystore), str(stores.truststore), stores.password)
+
+
+class _MirrorMakerJvm(LocalProcessSupervisor):
+    """The local supervisor's pid-file handling, with MirrorMaker's command line."""
+
+    def __init__(self, settings: AgentSettings, files: MirrorMakerFiles) -> None:
+        super().__init__(settings, KafkaProcess.MIRROR_MAKER)
+        self.files = files
+
+    def command(self, kafka_version: str) -> list[str]:
+        s = self.settings
+        return mirror_maker_command(
+            s.java, mirror_libs(s.image_root, kafka_version), self.files, s.mirror_heap
+        )
+
+
+class LocalMirrorProcess:
+    """MirrorMaker as a child JVM of the agent (the local provider), known by its pid file."""
+
+    def __init__(self, settings: AgentSettings) -> None:
+        self.files = MirrorMakerFiles(mirror_dir(settings))
+        self.jvm = _MirrorMakerJvm(settings, self.files)
+
+    def running(self) -> bool:
+        return self.jvm.state() != STOPPED
+
+    def started_properties(self) -> str | None:
+        try:
+            return self.files.properties.read_text()
+        except OSError:
+            return None
+
+    def start(self, properties: Mapping[str, str], kafka_version: str) -> None:
+        self.files.write(properties)
+        self.jvm.start(kafka_version)
+
+    def stop(self, timeout: float) -> None:
+        self.jvm.stop(timeout)

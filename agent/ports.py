@@ -1,6 +1,7 @@
 """What the agent's shell talks to, as typing.Protocol ports: ZooKeeper (what the agent reads
 and writes there), the Kafka admin (the local broker, and the whole cluster for the planner),
-Kafka's reassignment API, the process supervisor, the plan store and the clock.
+Kafka's reassignment API, the process supervisor, the plan store, the clock, and MirrorMaker's
+flows, files and process.
 
 The real adapters (agent/adapters.py, agent/supervisor.py, agent/reassign_admin.py,
 planner/store.py) implement them; `Agent` and `PlanExecutor` take them injected, so unit
@@ -19,9 +20,11 @@ from agent.errors import AgentError
 from agent.pipeline import ConfigChange, Move, PartitionKey, Reassigning
 from agent.zk_membership import ReconfigChange
 from planner.contracts.kafka_state import PartitionState
+from planner.contracts.mirror_flow import MirrorFlow
 from planner.contracts.plan_records import Progress
 from planner.contracts.plan_status import PlanStatus
 from planner.contracts.spec import ClusterSpec
+from planner.contracts.vm_config.mirror import MirrorEndpoint, RestStores
 from planner.store import StoredPlan
 
 
@@ -249,3 +252,40 @@ class Clock(Protocol):
         """Wall time, seconds since the epoch."""
 
     def sleep(self, seconds: float) -> None: ...
+
+
+class MirrorFlowSource(Protocol):
+    """The target cluster's MirrorMaker flows and its live agents, as the keeper reads them
+    (StoreUnavailable when ZooKeeper does not answer)."""
+
+    def read_flows(self) -> dict[str, bytes]:
+        """The raw value of every child of `/kaas/<cluster>/mirror/flows`, by name."""
+
+    def live_broker_ids(self) -> frozenset[int]:
+        """The broker ids of the agents whose member znodes exist."""
+
+
+class MirrorProcessControl(Protocol):
+    """This VM's MirrorMaker process."""
+
+    def running(self) -> bool: ...
+
+    def started_properties(self) -> str | None:
+        """The properties the process was (last) started with, None before any start."""
+
+    def start(self, properties: Mapping[str, str], kafka_version: str) -> None: ...
+
+    def stop(self, timeout: float) -> None: ...
+
+
+class MirrorCredentials(Protocol):
+    """How this VM's MirrorMaker reaches the clusters: its files."""
+
+    def target(self) -> MirrorEndpoint: ...
+
+    def sources_held(self) -> frozenset[str]:
+        """The flows whose source CA and client identity are on this VM."""
+
+    def source(self, flow: MirrorFlow) -> MirrorEndpoint: ...
+
+    def rest_stores(self) -> RestStores: ...

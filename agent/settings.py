@@ -132,6 +132,9 @@ class AgentSettings:
     statsd_port: int = 8125
     metrics_topic: str = "_kaas_metrics"
     metrics_interval_s: float = 30.0
+    mirror_rest_port: int = 8083
+    """MirrorMaker 2's internal REST server (mutual TLS), on the VM's address."""
+    mirror_heap: str = "-Xms256m -Xmx512m"
 
     @property
     def kraft(self) -> bool:

@@ -49,11 +49,13 @@ def jolokia_agent(image_root: Path) -> Path:
 
 
 class KafkaProcess(StrEnum):
-    """The Kafka processes an agent supervises: the broker, and on a KRaft cluster's first
-    VMs the controller (a process of its own: isolated mode)."""
+    """The Kafka processes an agent supervises: the broker, on a KRaft cluster's first VMs
+    the controller (a process of its own: isolated mode), and MirrorMaker where flows run."""
 
     BROKER = "kafka"
     CONTROLLER = "controller"
+    MIRROR_MAKER = "mirror-maker"
+    """MirrorMaker 2, when flows into the cluster run on the VM (agent/mirror_maker.py)."""
 
 
 KAFKA_LOG4J2 = "kafka-log4j2.properties"

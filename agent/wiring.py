@@ -7,6 +7,8 @@ from __future__ import annotations
 import datetime as dt
 import time
 
+from kazoo.client import KazooClient
+
 from agent.adapters import (
     ConfluentBrokerAdmin,
     ConfluentClusterAdmin,
@@ -17,6 +19,8 @@ from agent.adapters import (
 from agent.cert_keeper import CertificateKeeper, KazooCertificateExchange, presented_serial
 from agent.cycle import Agent, AgentPorts
 from agent.kraft_quorum_tool import MetadataQuorumTool
+from agent.mirror_keeper import Journal, MirrorKeeper
+from agent.mirror_maker import KazooMirrorFlows, LocalMirrorProcess, VmMirrorCredentials
 from agent.planner_role import PlannerRole
 from agent.ports import BrokerSupervisor, ReassignmentAdmin
 from agent.reassign_admin import KafkaReassignmentAdmin
@@ -57,6 +61,25 @@ def quorum_tool(settings: AgentSettings) -> MetadataQuorumTool:
         kafka=settings.kafka_client,
         controller_config=str(controller_config) if settings.runs_controller else None,
         clock_ms=lambda: int(time.time() * 1000),
+    )
+
+
+def mirror_keeper(
+    settings: AgentSettings, client: KazooClient, journal: Journal
+) -> MirrorKeeper | None:
+    """MirrorMaker supervision where the VM's processes are the agent's children; the image
+    has no systemd unit for it yet."""
+    if settings.supervisor != "local":
+        return None
+    return MirrorKeeper(
+        settings.cluster,
+        KazooMirrorFlows(client, ClusterPaths(settings.cluster)),
+        LocalMirrorProcess(settings),
+        VmMirrorCredentials(settings),
+        settings.address,
+        settings.mirror_rest_port,
+        time.monotonic,
+        journal,
     )
 
 
@@ -135,6 +158,11 @@ def build_agent(settings: AgentSettings, supervisor: BrokerSupervisor | None = N
                 lambda: presented_serial(settings.address, settings.kafka_port, settings.identity),
                 dt.timedelta(days=settings.certificate_renewal_days),
                 lambda: dt.datetime.now(dt.UTC),
+                lambda action, reason, result: agents[0].journal(action, reason, result),
+            ),
+            mirror=mirror_keeper(
+                settings,
+                zookeeper.client,
                 lambda action, reason, result: agents[0].journal(action, reason, result),
             ),
         ),

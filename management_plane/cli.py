@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 VM_ACTIONS = ("stop", "start", "kill", "pause", "resume", "wipe")
 # The management plane's own commands: `serve` logs to its own file, the rest are HTTP calls.
-SERVICE_COMMANDS = ("serve", "cluster", "tenant", "topic", "op", "alerts")
+SERVICE_COMMANDS = ("serve", "cluster", "tenant", "topic", "mirror", "op", "alerts")
 # The install extra that brings each package only some planes need.
 EXTRA_OF_PACKAGE = {
     **dict.fromkeys(("pyspark", "matplotlib", "pandas", "pyarrow", "numpy"), "analytics"),

@@ -47,6 +47,7 @@ from management_plane.local.state import (
     LOCK_FILE,
     ClusterState,
     locked,
+    mirror_maker_record,
     read_state,
     require_state,
     write_state,
@@ -90,6 +91,7 @@ BROKERS_READY_TIMEOUT = 240.0
 KAFKA_STOP_TIMEOUT = 120.0
 ZOOKEEPER_STOP_TIMEOUT = 30.0
 AGENT_STOP_TIMEOUT = 30.0
+MIRROR_MAKER_STOP_TIMEOUT = 30.0
 METRICS_TOPIC = "_kaas_metrics"  # the agents' default metrics_topic
 RETIRED_DIR = "retired"  # logs of recycled VMs; their indexes (and addresses) are not reused
 
@@ -381,6 +383,9 @@ class LocalCluster:
         for vm in state.layout.vms:
             stop_process(state.record(vm.name, "agent"), AGENT_STOP_TIMEOUT)
             state.set_record(vm.name, "agent", None)
+        # MirrorMaker next, while both clusters it talks to still answer.
+        for vm in state.layout.vms:
+            stop_process(mirror_maker_record(vm), MIRROR_MAKER_STOP_TIMEOUT)
         for vm in state.layout.vms:
             send_signal(state.record(vm.name, "kafka"), signal.SIGCONT)
             send_signal(state.record(vm.name, "kafka"), signal.SIGTERM)
@@ -689,6 +694,8 @@ class LocalCluster:
         for kind in reversed(state.kinds):
             stop_process(state.record(vm.name, kind), timeouts.get(kind, ZOOKEEPER_STOP_TIMEOUT))
             state.set_record(vm.name, kind, None)
+        # After its agent, which would start it again.
+        stop_process(mirror_maker_record(vm), MIRROR_MAKER_STOP_TIMEOUT)
 
     def vm_action(self, action: str, vm_name: str, only: str | None = None) -> str:
         with locked(self.home):

@@ -233,6 +233,7 @@ def agent_settings(
         "kafka_port": vm.ports.kafka_internal,
         "kafka_tenant_port": vm.ports.kafka_tenant,
         "jolokia_port": vm.ports.jolokia,
+        "mirror_rest_port": vm.ports.mirror_rest,
         "kafka_heap": " ".join(KAFKA_HEAP),
         "host_sizing": HOST_SIZING.value,
         "loop_interval_s": 2,

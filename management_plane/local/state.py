@@ -32,6 +32,13 @@ AGENT_PID_FILE = (
 )
 # Where a VM's agent records each process it started, by kind.
 AGENT_PID_FILES = {"kafka": AGENT_PID_FILE, "controller": "controller.pid"}
+# MirrorMaker, which the agent starts only where flows run (agent/mirror_maker.py).
+MIRROR_MAKER_PID_FILE = "mirror-maker.pid"
+
+
+def mirror_maker_record(vm: VmLayout) -> ProcessRecord | None:
+    """The MirrorMaker process a VM's agent started, if it recorded one."""
+    return _agent_started_broker(vm.directory / MIRROR_MAKER_PID_FILE)
 
 
 @dataclass

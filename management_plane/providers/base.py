@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 from management_plane.errors import TemporaryError
+from planner.pki.authority import Authority
 from planner.pki.files import IdentityFiles
 
 VM_STATES = ("pending", "running", "stopped", "terminated")
@@ -115,6 +116,25 @@ class AdoptsClusters(Protocol):
     adopted: dict[str, Path]
     """Clusters started outside the service (`kaas up`), by name: the service runs
     operations on them but never deletes them."""
+
+
+@runtime_checkable
+class DeliversMirrorSources(Protocol):
+    def cluster_authority(self, cluster: str) -> Authority:
+        """The cluster's CA, which signs a flow's `kaas-mirror` certificate of it."""
+        ...
+
+    def deliver_mirror_source(
+        self, target: str, flow: str, client_pem: bytes, ca_pem: bytes
+    ) -> None:
+        """Put the identity a flow's MirrorMaker presents to its source (key and certificate,
+        PEM) and the source's CA on every VM of the target cluster (planner.contracts.
+        mirror_flow's `source_credentials_dir`), readable by the VM's agent only."""
+        ...
+
+    def withdraw_mirror_source(self, target: str, flow: str) -> None:
+        """Remove those files from every VM of the target (gone already: nothing to do)."""
+        ...
 
 
 @runtime_checkable

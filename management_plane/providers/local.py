@@ -12,6 +12,7 @@ re-replicates onto it).
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import structlog
@@ -22,13 +23,19 @@ from management_plane.local.cluster import LocalCluster
 from management_plane.local.image import LocalImage, load_image
 from management_plane.local.layout import ZONES, VmLayout, address_base_of
 from management_plane.local.processes import is_alive
-from management_plane.local.state import read_state
+from management_plane.local.state import read_state, require_state
 from management_plane.local.tls import admin_identity_in
 from management_plane.providers.base import ProviderError, VmInfo, VmRequest
 from planner.contracts.kafka_release import KAFKA_RELEASES, KafkaMode
 from planner.contracts.kafka_state import volume_broker_id
+from planner.contracts.mirror_flow import (
+    SOURCE_CA_FILE,
+    SOURCE_CLIENT_FILE,
+    source_credentials_dir,
+)
 from planner.pki.authority import Authority, IssuedCertificate
 from planner.pki.files import IdentityFiles, load_authority
+from planner.private_files import private_dir, write_private
 
 log = structlog.get_logger("kaas.provider.local")
 
@@ -204,6 +211,24 @@ class LocalProvider:
         """The admin identity `kaas up` and the VM commands issue into the cluster's folder."""
         identity = admin_identity_in(self.cluster_home(cluster))
         return identity if identity.exists() else None
+
+    # -- MirrorMaker flows (management_plane.mirror.operation) ----------------------------
+
+    def _vm_dirs(self, cluster: str) -> list[Path]:
+        return [vm.directory for vm in require_state(self.cluster_home(cluster)).layout.vms]
+
+    def deliver_mirror_source(
+        self, target: str, flow: str, client_pem: bytes, ca_pem: bytes
+    ) -> None:
+        for directory in self._vm_dirs(target):
+            folder = source_credentials_dir(directory, flow)
+            private_dir(folder)
+            write_private(folder / SOURCE_CLIENT_FILE, client_pem)
+            write_private(folder / SOURCE_CA_FILE, ca_pem)
+
+    def withdraw_mirror_source(self, target: str, flow: str) -> None:
+        for directory in self._vm_dirs(target):
+            shutil.rmtree(source_credentials_dir(directory, flow), ignore_errors=True)
 
     # -- the cluster's CA (management_plane.security.rotation) ---------------------------
 

@@ -16,6 +16,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from management_plane.drills.operation import DrillAsk
 from management_plane.errors import ApiError, KaasError, http_answer
+from management_plane.mirror.flows import MirrorFlows
+from management_plane.mirror.routes import add_mirror_routes
 from management_plane.monitoring.dashboard_routes import DashboardSessions, add_dashboard_routes
 from management_plane.monitoring.dashboard_source import DashboardSource
 from management_plane.monitoring.routes import add_alert_routes
@@ -366,6 +368,7 @@ def create_app(service: Service) -> FastAPI:
 
     if service.tenants is not None:
         add_tenant_routes(app, service.tenants, caller, admin, ERRORS)
+    add_mirror_routes(app, MirrorFlows(service), admin, operation_out, OperationOut, ERRORS)
     add_alert_routes(app, service.alerts, admin, ERRORS)
     add_dashboard_routes(app, service.db, DashboardSource(service), DashboardSessions(), ERRORS)
     add_docs_routes(app, caller)

@@ -1,5 +1,6 @@
 """The `kaas` command line's side of the API: an HTTP client (standard library only) and the
-`kaas cluster ...`, `kaas tenant ...`, `kaas topic ...` and `kaas op ...` commands."""
+`kaas cluster ...`, `kaas tenant ...`, `kaas topic ...`, `kaas mirror ...` and `kaas op ...`
+commands."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from management_plane.errors import KaasError
+from management_plane.mirror.cli import add_mirror_commands, run_mirror
 from management_plane.service.tls import api_client_context, api_trust_bundle
 from planner.pki.client_settings import TenantClient
 
@@ -299,6 +301,8 @@ def add_commands(commands: Any) -> None:
     topic_delete.add_argument("tenant")
     topic_delete.add_argument("name")
 
+    add_mirror_commands(commands, with_api)
+
     op = commands.add_parser("op", help="operations of the management plane")
     op_actions = op.add_subparsers(dest="action", required=True)
     watch = with_api(op_actions.add_parser("watch", help="follow an operation to its end"))
@@ -450,6 +454,8 @@ def run(args: argparse.Namespace) -> int:
         return _alerts_command(client, args)
     if args.command == "tenant":
         return _tenant_command(client, args)
+    if args.command == "mirror":
+        return run_mirror(client, args, watch_operation)
     if args.command == "topic":
         return _topic_command(client, args)
     if args.command == "op":

@@ -26,6 +26,7 @@ from planner.contracts.kraft_migration import (
     parse_zk_migration_record,
 )
 from planner.contracts.member import MemberReadings, parse_members
+from planner.contracts.mirror_flow import MirrorFlow, MirrorFlowReadings, parse_mirror_flows
 from planner.contracts.paths import ClusterPaths
 from planner.contracts.plan_status import PlanStatus
 from planner.contracts.spec import ClusterSpec, SpecError, parse_spec
@@ -148,6 +149,41 @@ class ClusterIO:
     def plan_status(self) -> PlanStatus:
         """Where the stored plan stands, with the running plan's data movement."""
         return self._with_zk(lambda zk: PlanStore(zk, self.cluster).read_status())
+
+    # -- MirrorMaker 2 flows into the cluster -----------------------------------------------
+
+    def mirror_flows(self) -> MirrorFlowReadings:
+        def read(zk: KazooClient) -> MirrorFlowReadings:
+            values: dict[str, bytes] = {}
+            try:
+                children = zk.get_children(self.paths.mirror_flows)
+            except NoNodeError:
+                return MirrorFlowReadings()
+            for child in children:
+                with suppress(NoNodeError):
+                    values[child] = zk.get(self.paths.mirror_flow(child))[0]
+            return parse_mirror_flows(values)
+
+        return self._with_zk(read)
+
+    def put_mirror_flow(self, flow: MirrorFlow) -> None:
+        """Create the flow's znode, or replace its value (a state change)."""
+
+        def write(zk: KazooClient) -> None:
+            path = self.paths.mirror_flow(flow.name)
+            try:
+                zk.create(path, flow.encode(), makepath=True)
+            except NodeExistsError:
+                zk.set(path, flow.encode())
+
+        self._with_zk(write)
+
+    def remove_mirror_flow(self, name: str) -> None:
+        def delete(zk: KazooClient) -> None:
+            with suppress(NoNodeError):
+                zk.delete(self.paths.mirror_flow(name))
+
+        self._with_zk(delete)
 
     # -- agents and brokers ---------------------------------------------------------------
 

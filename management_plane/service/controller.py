@@ -22,6 +22,8 @@ import structlog
 
 from management_plane.drills.process import DrillProcesses, LocalDrillProcesses
 from management_plane.errors import KaasError, StepVerdict, step_verdict
+from management_plane.mirror.acls import SourceAclPort
+from management_plane.mirror.kafka import KafkaSourceAcls
 from management_plane.providers.base import (
     BootstrapsClusters,
     DeletesClusters,
@@ -55,6 +57,7 @@ from management_plane.service.steps import (
 )
 from planner.contracts.ensemble_repair import EnsembleRepairRequest
 from planner.contracts.member import MemberReadings
+from planner.contracts.mirror_flow import MirrorFlow, MirrorFlowReadings
 from planner.contracts.spec import ClusterSpec, parse_spec
 from planner.pki.files import IdentityFiles
 from planner.zookeeper_ensemble import EnsembleConfig, EnsembleConfigError, repair_outstanding
@@ -85,7 +88,15 @@ class ClusterPort(Protocol):
 
     def partitions(self) -> list[PartitionState]: ...
 
+    def mirror_flows(self) -> MirrorFlowReadings: ...
 
+    def put_mirror_flow(self, flow: MirrorFlow) -> None: ...
+
+    def remove_mirror_flow(self, name: str) -> None: ...
+
+
+SourceAclsFactory = Callable[[str, IdentityFiles], SourceAclPort]
+"""(a cluster's bootstrap servers, the admin identity the provider holds for it) -> its ACLs."""
 ClusterPortFactory = Callable[[str, list[str], IdentityFiles | None], ClusterPort]
 """(cluster, the addresses of its VMs, the client identity the provider holds for it) -> the
 port; ClusterUnreachable when it cannot be."""
@@ -126,6 +137,7 @@ class Controller:
         cluster_io: ClusterPortFactory = ClusterIO,
         drill_processes: DrillProcesses | None = None,
         certificates: CertificateStoreFactory = ZooKeeperCertificates,
+        source_acls: SourceAclsFactory = KafkaSourceAcls,
     ) -> None:
         self.db = db
         self.provider = provider
@@ -134,6 +146,8 @@ class Controller:
         self.drill_processes = drill_processes or LocalDrillProcesses()
         self.certificates = certificates
         """The cluster's certificate znodes, for the rotation steps."""
+        self.source_acls = source_acls
+        """A mirror flow's source cluster's ACLs (management_plane.mirror.operation)."""
 
     # -- helpers --------------------------------------------------------------------------
 
@@ -153,6 +167,10 @@ class Controller:
             if vm["vm_id"] not in exclude and vm["state"] in ("running", "draining", "joining")
         ]
         return self.cluster_io(cluster, addresses, client_identity(self.provider, cluster))
+
+    def cluster_port(self, cluster: str) -> ClusterPort:
+        """The running cluster's ZooKeeper and Kafka, for steps registered elsewhere."""
+        return self._io(cluster)
 
     def _record(self, info: VmInfo, state: str) -> None:
         self.db.upsert_vm(
@@ -609,4 +627,5 @@ class Controller:
 # exists, so the registry is whole wherever the controller is.
 import management_plane.drills.operation  # noqa: E402, F401
 from management_plane.migration import steps as _migration_steps  # noqa: E402, F401
+from management_plane.mirror import operation as _mirror_steps  # noqa: E402, F401
 from management_plane.security import rotation as _rotation  # noqa: E402, F401

@@ -35,6 +35,8 @@ class OperationKind(StrEnum):
     RUN_DRILL = "run_drill"
     ROTATE_CERTS = "rotate_certs"
     ROTATE_CA = "rotate_ca"
+    CREATE_MIRROR_FLOW = "create_mirror_flow"
+    DELETE_MIRROR_FLOW = "delete_mirror_flow"
     # Tenant operations run inside their request (tenant_service), through the same runner.
     CREATE_TENANT = "create_tenant"
     DELETE_TENANT = "delete_tenant"
@@ -115,6 +117,14 @@ class StepName(StrEnum):
     SIGN_LEAVES = "sign_leaves"
     WAIT_LEAVES = "wait_leaves"
     PROMOTE_CA = "promote_ca"
+    # MirrorMaker 2 flows into the cluster (management_plane.mirror.operation)
+    GRANT_SOURCE_ACLS = "grant_source_acls"
+    DELIVER_SOURCE = "deliver_source"
+    WRITE_FLOW = "write_flow"
+    STOP_FLOW = "stop_flow"
+    REMOVE_FLOW = "remove_flow"
+    WITHDRAW_SOURCE = "withdraw_source"
+    REVOKE_SOURCE_ACLS = "revoke_source_acls"
     # tenant steps (management_plane.service.tenant_service)
     REGISTER = "register"
     CREDENTIAL = "credential"
@@ -293,6 +303,13 @@ def expand_steps(kind: OperationKind | str, batch_count: int = 0) -> list[StepRe
         if kind == OperationKind.ROTATE_CERTS:
             return [*steps, StepRef(N.FINISH)]
         return [StepRef(N.STAGE_CA), *steps, StepRef(N.PROMOTE_CA), StepRef(N.FINISH)]
+    if kind == OperationKind.CREATE_MIRROR_FLOW:
+        # The source's ACLs and credentials first: the agents start the flow as soon as they
+        # read it.
+        return _steps(N.GRANT_SOURCE_ACLS, N.DELIVER_SOURCE, N.WRITE_FLOW, N.FINISH)
+    if kind == OperationKind.DELETE_MIRROR_FLOW:
+        # Marked deleting first, so the agents stop mirroring before the value is gone.
+        return _steps(N.STOP_FLOW, N.REMOVE_FLOW, N.WITHDRAW_SOURCE, N.REVOKE_SOURCE_ACLS, N.FINISH)
     if kind == OperationKind.CREATE_TENANT:
         return _steps(N.REGISTER, N.CREDENTIAL, N.ACLS, N.QUOTAS, N.VERIFY, N.API_KEY)
     if kind == OperationKind.DELETE_TENANT:

@@ -34,6 +34,8 @@ class JournalAction(StrEnum):
     CONTROLLER_REELECTION = "controller_reelection"
     # certificate renewal (agent/cert_keeper.py)
     CERTIFICATE = "certificate"
+    # the VM's MirrorMaker 2 process (agent/mirror_keeper.py)
+    MIRROR_MAKER = "mirror_maker"
 
 
 @dataclass(frozen=True)

@@ -14,8 +14,10 @@ a filter neither engine can read is refused before any VM sees it.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
+from pathlib import Path
 from typing import Any
 
 from planner.contracts.fields import (
@@ -29,13 +31,29 @@ from planner.contracts.fields import (
 )
 from planner.contracts.paths import validate_cluster_name
 
-MIRROR_FLOW_SCHEMA_VERSION = 1
+MIRROR_FLOW_SCHEMA_VERSION = 2
+# Schema 1 had no placement: such a flow runs on the first DEFAULT_WORKERS VMs.
+_READABLE_SCHEMAS = (1, 2)
+DEFAULT_WORKERS = 2
+MAX_WORKERS = 16
 _FLOW_NAME = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,38}[a-z0-9])?")
 # host:port[,host:port...] with a host of letters, digits, dots, dashes or an IPv4 address.
 _BOOTSTRAP = re.compile(r"[A-Za-z0-9.-]+:[0-9]{1,5}(?:,[A-Za-z0-9.-]+:[0-9]{1,5})*")
 # Java and Python read these constructs differently or not at all.
 _JAVA_ONLY = ("(?<", "\\p{", "\\P{", "(?>", "*+", "++", "?+", "\\Q", "\\E")
 MAX_FILTER_LENGTH = 1000
+
+
+# Where a flow's source credentials lie on each VM of the target, under the VM's state
+# folder: the client identity (key and certificate, one PEM file) the source's CA signed,
+# and that CA. The management plane delivers them; the agent reads them.
+SOURCE_CREDENTIALS_DIR = ("mirror", "sources")
+SOURCE_CLIENT_FILE = "client.pem"
+SOURCE_CA_FILE = "ca.pem"
+
+
+def source_credentials_dir(vm_state_dir: Path, flow: str) -> Path:
+    return vm_state_dir.joinpath(*SOURCE_CREDENTIALS_DIR, validate_flow_name(flow))
 
 
 class SourceKind(StrEnum):
@@ -78,6 +96,11 @@ class MirrorFlow:
     """How often consumer group offsets are checkpointed and synced to the target: the
     bound on the messages a failed-over group sees again."""
     replication_factor: int = 3
+    placement: tuple[int, ...] = ()
+    """The broker ids of the VMs that run the flow; empty: the first `workers` VMs."""
+    workers: int = DEFAULT_WORKERS
+    """With no placement, how many VMs run the flow: those of the lowest broker ids among
+    the cluster's live agents, so the flow moves when one of them is gone."""
 
     def __post_init__(self) -> None:
         validate_flow_name(self.name)
@@ -97,6 +120,17 @@ class MirrorFlow:
             )
         if not 1 <= self.replication_factor <= 5:
             raise ContractError(f"replication_factor must be 1 to 5, got {self.replication_factor}")
+        if not 1 <= self.workers <= MAX_WORKERS:
+            raise ContractError(f"workers must be 1 to {MAX_WORKERS}, got {self.workers}")
+        if len(self.placement) > MAX_WORKERS or any(
+            not isinstance(b, int) or isinstance(b, bool) or b < 0 for b in self.placement
+        ):
+            raise ContractError(
+                f"placement must be at most {MAX_WORKERS} broker ids (integers from 0), "
+                f"got {list(self.placement)}"
+            )
+        if len(set(self.placement)) != len(self.placement):
+            raise ContractError(f"placement names a broker twice: {list(self.placement)}")
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -109,10 +143,24 @@ class MirrorFlow:
             "state": self.state.value,
             "checkpoint_interval_s": self.checkpoint_interval_s,
             "replication_factor": self.replication_factor,
+            "placement": list(self.placement),
+            "workers": self.workers,
         }
 
     def encode(self) -> bytes:
         return dump(self.to_json())
+
+    def deleting(self) -> MirrorFlow:
+        return replace(self, state=FlowState.DELETING)
+
+    def runs_on(self, broker_id: int, live_broker_ids: frozenset[int]) -> bool:
+        """Whether the VM of `broker_id` runs this flow, given the broker ids of the
+        cluster's live agents (this VM's included)."""
+        if self.state is not FlowState.ACTIVE:
+            return False
+        if self.placement:
+            return broker_id in self.placement
+        return broker_id in sorted(live_broker_ids | {broker_id})[: self.workers]
 
     def mirrored_topic(self, topic: str) -> str:
         """The topic's name on the target under MirrorMaker's default replication policy."""
@@ -180,7 +228,7 @@ def filter_matches(pattern: str, name: str) -> bool:
 def parse_mirror_flow(raw: bytes | str) -> MirrorFlow:
     what = "mirror_flow"
     value = load_object(raw, what)
-    schema_version(value, what, (MIRROR_FLOW_SCHEMA_VERSION,))
+    version = schema_version(value, what, _READABLE_SCHEMAS)
     source = value.get("source")
     if not isinstance(source, dict):
         raise ContractError(f"{what}.source must be an object")
@@ -197,4 +245,42 @@ def parse_mirror_flow(raw: bytes | str) -> MirrorFlow:
         state=choice(value, "state", what, FlowState),
         checkpoint_interval_s=integer(value, "checkpoint_interval_s", what, minimum=1),
         replication_factor=integer(value, "replication_factor", what, minimum=1),
+        **(_placement(value, what) if version >= 2 else {}),
     )
+
+
+@dataclass(frozen=True)
+class MirrorFlowReadings:
+    """The flows of `/kaas/<target>/mirror/flows` by name, and the children this reader
+    could not use, with the reason (a reader never acts on those)."""
+
+    flows: dict[str, MirrorFlow] = field(default_factory=dict)
+    unreadable: dict[str, str] = field(default_factory=dict)
+
+
+def parse_mirror_flows(values: Mapping[str, bytes]) -> MirrorFlowReadings:
+    """Every child's value; a value under a child of another name is unreadable too."""
+    readings = MirrorFlowReadings()
+    for name, raw in sorted(values.items()):
+        try:
+            flow = parse_mirror_flow(raw)
+        except ContractError as exc:
+            readings.unreadable[name] = str(exc)
+            continue
+        if flow.name != name:
+            readings.unreadable[name] = f"the value under {name} names flow {flow.name}"
+            continue
+        readings.flows[name] = flow
+    return readings
+
+
+def _placement(value: dict[str, Any], what: str) -> dict[str, Any]:
+    placement = value.get("placement")
+    if not isinstance(placement, list) or not all(
+        isinstance(b, int) and not isinstance(b, bool) for b in placement
+    ):
+        raise ContractError(f"{what}.placement must be a list of broker ids")
+    return {
+        "placement": tuple(placement),
+        "workers": integer(value, "workers", what, minimum=1),
+    }

@@ -38,6 +38,7 @@ class Role(StrEnum):
 
     NODE = "kaas-node"  # a VM's brokers, controllers, ZooKeeper server and agent
     ADMIN = "kaas-admin"  # the management plane, the CLI and Kafka's tools run by an operator
+    MIRROR = "kaas-mirror"  # MirrorMaker reading a source cluster: no super user, ACLs only
 
 
 def role_distinguished_name(role: Role) -> str:

@@ -1,88 +1,128 @@
-"""MirrorMaker 2 between two real local clusters over mutual TLS: the shared cluster is the
-source, a second cluster the target, and two of the target's VMs run MirrorMaker from the
-rendered properties as a group. Every message produced with acks=all arrives on the target
-in order per key, also after one of the two processes is killed."""
+"""MirrorMaker 2 between two real local clusters over mutual TLS, driven as an operator does:
+the shared cluster is the source (given by its bootstrap servers: it runs no agents, so no
+service adopts it), a second cluster with agents the target, adopted by a real `kaas serve`.
+`kaas mirror create` writes the flow; the target's agents start MirrorMaker on the first two
+VMs as a group, reading the source as `kaas-mirror` with only the flow's read-only bindings
+(what the create operation gives a KaaS source); every message produced with acks=all
+arrives on the target in order per key, also after one process is killed (its agent starts
+it again); `kaas mirror delete` stops them. Bad input is refused with the field named and
+nothing stored."""
 
 from __future__ import annotations
 
+import datetime as dt
+import os
 import signal
+import time
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from agent.mirror_maker import MirrorMakerFiles, mirror_libs, mirror_maker_command
-from management_plane.local.image import find_java, load_image
-from management_plane.local.processes import (
-    ProcessRecord,
-    send_signal,
-    start_process,
-    wait_gone,
+from management_plane.local.processes import ProcessRecord, is_alive, send_signal
+from management_plane.local.state import mirror_maker_record
+from management_plane.local.tls import authority_dir_in
+from management_plane.mirror.acls import SourceGrant, mirror_source_grants
+from management_plane.mirror.kafka import KafkaSourceAcls
+from planner.contracts.mirror_flow import (
+    SOURCE_CA_FILE,
+    SOURCE_CLIENT_FILE,
+    MirrorFlow,
+    MirrorSource,
+    SourceKind,
+    source_credentials_dir,
 )
-from management_plane.local.tls import vm_identity
-from planner.contracts.mirror_flow import MirrorFlow, MirrorSource, SourceKind
-from planner.contracts.vm_config.kafka_tls import TlsFiles
-from planner.contracts.vm_config.mirror import (
-    MirrorEndpoint,
-    RestStores,
-    render_mirror_maker_properties,
-)
-from planner.pki.files import IdentityFiles
-from planner.pki.pkcs12 import write_pkcs12_stores
+from planner.pki.authority import Role, issue
+from planner.pki.files import load_authority
+from planner.private_files import private_dir, write_private
 from tests import harness
-from tests.harness import ClusterHandle, wait_until
+from tests.harness import ClusterHandle, kaas_cli, wait_until
+from tests.mp_service import ServiceHandle, free_port
 
 pytestmark = pytest.mark.integration
 
 MESSAGES = 2000
 KEYS = 20
-
-
-def _tls(identity: IdentityFiles) -> TlsFiles:
-    return TlsFiles(str(identity.keystore), str(identity.trust_bundle))
+FLOW = "to-backup"
+TOPICS = "mirrored-.*"
+ALIAS = "primary"
 
 
 @pytest.fixture(scope="module")
 def target_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterHandle]:
     home = tmp_path_factory.mktemp("mirror-target")
-    handle = harness.start_cluster(home, 3, "backup", harness.FRESH_CLUSTER_BASE)
+    handle = harness.start_cluster(home, 3, "backup", harness.FRESH_CLUSTER_BASE, agents=True)
     try:
         yield handle
     finally:
         harness.stop_cluster(handle)
 
 
-def _start_mirror_makers(
-    source: ClusterHandle, target: ClusterHandle, flow: MirrorFlow, folder: Path
-) -> list[ProcessRecord]:
-    image = load_image(verify=False)
-    libs = mirror_libs(image.root, image.default_kafka_version)
-    java = str(find_java())
-    records = []
-    for vm in target.layout.vms[:2]:
-        node = vm_identity(vm)
-        stores = write_pkcs12_stores(node, folder / vm.name / "rest")
-        properties = render_mirror_maker_properties(
-            target_cluster=target.layout.name,
-            target=MirrorEndpoint(target.bootstrap_servers, _tls(node)),
-            flows=[flow],
-            # The source's admin identity, read-only use: MirrorMaker writes nothing there.
-            sources={
-                flow.name: MirrorEndpoint(source.bootstrap_servers, _tls(source.admin_identity))
-            },
-            rest_address=vm.address,
-            rest_port=vm.ports.mirror_rest,
-            rest_stores=RestStores(str(stores.keystore), str(stores.truststore), stores.password),
-        )
-        files = MirrorMakerFiles(folder / vm.name)
-        files.write(properties)
-        command = mirror_maker_command(java, libs, files)
-        assert not any(stores.password in part for part in command)
-        records.append(start_process(command, folder / vm.name / "mm2.log", folder))
-    return records
+@pytest.fixture(scope="module")
+def service(
+    target_cluster: ClusterHandle, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ServiceHandle]:
+    handle = ServiceHandle(
+        tmp_path_factory.mktemp("mirror-service") / "service",
+        free_port(),
+        harness.FRESH_CLUSTER_BASE,
+        extra_args=(
+            "--adopt-local-cluster",
+            str(target_cluster.home),
+            "--broker-loss-after",
+            "0",
+        ),
+    )
+    handle.start()
+    try:
+        yield handle
+    finally:
+        handle.stop()
+
+
+def _kaas(service: ServiceHandle, *args: str) -> tuple[int, str]:
+    env = {
+        **os.environ,
+        "KAAS_API_URL": service.url,
+        "KAAS_API_KEY": service.key,
+        "KAAS_API_CA": str(service.trust_bundle),
+    }
+    done = kaas_cli("mirror", *args, env=env, timeout=300)
+    return done.returncode, done.stdout + done.stderr
+
+
+def _give_source_credentials(source: ClusterHandle, target: ClusterHandle) -> list[SourceGrant]:
+    """What the operator of an outside source does, as the create operation does it for a
+    KaaS source: the flow's read-only bindings for `kaas-mirror` on the source, and a
+    `kaas-mirror` certificate of the source's CA with that CA on every VM of the target."""
+    flow = MirrorFlow(
+        name=FLOW,
+        source=MirrorSource(SourceKind.EXTERNAL, ALIAS, source.bootstrap_servers),
+        target_cluster=target.layout.name,
+        topics=TOPICS,
+        groups=".*",
+    )
+    grants = list(mirror_source_grants(flow))
+    KafkaSourceAcls(source.bootstrap_servers, source.admin_identity).grant(grants)
+    authority = load_authority(authority_dir_in(source.home))
+    issued = issue(authority, Role.MIRROR, (), dt.datetime.now(dt.UTC))
+    for vm in target.layout.vms:
+        folder = private_dir(source_credentials_dir(vm.directory, FLOW))
+        write_private(folder / SOURCE_CLIENT_FILE, issued.key_pem + issued.certificate_pem)
+        write_private(folder / SOURCE_CA_FILE, source.admin_identity.trust_bundle.read_bytes())
+    return grants
+
+
+def _mirror_makers(target: ClusterHandle) -> dict[str, ProcessRecord]:
+    """The MirrorMaker processes the target's agents run, by VM."""
+    found = {}
+    for vm in target.layout.vms:
+        record = mirror_maker_record(vm)
+        if record is not None and is_alive(record):
+            found[vm.name] = record
+    return found
 
 
 def _produce(source: ClusterHandle, topic: str, start: int, count: int) -> None:
@@ -92,23 +132,61 @@ def _produce(source: ClusterHandle, topic: str, start: int, count: int) -> None:
     assert producer.flush(120) == 0, "the source did not acknowledge every message"
 
 
-def test_a_flow_mirrors_everything_in_order_and_survives_a_killed_process(
-    kafka_cluster: ClusterHandle, target_cluster: ClusterHandle, tmp_path: Path
+def test_bad_flows_are_refused_naming_the_field_and_nothing_is_stored(
+    service: ServiceHandle, target_cluster: ClusterHandle
 ) -> None:
+    target = target_cluster.layout.name
+    for args, named in (
+        (("--source-cluster", target), f"source_cluster: {target} is the target"),
+        (("--source-cluster", "nowhere"), "source_cluster: no cluster named 'nowhere'"),
+        (("--source-bootstrap", "h:1", "--source-alias", "x", "--topics", "a("), "topics filter"),
+    ):
+        extra = () if "--topics" in args else ("--topics", ".*")
+        code, said = _kaas(service, "create", target, "bad-flow", *args, *extra)
+        assert code == 1 and named in said, said
+    code, said = _kaas(service, "list", target)
+    assert (code, said.strip()) == (0, f"no flows into {target}")
+    status, ops = service.call("GET", f"/v1/operations?cluster={target}")
+    assert status == 200 and not [op for op in ops if "mirror" in op["kind"]], ops
+
+
+def test_a_flow_made_by_kaas_mirror_runs_under_the_agents_and_survives_a_killed_process(
+    kafka_cluster: ClusterHandle,
+    target_cluster: ClusterHandle,
+    service: ServiceHandle,
+) -> None:
+    started = time.monotonic()
+    target = target_cluster.layout.name
     topic = f"mirrored-{uuid.uuid4().hex[:8]}"
     admin = AdminClient(kafka_cluster.client_config())  # kept: its handle serves the future
     admin.create_topics([NewTopic(topic, 6, 3)])[topic].result(60)
-    flow = MirrorFlow(
-        name="to-backup",
-        source=MirrorSource(
-            SourceKind.KAAS, kafka_cluster.layout.name, kafka_cluster.bootstrap_servers
-        ),
-        target_cluster=target_cluster.layout.name,
-        topics="mirrored-.*",
-        groups=".*",
-        checkpoint_interval_s=5,
+    grants = _give_source_credentials(kafka_cluster, target_cluster)
+    code, said = _kaas(
+        service,
+        "create",
+        target,
+        FLOW,
+        "--source-bootstrap",
+        kafka_cluster.bootstrap_servers,
+        "--source-alias",
+        ALIAS,
+        "--topics",
+        TOPICS,
+        "--checkpoint-interval",
+        "5",
+        "--wait",
     )
-    records = _start_mirror_makers(kafka_cluster, target_cluster, flow, tmp_path / "mm2")
+    assert code == 0 and "succeeded" in said, said
+    code, said = _kaas(service, "list", target)
+    assert code == 0 and f"{FLOW}" in said and f"{ALIAS} -> {target}" in said, said
+
+    # The first two VMs' agents run it (no placement: two workers), the third does not.
+    wait_until(lambda: len(_mirror_makers(target_cluster)) == 2, 60, "two MirrorMakers")
+    print(f"MirrorMaker running on two VMs: {time.monotonic() - started:.1f}s")
+    time.sleep(5)
+    running = _mirror_makers(target_cluster)
+    assert len(running) == 2, running
+
     consumer = Consumer(
         target_cluster.client_config(
             **{"group.id": f"check-{topic}", "auto.offset.reset": "earliest"}
@@ -116,7 +194,7 @@ def test_a_flow_mirrors_everything_in_order_and_survives_a_killed_process(
     )
     try:
         _produce(kafka_cluster, topic, 0, MESSAGES)
-        consumer.subscribe([flow.mirrored_topic(topic)])
+        consumer.subscribe([f"{ALIAS}.{topic}"])
         last_per_key: dict[bytes, int] = {}
         seen: set[int] = set()
         reordered: list[tuple[bytes, int, int]] = []
@@ -137,15 +215,39 @@ def test_a_flow_mirrors_everything_in_order_and_survives_a_killed_process(
             return len(seen) >= count
 
         wait_until(lambda: read_until(MESSAGES), 300, "the flow to mirror the first batch")
-        assert send_signal(records[0], signal.SIGKILL)  # no chance to hand its tasks over
+        print(f"first batch mirrored: {time.monotonic() - started:.1f}s")
+        killed_vm, killed = sorted(running.items())[0]
+        assert send_signal(killed, signal.SIGKILL)  # no chance to hand its tasks over
         _produce(kafka_cluster, topic, MESSAGES, MESSAGES)
-        wait_until(lambda: read_until(2 * MESSAGES), 300, "the remaining MirrorMaker to take over")
+        wait_until(lambda: read_until(2 * MESSAGES), 300, "the flow to go on after the kill")
         assert seen == set(range(2 * MESSAGES))
         assert reordered == [], f"messages out of order within a key: {reordered[:5]}"
+        print(f"second batch mirrored: {time.monotonic() - started:.1f}s")
+
+        def restarted() -> bool:
+            again = _mirror_makers(target_cluster).get(killed_vm)
+            return again is not None and again.pid != killed.pid
+
+        wait_until(restarted, 60, f"{killed_vm}'s agent to start MirrorMaker again")
+        # The read-only bindings are all MirrorMaker needed of the source.
+        denied = [
+            line
+            for vm in target_cluster.layout.vms
+            if (vm.logs_dir / "mirror-maker.log").exists()
+            for line in (vm.logs_dir / "mirror-maker.log").read_text().splitlines()
+            if "AuthorizationException" in line or "Not authorized" in line
+        ]
+        assert denied == [], denied[:5]
     finally:
         consumer.close()
-        for record in records:
-            send_signal(record, signal.SIGTERM)
-        for record in records:
-            if not wait_gone(record, 30):
-                send_signal(record, signal.SIGKILL)
+        # The shared cluster is left as it was found (also when the test fails).
+        KafkaSourceAcls(kafka_cluster.bootstrap_servers, kafka_cluster.admin_identity).revoke(
+            grants
+        )
+
+    code, said = _kaas(service, "delete", target, FLOW, "--wait")
+    assert code == 0 and "succeeded" in said, said
+    wait_until(lambda: not _mirror_makers(target_cluster), 90, "the agents to stop MirrorMaker")
+    code, said = _kaas(service, "list", target)
+    assert (code, said.strip()) == (0, f"no flows into {target}")
+    print(f"flow deleted, MirrorMaker stopped: {time.monotonic() - started:.1f}s")

@@ -12,6 +12,7 @@ from management_plane.providers.base import ProviderError, VmInfo, VmRequest
 from management_plane.service.cluster_io import ClusterUnreachable, PartitionState
 from planner.contracts.ensemble_repair import EnsembleRepairRequest
 from planner.contracts.member import MemberReadings, MemberRecord, MemberRole, MemberState
+from planner.contracts.mirror_flow import MirrorFlow, MirrorFlowReadings, parse_mirror_flows
 from planner.contracts.spec import ClusterSpec, parse_spec
 from planner.pki.authority import Role
 from planner.pki.files import IdentityFiles
@@ -120,6 +121,8 @@ class FakeCluster:
     repair_withdrawn: int = 0
     addresses_seen: list[list[str]] = field(default_factory=list)
     identities_seen: list[IdentityFiles | None] = field(default_factory=list)
+    flows: dict[str, MirrorFlow] = field(default_factory=dict)
+    """/kaas/<cluster>/mirror/flows by name."""
 
     def connect(
         self, cluster: str, addresses: list[str], identity: IdentityFiles | None
@@ -203,3 +206,13 @@ class FakeCluster:
 
     def partitions(self) -> list[PartitionState]:
         return list(self.partition_states)
+
+    def mirror_flows(self) -> MirrorFlowReadings:
+        # Through the encoded value, as the real reader sees it.
+        return parse_mirror_flows({n: f.encode() for n, f in self.flows.items()})
+
+    def put_mirror_flow(self, flow: MirrorFlow) -> None:
+        self.flows[flow.name] = flow
+
+    def remove_mirror_flow(self, name: str) -> None:
+        self.flows.pop(name, None)

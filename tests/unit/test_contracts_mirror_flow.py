@@ -73,6 +73,9 @@ def test_flow_znode_lives_under_the_target_cluster() -> None:
         ({"topics": "a\nb"}, "one line"),
         ({"checkpoint_interval_s": 0}, "checkpoint_interval_s"),
         ({"replication_factor": 6}, "replication_factor"),
+        ({"workers": 0}, "workers must be 1 to 16"),
+        ({"placement": (1, 1)}, "placement names a broker twice"),
+        ({"placement": (-1,)}, "placement must be at most 16 broker ids"),
     ],
 )
 def test_bad_flows_are_refused_with_the_field_named(changes: dict[str, Any], named: str) -> None:
@@ -91,7 +94,9 @@ def test_bad_bootstrap_servers_are_refused(servers: str) -> None:
 @pytest.mark.parametrize(
     ("mutate", "named"),
     [
-        (lambda v: v.update(schema_version=2), "schema_version is 2"),
+        (lambda v: v.update(schema_version=3), "schema_version is 3, newer"),
+        (lambda v: v.update(placement=[1, "2"]), "mirror_flow.placement must be a list"),
+        (lambda v: v.update(workers=0), "mirror_flow.workers must be at least 1"),
         (lambda v: v.pop("topics"), "mirror_flow.topics is missing"),
         (lambda v: v.update(state="paused"), "mirror_flow.state must be one of"),
         (lambda v: v.update(source="primary"), "mirror_flow.source must be an object"),
@@ -104,6 +109,36 @@ def test_parser_names_what_it_refuses(mutate: Any, named: str) -> None:
     mutate(value)
     with pytest.raises(ContractError, match=named):
         parse_mirror_flow(json.dumps(value))
+
+
+def test_placement_round_trips_and_a_schema_1_flow_runs_on_the_default_workers() -> None:
+    flow = _flow(placement=(3, 1), workers=1)
+    assert parse_mirror_flow(flow.encode()) == flow
+    old = json.loads(_flow().encode())
+    old["schema_version"] = 1
+    del old["placement"], old["workers"]
+    parsed = parse_mirror_flow(json.dumps(old))
+    assert (parsed.placement, parsed.workers) == ((), 2)
+
+
+@pytest.mark.parametrize(
+    ("changes", "broker_id", "live", "runs"),
+    [
+        ({}, 1, {1, 2, 3}, True),
+        ({}, 2, {1, 2, 3}, True),
+        ({}, 3, {1, 2, 3}, False),
+        ({}, 3, {2, 3}, True),  # broker 1's agent is gone: the flow moves to 3
+        ({}, 3, set(), True),  # this VM counts itself even before its member znode is read
+        ({"workers": 3}, 3, {1, 2, 3}, True),
+        ({"placement": (3,)}, 3, {1, 2, 3}, True),
+        ({"placement": (3,)}, 1, {1, 2, 3}, False),
+        ({"state": FlowState.DELETING}, 1, {1, 2, 3}, False),
+    ],
+)
+def test_a_flow_runs_on_its_placement_or_the_first_workers(
+    changes: dict[str, Any], broker_id: int, live: set[int], runs: bool
+) -> None:
+    assert _flow(**changes).runs_on(broker_id, frozenset(live)) is runs
 
 
 def test_filters_match_whole_names_as_mirror_maker_does() -> None:
