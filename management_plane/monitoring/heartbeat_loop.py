@@ -17,7 +17,7 @@ import json
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -59,6 +59,8 @@ class Tenants(Protocol):
     ) -> tuple[Any, int]: ...
 
     def delete(self, cluster: str, name: str, who: Caller) -> int: ...
+
+    def list_topics(self, cluster: str, name: str) -> Sequence[Any]: ...
 
     def exists(self, cluster: str, name: str) -> bool: ...
 
@@ -183,7 +185,11 @@ class HeartbeatLoop:
 
     def ensure_topic(self, cluster: str, spec: ClusterSpec, credential: Credential) -> None:
         """The heartbeat topic, a partition per broker, made as the tenant's own (made
-        already: nothing to do)."""
+        already: nothing to do, and no operation logged)."""
+        if credential.topic in {
+            t.name for t in self.tenants.list_topics(cluster, credential.tenant)
+        }:
+            return
         request = TopicRequest(credential.topic, partitions_for(spec.broker_count))
         try:
             self.tenants.create_topic(cluster, credential.tenant, request, HEARTBEAT_CALLER)

@@ -75,6 +75,7 @@ class HeartbeatTenants:
         self.create = service.create
         self.create_topic = service.create_topic
         self.delete = service.delete
+        self.list_topics = service.list_topics
 
     def exists(self, cluster: str, name: str) -> bool:
         row = self.db.tenant(name)

@@ -28,7 +28,7 @@ from management_plane.monitoring.heartbeat import (
 from management_plane.monitoring.heartbeat_loop import Credential, HeartbeatLoop
 from management_plane.service.auth import Caller
 from management_plane.tenants.model import PLANS, new_tenant
-from management_plane.tenants.topics import TopicRequest
+from management_plane.tenants.topics import ExistingTopic, TopicRequest
 from planner.contracts.monitoring import MonitoringTargets
 from planner.contracts.spec import ClusterSpec
 
@@ -188,6 +188,9 @@ class FakeTenants:
         self.topics.add(request.name)
         return None, 1
 
+    def list_topics(self, cluster: str, name: str) -> list[ExistingTopic]:
+        return [ExistingTopic(t, 3, 3) for t in sorted(self.topics)]
+
     def delete(self, cluster: str, name: str, who: Caller) -> int:
         self.calls.append(("delete", name))
         self.existing.discard(name)
@@ -262,14 +265,14 @@ def test_loop_onboards_once_keeps_the_password_private_and_sends_gauges(tmp_path
     assert ("c1.brokers.0.heartbeat.accepted", 1.0) in gauges.sent
     assert ("c1.brokers.1.heartbeat.latency_ms", 30.0) in gauges.sent
 
-    # A new service (same home): the stored credential, no second onboarding; the topic made
-    # already is fine.
+    # A new service (same home): the stored credential, no second onboarding, and the topic
+    # made already is not asked for again (no failed operation in the log).
     again = FakeTenants()
     again.existing.add(name)
     again.topics.add(f"{name}.heartbeat")
     loop2, _gauges, made2 = _loop(tmp_path, again, FakeProbe([[]]), now)
     loop2.run_once()
-    assert again.calls == [("topic", f"{name}.heartbeat", "3")]
+    assert again.calls == []
     assert made2[0].client.password == "secret-password"
 
 
