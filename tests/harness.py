@@ -226,6 +226,7 @@ class ClusterHandle:
                 "zookeeper",
                 "zookeeper-server",
                 "agent",
+                "kaas-agent",
                 "controller",
                 "controller-server",
                 "kafka",
