@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import json
 import signal
 import sys
@@ -40,6 +41,9 @@ def main(argv: list[str] | None = None) -> int:
     from agent.agent_log import apply_limits, configure_agent_logging
 
     log_file = configure_agent_logging(settings.logs_dir)
+    # A crash inside a C library (librdkafka) leaves its Python stack on stderr, which the
+    # service manager keeps.
+    faulthandler.enable()
 
     from agent.wiring import build_agent
 
