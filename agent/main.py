@@ -13,24 +13,6 @@ from pathlib import Path
 from agent.settings import SettingsError, load_settings, settings_to_json
 
 
-def _configure_logging() -> None:
-    import logging
-
-    import structlog
-
-    logging.basicConfig(stream=sys.stderr, level=logging.WARNING)
-    structlog.configure(
-        processors=[
-            structlog.processors.add_log_level,
-            structlog.processors.TimeStamper(fmt="iso", utc=True),
-            structlog.processors.KeyValueRenderer(
-                key_order=["timestamp", "level", "event"], sort_keys=True
-            ),
-        ],
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
-    )
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="kaas-agent", description="KaaS agent: converges this VM toward the cluster spec"
@@ -54,10 +36,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"kaas-agent: {path} is valid", file=sys.stderr)
         return 0
 
-    _configure_logging()
-    # A crash inside a C library (librdkafka) leaves its Python stack in the agent's log.
-    faulthandler.enable()
     from sdnotify import SystemdNotifier
+
+    from agent.agent_log import apply_limits, configure_agent_logging
+
+    log_file = configure_agent_logging(settings.logs_dir)
+    # A crash inside a C library (librdkafka) leaves its Python stack on stderr, which the
+    # service manager keeps.
+    faulthandler.enable()
 
     from agent.wiring import build_agent
 
@@ -88,6 +74,9 @@ def main(argv: list[str] | None = None) -> int:
     ready = [False]
 
     def on_cycle(sentence: str) -> None:
+        spec = agent.memory.last_good_spec
+        if spec is not None and log_file is not None:
+            apply_limits(log_file, spec.log_limits)
         if not ready[0]:
             notifier.notify("READY=1")
             ready[0] = True

@@ -19,6 +19,7 @@ from agent.errors import AgentError
 from agent.ports import PAUSED, RUNNING, STOPPED, BrokerSupervisor, ProcessState
 from agent.settings import AgentSettings
 from planner.contracts.vm_config.jolokia import jolokia_agent_option
+from planner.contracts.vm_config.kraft import log_file_option
 
 __all__ = [
     "BrokerSupervisor",
@@ -118,9 +119,12 @@ class LocalProcessSupervisor:
         controller = self.process is KafkaProcess.CONTROLLER
         # Kafka 4 (KRaft) logs through Log4j 2, 3.x through Log4j 1.
         logging = (
-            f"-Dlog4j2.configurationFile=file:{s.config_dir / KAFKA_LOG4J2}"
+            (
+                f"-Dlog4j2.configurationFile=file:{s.config_dir / KAFKA_LOG4J2}",
+                log_file_option(controller),
+            )
             if s.kraft
-            else f"-Dlog4j.configuration=file:{s.config_dir / 'kafka-log4j.properties'}"
+            else (f"-Dlog4j.configuration=file:{s.config_dir / 'kafka-log4j.properties'}",)
         )
         return [
             s.java,
@@ -129,7 +133,7 @@ class LocalProcessSupervisor:
             "-XX:MaxGCPauseMillis=20",
             "-Djava.awt.headless=true",
             f"-Dkafka.logs.dir={s.logs_dir}",
-            logging,
+            *logging,
             # Jolokia on the broker only: the controller's metrics are read over its own port.
             *(
                 ()

@@ -272,7 +272,9 @@ def _run(args: argparse.Namespace) -> int:
         print(f"zookeeper: {layout.zookeeper_connect}")
         print(f"cluster file: {home.resolve() / 'cluster.json'}")
         if args.service and result.state.agents:
-            service = start_background_service(home, port=args.service_port)
+            service = start_background_service(
+                home, port=args.service_port, extra_args=("--heartbeat",)
+            )
             verb = "already running" if service.already_running else "started"
             print(f"management plane {verb}: {service.url} (log {service.log_file})")
             print(f"admin API key: in {service.admin_key_file}")

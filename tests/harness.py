@@ -222,7 +222,16 @@ class ClusterHandle:
         tails = []
         for vm in self.layout.vms:
             # The processes' captured output, and the rolling files their logging writes.
-            for name in ("zookeeper", "zookeeper-server", "agent", "controller", "kafka", "server"):
+            for name in (
+                "zookeeper",
+                "zookeeper-server",
+                "agent",
+                "kaas-agent",
+                "controller",
+                "controller-server",
+                "kafka",
+                "server",
+            ):
                 path = vm.logs_dir / f"{name}.log"
                 if path.exists():
                     text = path.read_text(errors="replace").splitlines()[-lines:]

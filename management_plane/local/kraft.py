@@ -26,6 +26,7 @@ from planner.contracts.vm_config.kraft import (
     StorageFormat,
     controller_node_id,
     format_arguments,
+    log_file_option,
     render_controller_properties,
     render_kafka_log4j2,
     render_kafka_tools_log4j2,
@@ -106,7 +107,7 @@ def config_files(layout: ClusterLayout, vm: VmLayout, kafka_version: str) -> dic
         render.SERVER_PROPERTIES: server_properties_text(
             render_kraft_broker_properties(spec, broker, bootstrap)
         ),
-        KAFKA_LOG4J2: render_kafka_log4j2(),
+        KAFKA_LOG4J2: render_kafka_log4j2(spec.log_limits),
         KAFKA_TOOLS_LOG4J2: render_kafka_tools_log4j2(),
     }
     if is_controller_vm(layout, vm):
@@ -169,7 +170,7 @@ def tool_jvm_options(vm: VmLayout) -> list[str]:
     ]
 
 
-def _kafka_jvm(java: str, heap: tuple[str, ...], vm: VmLayout) -> list[str]:
+def _kafka_jvm(java: str, heap: tuple[str, ...], vm: VmLayout, controller: bool) -> list[str]:
     return [
         java,
         *heap,
@@ -179,12 +180,13 @@ def _kafka_jvm(java: str, heap: tuple[str, ...], vm: VmLayout) -> list[str]:
         "-Djava.awt.headless=true",
         f"-Dkafka.logs.dir={vm.logs_dir}",
         f"-Dlog4j2.configurationFile=file:{vm.config_dir / KAFKA_LOG4J2}",
+        log_file_option(controller),
     ]
 
 
 def controller_command(java: str, vm: VmLayout, libs: str) -> list[str]:
     return [
-        *_kafka_jvm(java, CONTROLLER_HEAP, vm),
+        *_kafka_jvm(java, CONTROLLER_HEAP, vm, controller=True),
         "-cp",
         f"{libs}/*",
         "kafka.Kafka",
@@ -194,7 +196,7 @@ def controller_command(java: str, vm: VmLayout, libs: str) -> list[str]:
 
 def broker_command(java: str, vm: VmLayout, libs: str, jolokia_agent: str) -> list[str]:
     return [
-        *_kafka_jvm(java, render.KAFKA_HEAP, vm),
+        *_kafka_jvm(java, render.KAFKA_HEAP, vm, controller=False),
         jolokia_agent_option(PurePath(jolokia_agent), vm.config_dir),
         "-cp",
         f"{libs}/*",

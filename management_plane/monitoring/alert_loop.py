@@ -23,15 +23,16 @@ from management_plane.monitoring.evaluate import (
     AlertKey,
     AlertState,
     OperationKind,
+    Seen,
     evaluate,
     operations_of,
-    subject_of,
     track_operations,
 )
 from management_plane.monitoring.graphite import GraphiteReader
 from management_plane.monitoring.history import AlertHistory, alert_json
 from management_plane.monitoring.notify import WebhookNotifier
 from management_plane.monitoring.rules import DEFAULT_RULES_FILE, RuleSet, load_rules
+from management_plane.monitoring.series import rule_values
 from planner.contracts.member import MemberState
 from planner.contracts.spec import ClusterSpec
 
@@ -76,7 +77,7 @@ class AlertLoop:
         self.rules_problem: str | None = None
         self._rules_mtime = rules_file.stat().st_mtime
         self._alerts: dict[str, dict[AlertKey, Alert]] = {}
-        self._operations: dict[str, dict[tuple[int, OperationKind], float]] = {}
+        self._operations: dict[str, dict[tuple[int, OperationKind], Seen]] = {}
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="kaas-alerts", daemon=True)
@@ -114,7 +115,9 @@ class AlertLoop:
         now = self.clock()
         current = [(b, OperationKind.RESTART) for b in reader.restarting_brokers()]
         current += [(b, OperationKind.DRAIN) for b in spec.draining_broker_ids]
-        seen = track_operations(self._operations.get(cluster, {}), current, now)
+        seen = track_operations(
+            self._operations.get(cluster, {}), current, now, self.rules.maintenance.settle_s
+        )
         self._operations[cluster] = seen
         graphite = self.graphite_of(spec.monitoring.graphite_url)
         window = f"-{int(max(60, 3 * self.rules.interval_s))}s"
@@ -122,11 +125,11 @@ class AlertLoop:
         segment = graphite_segment(cluster)
         for rule in self.rules.rules:
             try:
-                latest = graphite.latest(rule.target_for(segment), window)
+                series = graphite.timed_series(rule.target_for(segment), window)
             except KaasError as exc:
                 log.warning("alert_rule_unread", cluster=cluster, rule=rule.name, error=str(exc))
                 continue
-            values[rule.name] = {subject_of(rule, name): v for name, v in latest.items()}
+            values[rule.name] = rule_values(rule, series)
         with self._lock:
             previous = self._alerts.get(cluster, {})
         result = evaluate(self.rules, cluster, values, previous, operations_of(seen), now)

@@ -56,6 +56,7 @@ BROKER_GAUGES: tuple[BrokerGauge, ...] = (
     BrokerGauge("zk_outstanding", "zookeeper.outstanding_requests", "ZK outstanding"),
     BrokerGauge("heartbeat_latency_ms", "heartbeat.latency_ms", "heartbeat ms"),
     BrokerGauge("heartbeat_success", "heartbeat.success", "heartbeat ok"),
+    BrokerGauge("heartbeat_availability", "heartbeat.availability", "heartbeat availability"),
 )
 
 

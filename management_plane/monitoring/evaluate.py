@@ -5,8 +5,10 @@ An alert is one rule on one subject (the cluster, or one broker). Its states:
 
 - pending: breached for less than the rule's `for_s`;
 - held: breached while KaaS itself restarts or drains the subject (any broker, for a
-  cluster-scoped rule), for at most the operation's expected time; when the operation ends
-  the rule's `for_s` starts again, so data that lags the operation does not page;
+  cluster-scoped rule), for at most the operation's expected time, and for the rule set's
+  settle time after the operation ended (the agents' samples reach Graphite an interval and
+  a flush late, so the breach outlives the operation by that much); then the rule's `for_s`
+  starts again;
 - firing: breached for `for_s` (or past the operation's expected time): one trigger;
 - a firing alert whose value is back within bounds resolves: one resolve.
 
@@ -65,11 +67,21 @@ class Alert:
 
 @dataclass(frozen=True)
 class Operation:
-    """KaaS working on a broker, since the moment it was first seen."""
+    """KaaS working on a broker, since the moment it was first seen; `ended`: when it was
+    first seen gone (None: still running)."""
 
     broker_id: int
     kind: OperationKind
     since: float
+    ended: float | None = None
+
+
+@dataclass(frozen=True)
+class Seen:
+    """What the loop remembers of one operation between rounds."""
+
+    since: float
+    ended: float | None = None
 
 
 @dataclass(frozen=True)
@@ -95,7 +107,7 @@ def _hold_until(
         OperationKind.DRAIN: rules.maintenance.drain_s,
     }
     ends = [
-        op.since + expected[op.kind]
+        op.since + expected[op.kind] if op.ended is None else op.ended + rules.maintenance.settle_s
         for op in operations
         if rule.scope is Scope.CLUSTER or str(op.broker_id) == subject
     ]
@@ -172,17 +184,31 @@ def evaluate(
 
 
 def track_operations(
-    first_seen: Mapping[tuple[int, OperationKind], float],
+    seen: Mapping[tuple[int, OperationKind], Seen],
     current: Iterable[tuple[int, OperationKind]],
     now: float,
-) -> dict[tuple[int, OperationKind], float]:
-    """When each operation now in progress was first seen (an operation that ended and
-    starts again starts a new count)."""
-    return {op: first_seen.get(op, now) for op in set(current)}
+    settle_s: float = 0.0,
+) -> dict[tuple[int, OperationKind], Seen]:
+    """When each operation now in progress was first seen, and the ones that ended less than
+    `settle_s` ago with when they ended (an operation that ended and starts again starts a
+    new count)."""
+    running = set(current)
+    result = {
+        op: Seen(before.since if before is not None and before.ended is None else now)
+        for op in running
+        for before in [seen.get(op)]
+    }
+    for op, before in seen.items():
+        if op in running:
+            continue
+        ended = before.ended if before.ended is not None else now
+        if now - ended < settle_s:
+            result[op] = Seen(before.since, ended)
+    return result
 
 
-def operations_of(first_seen: Mapping[tuple[int, OperationKind], float]) -> list[Operation]:
-    return [Operation(b, k, since) for (b, k), since in sorted(first_seen.items(), key=str)]
+def operations_of(seen: Mapping[tuple[int, OperationKind], Seen]) -> list[Operation]:
+    return [Operation(b, k, s.since, s.ended) for (b, k), s in sorted(seen.items(), key=str)]
 
 
 def subject_of(rule: Rule, series_name: str) -> str:

@@ -56,6 +56,13 @@ PANELS: tuple[Panel, ...] = (
         "ms",
     ),
     Panel("CPU", ("aliasByNode(kaas.{c}.brokers.*.host.cpu_percent, 3)",), "percent"),
+    # The synthetic heartbeat (kaas serve --heartbeat), per broker it went through.
+    Panel("Heartbeat latency", ("aliasByNode(kaas.{c}.brokers.*.heartbeat.latency_ms, 3)",), "ms"),
+    Panel(
+        "Heartbeat availability",
+        ("aliasByNode(kaas.{c}.brokers.*.heartbeat.availability, 3)",),
+        "percentunit",
+    ),
 )
 
 

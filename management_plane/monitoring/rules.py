@@ -38,6 +38,17 @@ class Scope(Enum):
     BROKER = "broker"  # one series per broker, named by its id; held by that broker's operation
 
 
+class Aggregate(Enum):
+    """How a cluster rule combines its brokers' series: each broker's own latest point, then
+    this function over the brokers whose series is current. (Graphite's sumSeries adds the
+    points of one timestamp, and the newest timestamp usually holds only the brokers that
+    reported first: a partial sum.)"""
+
+    SUM = "sum"
+    MAX = "max"
+    MIN = "min"
+
+
 class Comparison(Enum):
     ABOVE = ">"
     BELOW = "<"
@@ -58,6 +69,7 @@ class Rule:
     for_s: float
     severity: Severity
     line: int  # where the rule starts in its file, for messages
+    aggregate: Aggregate | None = None  # cluster rules over per-broker series
 
     def breached(self, value: float) -> bool:
         match self.comparison:
@@ -85,6 +97,9 @@ class Maintenance:
 
     restart_s: float = 600.0
     drain_s: float = 3600.0
+    settle_s: float = 0.0
+    """How long the hold outlives the operation: the agents' samples reach Graphite up to an
+    agent interval, a statsd flush and an evaluation after they were taken."""
 
 
 @dataclass(frozen=True)
@@ -137,6 +152,7 @@ RULE_KEYS = {
     "high",
     "for_s",
     "severity",
+    "aggregate",
 }
 
 
@@ -168,11 +184,17 @@ def _parse_rule(table: Any, line: int, index: int) -> Rule:
     for_s = _number(table, "for_s", where, 0.0)
     if for_s < 0:
         raise RulesError(f"{where}: for_s must not be negative, got {for_s:g}")
+    scope = _enum(Scope, table, "scope", where, Scope.CLUSTER)
+    aggregate = _enum(Aggregate, table, "aggregate", where) if "aggregate" in table else None
+    if aggregate is not None and scope is not Scope.CLUSTER:
+        raise RulesError(
+            f"{where}: aggregate combines brokers into one series: scope must be cluster"
+        )
     return Rule(
         name=name,
         summary=summary,
         target=target,
-        scope=_enum(Scope, table, "scope", where, Scope.CLUSTER),
+        scope=scope,
         comparison=comparison,
         threshold=threshold,
         low=low,
@@ -180,6 +202,7 @@ def _parse_rule(table: Any, line: int, index: int) -> Rule:
         for_s=for_s,
         severity=_enum(Severity, table, "severity", where),
         line=line,
+        aggregate=aggregate,
     )
 
 
@@ -200,10 +223,14 @@ def parse_rules(text: str) -> RuleSet:
     maintenance_table = value.get("maintenance", {})
     if not isinstance(maintenance_table, dict):
         raise RulesError("alert rules: [maintenance] must be a table")
+    where = "alert rules [maintenance]"
     maintenance = Maintenance(
-        restart_s=_number(maintenance_table, "restart_s", "alert rules [maintenance]", 600.0),
-        drain_s=_number(maintenance_table, "drain_s", "alert rules [maintenance]", 3600.0),
+        restart_s=_number(maintenance_table, "restart_s", where, 600.0),
+        drain_s=_number(maintenance_table, "drain_s", where, 3600.0),
+        settle_s=_number(maintenance_table, "settle_s", where, 0.0),
     )
+    if maintenance.settle_s < 0:
+        raise RulesError(f"{where}: settle_s must not be negative, got {maintenance.settle_s:g}")
     tables = value.get("rules", [])
     if not isinstance(tables, list) or not tables:
         raise RulesError("alert rules: no [[rules]] tables")

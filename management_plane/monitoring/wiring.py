@@ -3,16 +3,19 @@ ZooKeeper through ClusterIO, the history table, the webhook."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from management_plane.errors import KaasError
 from management_plane.monitoring.alert_loop import RESTARTING_STATES, AlertLoop
+from management_plane.monitoring.heartbeat_loop import Credential, HeartbeatLoop
 from management_plane.monitoring.history import AlertHistory
 from management_plane.monitoring.notify import WebhookNotifier
 from management_plane.monitoring.rules import DEFAULT_RULES_FILE
 from management_plane.providers.base import client_identity
 from management_plane.service.cluster_io import ClusterIO
 from management_plane.service.db import Database
+from management_plane.service.tenant_service import TenantService
 from planner.contracts.spec import ClusterSpec
 
 if TYPE_CHECKING:
@@ -61,3 +64,52 @@ def build_alert_loop(db: Database, settings: ServeSettings, provider: object) ->
         return ClusterIOReader(ClusterIO(cluster, addresses, client_identity(provider, cluster)))
 
     return AlertLoop(running_clusters, reader_of, AlertHistory(db.engine), notifier, rules_file)
+
+
+class HeartbeatTenants:
+    """The tenant service as the heartbeat loop uses it."""
+
+    def __init__(self, service: TenantService, db: Database) -> None:
+        self.service = service
+        self.db = db
+        self.create = service.create
+        self.create_topic = service.create_topic
+        self.delete = service.delete
+        self.list_topics = service.list_topics
+
+    def exists(self, cluster: str, name: str) -> bool:
+        row = self.db.tenant(name)
+        return row is not None and row["cluster"] == cluster and row["status"] != "deleted"
+
+
+def build_heartbeat_loop(
+    db: Database, home: Path, provider: object, tenants: TenantService | None
+) -> HeartbeatLoop:
+    if tenants is None:
+        raise KaasError("the heartbeat needs the tenant service")
+    from statsd import StatsClient
+
+    from management_plane.monitoring.heartbeat_probe import HeartbeatProbe
+
+    clients: dict[tuple[str, int], StatsClient] = {}
+
+    def gauges_of(host: str, port: int) -> StatsClient:
+        if (host, port) not in clients:
+            clients[(host, port)] = StatsClient(host, port, prefix="kaas")
+        return clients[(host, port)]
+
+    def running_clusters() -> list[str]:
+        return [c["name"] for c in db.list_clusters() if c["status"] == "running"]
+
+    def spec_of(cluster: str) -> ClusterSpec | None:
+        addresses = [vm["address"] for vm in db.cluster_vms(cluster) if vm["state"] == "running"]
+        return ClusterIO(cluster, addresses, client_identity(provider, cluster)).read_spec()
+
+    def probe_of(cluster: str, credential: Credential) -> HeartbeatProbe:
+        return HeartbeatProbe(
+            cluster, credential.client.librdkafka(), credential.topic, credential.group
+        )
+
+    return HeartbeatLoop(
+        home, running_clusters, spec_of, HeartbeatTenants(tenants, db), probe_of, gauges_of
+    )

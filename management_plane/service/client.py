@@ -181,6 +181,12 @@ def add_commands(commands: Any) -> None:
         help="file holding the webhook's routing key (default: kaas)",
     )
     serve.add_argument(
+        "--heartbeat",
+        action="store_true",
+        help="run the synthetic heartbeat: a heartbeat tenant per cluster producing and "
+        "consuming through every broker (kaas up turns it on; docs/monitoring.md)",
+    )
+    serve.add_argument(
         "--no-engine",
         action="store_true",
         help="store operations without running them (API tests, maintenance)",
@@ -447,6 +453,7 @@ def run(args: argparse.Namespace) -> int:
                 alert_rules_file=args.alert_rules,
                 alert_webhook_url=args.alert_webhook,
                 alert_routing_key_file=args.alert_routing_key_file,
+                heartbeat=args.heartbeat,
             )
         )
     client = _client(args)

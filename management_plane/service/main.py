@@ -14,7 +14,7 @@ import uvicorn
 
 from management_plane.errors import KaasError
 from management_plane.local.image import find_java, load_image
-from management_plane.monitoring.wiring import build_alert_loop
+from management_plane.monitoring.wiring import build_alert_loop, build_heartbeat_loop
 from management_plane.providers.local import LocalProvider
 from management_plane.security.renewal import RenewalSigner
 from management_plane.service.adopt import adopt_local_cluster
@@ -66,6 +66,8 @@ class ServeSettings:
     """Where alerts go (a PagerDuty Events API v2-shaped webhook); None: recorded only."""
     alert_routing_key_file: Path | None = None
     """File holding the webhook's routing (integration) key; default: "kaas"."""
+    heartbeat: bool = False
+    """Run the synthetic heartbeat tenant of every running cluster with a monitoring pipeline."""
 
 
 def kafka_tenants(internal: InternalClient, tenant_bootstrap: str) -> KafkaTenants:
@@ -125,6 +127,8 @@ def build_service(settings: ServeSettings) -> tuple[Service, str | None]:
     # The agents' own renewals before expiry, signed with no operator action.
     service.engine.watchers.append(RenewalSigner(db, provider))
     service.alerts = build_alert_loop(db, settings, provider)
+    if settings.heartbeat:
+        service.heartbeat = build_heartbeat_loop(db, home, provider, service.tenants)
     return service, ensure_admin_key(db, home)
 
 
@@ -155,6 +159,8 @@ def serve(settings: ServeSettings) -> int:
         log.info("resuming_operations", ids=[op.op_id for op in unfinished])
     if service.alerts is not None:
         service.alerts.start()
+    if service.heartbeat is not None:
+        service.heartbeat.start()
     if settings.run_engine:
         service.engine.start()
     else:
@@ -178,6 +184,8 @@ def serve(settings: ServeSettings) -> int:
     finally:
         if service.alerts is not None:
             service.alerts.stop()
+        if service.heartbeat is not None:
+            service.heartbeat.stop()
         service.engine.stop()
         service.db.close()
     return 0

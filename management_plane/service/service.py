@@ -57,6 +57,7 @@ from planner.pki.files import IdentityFiles
 
 if TYPE_CHECKING:
     from management_plane.monitoring.alert_loop import AlertLoop
+    from management_plane.monitoring.heartbeat_loop import HeartbeatLoop
     from management_plane.service.tenant_service import TenantService
 
 
@@ -70,6 +71,7 @@ class Service:
         self.engine = engine or Engine(db, Controller(db, provider))
         self.tenants: TenantService | None = None  # set by build_service
         self.alerts: AlertLoop | None = None  # set by build_service
+        self.heartbeat: HeartbeatLoop | None = None  # set by build_service (--heartbeat)
         self.boot_tokens = BootTokens(db.engine)
 
     # -- helpers --------------------------------------------------------------------------

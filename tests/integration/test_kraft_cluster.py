@@ -32,6 +32,8 @@ from planner.contracts.journal import JournalAction, JournalEntry, parse_journal
 from planner.contracts.member import MemberRecord, MemberState, parse_member
 from planner.contracts.paths import ClusterPaths
 from planner.contracts.spec import parse_spec
+from planner.contracts.vm_config.broker import KAFKA_SERVER_LOG
+from planner.contracts.vm_config.kraft import KRAFT_CONTROLLER_LOG
 from tests import harness
 from tests.harness import ClusterHandle
 
@@ -101,6 +103,13 @@ def test_controllers_and_brokers_are_separate_processes(kraft_cluster: ClusterHa
     assert all(is_alive(record) for record in controllers + brokers)
     pids = {record.pid for record in controllers + brokers if record is not None}
     assert len(pids) == 6
+    # Each process logs to its own size-bounded rolling file, nothing to the console capture.
+    for vm in state.layout.vms:
+        assert "INFO" in (vm.logs_dir / KAFKA_SERVER_LOG).read_text(errors="replace")
+        assert "INFO" in (vm.logs_dir / KRAFT_CONTROLLER_LOG).read_text(errors="replace")
+        for capture in ("kafka.log", "controller.log"):
+            text = (vm.logs_dir / capture).read_text(errors="replace")
+            assert "] INFO " not in text, (vm.name, capture, text[-500:])
     # No Kafka metadata in ZooKeeper: the ensemble is KaaS's own store only.
     client = kraft_cluster.zookeeper()
     client.start(timeout=30)
@@ -398,7 +407,7 @@ def _leader_since(vms: list[VmLayout], after_wall: float) -> float | None:
     logged its transition to leader (Log4j's default date, the machine's local time)."""
     times = []
     for vm in vms:
-        log_file = vm.logs_dir / "controller.log"
+        log_file = vm.logs_dir / KRAFT_CONTROLLER_LOG  # its Log4j 2 rolling file
         if not log_file.exists():
             continue
         for line in log_file.read_text(errors="replace").splitlines():

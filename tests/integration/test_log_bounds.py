@@ -1,5 +1,5 @@
 """Kafka's and ZooKeeper's logs stay within the spec's bound: each rendered logging config
-(log4j for the broker, logback for ZooKeeper) runs in a JVM with the image's own logging jars
+(log4j for the 3.x broker, Log4j 2 for Kafka 4's broker and controller, logback for ZooKeeper) runs in a JVM with the image's own logging jars
 and the JVM property the local VMs set (kafka.logs.dir, zookeeper.log.dir), and that JVM logs
 4.5 MB in lines as long as a stack trace's, at up to 1 MB/s. The files it leaves
 never hold more than (files + 1) x max_file_mb, and the newest lines are still there."""
@@ -14,6 +14,11 @@ import pytest
 from management_plane.local.image import find_java, load_image
 from planner.contracts.log_limits import LogLimits
 from planner.contracts.vm_config.broker import KAFKA_SERVER_LOG, render_kafka_log4j
+from planner.contracts.vm_config.kraft import (
+    KRAFT_CONTROLLER_LOG,
+    log_file_option,
+    render_kafka_log4j2,
+)
 from planner.contracts.vm_config.zookeeper import ZOOKEEPER_SERVER_LOG, render_zookeeper_logback
 
 pytestmark = pytest.mark.integration
@@ -78,6 +83,27 @@ def test_the_brokers_log4j_keeps_its_bound_under_noise(tmp_path: Path) -> None:
     # log4j checks the size at every line: a file passes it by at most the line that rolls it.
     _assert_bounded(logs, KAFKA_SERVER_LOG, 4096)
     assert "noisy line" not in console  # nothing to the supervisor's unbounded capture
+
+
+@pytest.mark.parametrize("controller", [False, True], ids=["broker", "controller"])
+def test_kafka_4s_log4j2_keeps_its_bound_under_noise(tmp_path: Path, controller: bool) -> None:
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    config = tmp_path / "log4j2.properties"
+    config.write_text(render_kafka_log4j2(LIMITS))
+    libs = load_image(verify=False).kafka_libs("4.3.1")
+    console = _noisy_jvm(
+        tmp_path,
+        f"{libs}/*",
+        [
+            f"-Dlog4j2.configurationFile=file:{config}",
+            f"-Dkafka.logs.dir={logs}",
+            log_file_option(controller),
+        ],
+    )
+    # Log4j 2 checks the size before every line: a file passes it by at most one line.
+    _assert_bounded(logs, KRAFT_CONTROLLER_LOG if controller else KAFKA_SERVER_LOG, 4096)
+    assert "noisy line" not in console
 
 
 def test_zookeepers_logback_keeps_its_bound_under_noise(tmp_path: Path) -> None:

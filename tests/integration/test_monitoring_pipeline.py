@@ -16,7 +16,10 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
 from management_plane.local.processes import is_alive
+from management_plane.monitoring.graphite import GraphiteReader
 from management_plane.monitoring.pipeline import pipeline_records, plan_pipeline
+from management_plane.monitoring.rules import load_rules
+from management_plane.monitoring.series import rule_values
 from management_plane.service.tls import service_identity
 from planner.contracts.paths import ClusterPaths
 from planner.contracts.spec import parse_spec
@@ -131,6 +134,21 @@ def test_graphite_holds_every_brokers_under_replicated_series_soon_after_up(
     assert own <= {name for name, points in seen.items() if points}, sorted(seen)
     roles = _series(layout.graphite_url, f"kaas.{cluster}.brokers.*.zookeeper.is_leader")
     assert sum(points[-1] for points in roles.values() if points) == 1, roles
+
+    # The shipped cluster rules over the real render API, read at every phase of the agents'
+    # reports for one interval: one active controller each time, nothing under-replicated
+    # (a sum of the newest timestamp's points said 0 controllers whenever the controller's
+    # agent had not reported into it yet).
+    rules = {r.name: r for r in load_rules().rules}
+    graphite = GraphiteReader(layout.graphite_url)
+    for _ in range(METRICS_INTERVAL_S):
+        for rule, expected_value in (
+            ("active_controllers", 1.0),
+            ("under_replicated_partitions", 0.0),
+        ):
+            series = graphite.timed_series(rules[rule].target_for(cluster), "-60s")
+            assert rule_values(rules[rule], series) == {"cluster": expected_value}, (rule, series)
+        time.sleep(1)
 
     # Metric delay: one gauge sent now, until the render API shows it.
     probe = f"kaas.{cluster}.probe.delay"

@@ -10,6 +10,7 @@ import pytest
 
 from planner.contracts.fields import ContractError
 from planner.contracts.kafka_release import KafkaMode, kafka_mode, kraft_quorum_size_problem
+from planner.contracts.log_limits import LogLimits
 from planner.contracts.spec import ClusterSpec, SpecError, parse_spec
 from planner.contracts.vm_config import BrokerFacts, render_server_properties
 from planner.contracts.vm_config.kafka_tls import SUPER_USERS, TlsFiles
@@ -23,6 +24,7 @@ from planner.contracts.vm_config.kraft import (
     controller_node_id,
     format_arguments,
     internal_protocol,
+    log_file_option,
     random_kafka_uuid,
     render_controller_properties,
     render_kafka_log4j2,
@@ -249,7 +251,15 @@ def test_kafka_uuids_look_like_kafkas() -> None:
     assert all(len(i) == 22 and not i.startswith("-") and "=" not in i for i in ids)
 
 
-def test_log4j2_sends_everything_to_stdout() -> None:
-    text = render_kafka_log4j2()
-    assert "appender.stdout.type = Console" in text
+def test_log4j2_writes_one_bounded_rolling_file_per_process_and_nothing_to_the_console() -> None:
+    text = render_kafka_log4j2(LogLimits(max_file_mb=7, files=3))
     assert "rootLogger.level = INFO" in text
+    assert "rootLogger.appenderRef.file.ref = FILE" in text
+    assert "appender.file.type = RollingFile" in text
+    assert "appender.file.policies.size.size = 7MB" in text
+    assert "appender.file.strategy.max = 3" in text
+    assert "${sys:kafka.logs.dir}/${sys:kaas.log.file:-server.log}" in text
+    assert "Console" not in text
+    assert "appender.file.policies.size.size = 100MB" in render_kafka_log4j2()  # the default
+    assert log_file_option(controller=True) == "-Dkaas.log.file=controller-server.log"
+    assert log_file_option(controller=False) == "-Dkaas.log.file=server.log"

@@ -69,9 +69,9 @@ class FakeGraphite:
     def __init__(self, url: str) -> None:
         assert url == "http://graphite"
 
-    def latest(self, target: str, since: str) -> dict[str, float | None]:
+    def timed_series(self, target: str, since: str) -> dict[str, list[tuple[float | None, float]]]:
         FakeGraphite.targets.append(target)
-        return {target: FakeGraphite.value}
+        return {target: [(FakeGraphite.value, 0.0)]}
 
 
 class Receiver:

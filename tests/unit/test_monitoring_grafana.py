@@ -12,6 +12,7 @@ import pytest
 from agent.metrics.gauges import statsd_gauges
 from management_plane.cli import main as kaas_main
 from management_plane.monitoring.grafana import PANELS, dashboard
+from management_plane.monitoring.heartbeat import BrokerFigures, heartbeat_gauges
 
 pytestmark = pytest.mark.unit
 
@@ -45,7 +46,10 @@ def _series_patterns(target: str) -> list[str]:
 
 
 def test_every_panel_target_matches_a_gauge_the_agents_send() -> None:
+    figures = {2: BrokerFigures(accepted=3, success=1.0, availability=1.0, latency_ms=12.0)}
     sent = {f"kaas.{name}" for name, _ in statsd_gauges(RECORD)}
+    # and the heartbeat's, which kaas serve sends beside them
+    sent |= {f"kaas.{name}" for name, _ in heartbeat_gauges("prod_eu", figures)}
     model = dashboard("prod.eu", "ds1")
     assert len(model["panels"]) == len(PANELS)
     for panel in model["panels"]:

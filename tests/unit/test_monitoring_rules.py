@@ -14,7 +14,9 @@ from management_plane.monitoring.evaluate import (
     NotificationKind,
     Operation,
     OperationKind,
+    Seen,
     evaluate,
+    operations_of,
     track_operations,
 )
 from management_plane.monitoring.rules import (
@@ -233,6 +235,66 @@ def test_held_alert_shows_its_hold() -> None:
 def test_track_operations_keeps_first_seen_and_forgets_ended() -> None:
     seen = track_operations({}, [(1, OperationKind.RESTART)], 10.0)
     seen = track_operations(seen, [(1, OperationKind.RESTART), (2, OperationKind.DRAIN)], 20.0)
-    assert seen == {(1, OperationKind.RESTART): 10.0, (2, OperationKind.DRAIN): 20.0}
+    assert seen == {(1, OperationKind.RESTART): Seen(10.0), (2, OperationKind.DRAIN): Seen(20.0)}
     assert track_operations(seen, [], 30.0) == {}
     assert NotificationKind.TRIGGER.value == "trigger"
+
+
+def test_track_operations_keeps_an_ended_operation_for_the_settle_time() -> None:
+    restart = (1, OperationKind.RESTART)
+    seen = track_operations({}, [restart], 10.0, settle_s=30)
+    seen = track_operations(seen, [], 50.0, settle_s=30)
+    assert seen == {restart: Seen(10.0, ended=50.0)}
+    assert track_operations(seen, [], 70.0, settle_s=30) == {restart: Seen(10.0, ended=50.0)}
+    assert track_operations(seen, [], 80.0, settle_s=30) == {}
+    # Starting again within the settle time is a new operation with a new count.
+    assert track_operations(seen, [restart], 60.0, settle_s=30) == {restart: Seen(60.0)}
+    assert operations_of({restart: Seen(10.0, 50.0)}) == [
+        Operation(1, OperationKind.RESTART, 10.0, ended=50.0)
+    ]
+
+
+SETTLED = parse_rules(HEADER + "[maintenance]\nrestart_s = 100\nsettle_s = 30\n" + URP + DISK)
+
+
+def _rounds(
+    rounds: list[tuple[float, float, list[tuple[int, OperationKind]]]],
+) -> list[tuple[float, str]]:
+    """Rounds of (time, URP, operations running) through the loop's own tracking; returns
+    every (time, state) the URP alert went through and every notification."""
+    alerts: dict[AlertKey, Alert] = {}
+    seen: dict[tuple[int, OperationKind], Seen] = {}
+    states: list[tuple[float, str]] = []
+    for now, value, running in rounds:
+        seen = track_operations(seen, running, now, SETTLED.maintenance.settle_s)
+        result = evaluate(SETTLED, "c", _urp(value), alerts, operations_of(seen), now)
+        alerts = result.alerts
+        states += [(now, a.state.value) for a in result.changed]
+        states += [(now, n.kind.value) for n in result.notifications]
+    return states
+
+
+def test_data_lagging_an_ended_restart_stays_held_for_the_settle_time() -> None:
+    restart = [(1, OperationKind.RESTART)]
+    # The restart ends at 60; the agents' last samples from during it show URP until 85,
+    # then for_s (30) would have passed at 90 without the settle time.
+    rounds = [(0.0, 2.0, restart), (30.0, 2.0, restart), (60.0, 2.0, [])]
+    rounds += [(70.0, 2.0, []), (80.0, 1.0, []), (85.0, 1.0, []), (95.0, 0.0, [])]
+    assert _rounds(rounds) == [(0.0, "held")]
+
+
+def test_a_breach_that_outlasts_the_settle_time_pages_after_for_s() -> None:
+    restart = [(1, OperationKind.RESTART)]
+    rounds = [(0.0, 2.0, restart), (10.0, 2.0, [])]
+    rounds += [(t, 2.0, []) for t in (20.0, 30.0, 40.0, 50.0, 60.0, 70.0, 80.0)]
+    assert _rounds(rounds) == [
+        (0.0, "held"),
+        (40.0, "pending"),
+        (70.0, "firing"),
+        (70.0, "trigger"),
+    ]
+
+
+def test_settle_time_is_refused_when_negative() -> None:
+    with pytest.raises(RulesError, match="settle_s must not be negative"):
+        parse_rules(HEADER + "[maintenance]\nsettle_s = -1\n" + URP)

@@ -22,8 +22,10 @@ from enum import Enum
 from typing import Final
 
 from planner.contracts.kafka_release import KafkaMode
+from planner.contracts.log_limits import DEFAULT_LOG_LIMITS, LogLimits
 from planner.contracts.spec import ClusterSpec
 from planner.contracts.vm_config.broker import (
+    KAFKA_SERVER_LOG,
     BrokerFacts,
     durable_defaults,
     render_server_properties,
@@ -259,15 +261,36 @@ def render_controller_properties(
     }
 
 
-def render_kafka_log4j2() -> str:
-    """Kafka 4.x logs through Log4j 2: everything to stdout (the supervisor keeps the file),
-    request logs quieter, as the ZooKeeper-mode broker's log4j does."""
-    return """rootLogger.level = INFO
-rootLogger.appenderRef.stdout.ref = STDOUT
-appender.stdout.type = Console
-appender.stdout.name = STDOUT
-appender.stdout.layout.type = PatternLayout
-appender.stdout.layout.pattern = [%d] %p %m (%c)%n
+KRAFT_CONTROLLER_LOG: Final = "controller-server.log"
+LOG_FILE_PROPERTY: Final = "kaas.log.file"
+"""The JVM property naming the process's log file in kafka.logs.dir: the broker and the
+controller of one VM share the Log4j 2 file and the log dir, never a log file."""
+
+
+def log_file_option(controller: bool) -> str:
+    """The JVM option naming the process's rolling log file (see LOG_FILE_PROPERTY)."""
+    return f"-D{LOG_FILE_PROPERTY}={KRAFT_CONTROLLER_LOG if controller else KAFKA_SERVER_LOG}"
+
+
+def render_kafka_log4j2(limits: LogLimits = DEFAULT_LOG_LIMITS) -> str:
+    """Kafka 4.x logs through Log4j 2: one size-bounded rolling file per process in Kafka's
+    log dir (named by the JVM's kaas.log.file, the broker's server.log by default), as the
+    ZooKeeper-mode broker's log4j does, and nothing to the console (the supervisor's capture
+    of it is not bounded). Log4j 2 checks the size at every line; the roll keeps `files`."""
+    return f"""rootLogger.level = INFO
+rootLogger.appenderRef.file.ref = FILE
+appender.file.type = RollingFile
+appender.file.name = FILE
+appender.file.fileName = ${{sys:kafka.logs.dir}}/${{sys:{LOG_FILE_PROPERTY}:-{KAFKA_SERVER_LOG}}}
+appender.file.filePattern = ${{sys:kafka.logs.dir}}/${{sys:{LOG_FILE_PROPERTY}:-{KAFKA_SERVER_LOG}}}.%i
+appender.file.layout.type = PatternLayout
+appender.file.layout.pattern = [%d] %p %m (%c)%n
+appender.file.policies.type = Policies
+appender.file.policies.size.type = SizeBasedTriggeringPolicy
+appender.file.policies.size.size = {limits.max_file_mb}MB
+appender.file.strategy.type = DefaultRolloverStrategy
+appender.file.strategy.max = {limits.files}
+appender.file.strategy.fileIndex = min
 logger.request.name = kafka.request.logger
 logger.request.level = WARN
 logger.cleaner.name = kafka.log.LogCleaner
