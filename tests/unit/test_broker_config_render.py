@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from agent.broker_config import rendering as agent_rendering
-from agent.cycle import write_properties
+from agent.restart_runner import write_properties
 from agent.settings import parse_settings
 from management_plane.local import cluster as local_cluster
 from management_plane.local import render as local_render
