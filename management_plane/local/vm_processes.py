@@ -245,28 +245,26 @@ def wait_brokers(state: ClusterState, vms: tuple[VmLayout, ...]) -> None:
 def stop_every_vm(state: ClusterState) -> None:
     """Stop every process of every VM, forgetting their records."""
     # Agents first, so that none heals a broker being stopped; then brokers, while
-    # ZooKeeper still has a quorum for their controlled shutdown.
+    # ZooKeeper still has a quorum for their controlled shutdown; KRaft controllers after
+    # the brokers, whose controlled shutdown they answer; ZooKeeper last.
+    _stop_kind_everywhere(state, "agent", AGENT_STOP_TIMEOUT, (signal.SIGTERM,))
+    # A paused JVM is woken first, so that it can shut down in order.
+    _stop_kind_everywhere(state, "kafka", KAFKA_STOP_TIMEOUT, (signal.SIGCONT, signal.SIGTERM))
+    _stop_kind_everywhere(state, "controller", KAFKA_STOP_TIMEOUT, (signal.SIGCONT, signal.SIGTERM))
+    _stop_kind_everywhere(state, "zookeeper", ZOOKEEPER_STOP_TIMEOUT, ())
+
+
+def _stop_kind_everywhere(
+    state: ClusterState, kind: str, timeout_s: float, signals: tuple[signal.Signals, ...]
+) -> None:
+    """Signal every VM's `kind` process first, so that they stop side by side, then wait for
+    each (`stop_process` signals again and kills one past `timeout_s`)."""
     for vm in state.layout.vms:
-        send_signal(state.record(vm.name, "agent"), signal.SIGTERM)
+        for signum in signals:
+            send_signal(state.record(vm.name, kind), signum)
     for vm in state.layout.vms:
-        stop_process(state.record(vm.name, "agent"), AGENT_STOP_TIMEOUT)
-        state.set_record(vm.name, "agent", None)
-    for vm in state.layout.vms:
-        send_signal(state.record(vm.name, "kafka"), signal.SIGCONT)
-        send_signal(state.record(vm.name, "kafka"), signal.SIGTERM)
-    for vm in state.layout.vms:
-        stop_process(state.record(vm.name, "kafka"), KAFKA_STOP_TIMEOUT)
-        state.set_record(vm.name, "kafka", None)
-    # KRaft controllers after the brokers, whose controlled shutdown they answer.
-    for vm in state.layout.vms:
-        send_signal(state.record(vm.name, "controller"), signal.SIGCONT)
-        send_signal(state.record(vm.name, "controller"), signal.SIGTERM)
-    for vm in state.layout.vms:
-        stop_process(state.record(vm.name, "controller"), KAFKA_STOP_TIMEOUT)
-        state.set_record(vm.name, "controller", None)
-    for vm in state.layout.vms:
-        stop_process(state.record(vm.name, "zookeeper"), ZOOKEEPER_STOP_TIMEOUT)
-        state.set_record(vm.name, "zookeeper", None)
+        stop_process(state.record(vm.name, kind), timeout_s)
+        state.set_record(vm.name, kind, None)
 
 
 def stop_vm_processes(state: ClusterState, vm: VmLayout, kinds: tuple[str, ...]) -> None:
