@@ -78,7 +78,7 @@ demo: setup
 
 ## test: lint and types, then unit, integration and drill tests against real local clusters
 test: setup lint typecheck
-	$(BIN)/pytest $(PYTEST_PARALLEL) $(PYTEST_ARGS)
+	$(BIN)/pytest $(PYTEST_PARALLEL) --durations=40 $(PYTEST_ARGS)
 
 test-unit: setup
 	$(BIN)/pytest -m unit $(PYTEST_ARGS)

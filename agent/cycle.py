@@ -12,32 +12,23 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 import structlog
 
 from agent.broker_config import desired_server_properties, diff_broker_config
 from agent.broker_config.rendering import desired_controller_properties
-from agent.controller_restart import ControllerRestartSettings, restart_controller
+from agent.cycle_actions import ActionPorts, ActionRunner, LongAction, Spawn, spawn_thread
 from agent.decide import (
     RUNNING,
     STOPPED,
-    Action,
     ActionKind,
-    ApplyDynamicConfig,
-    BrokerLaunch,
     BrokerView,
     ConfigChanges,
     DoNothing,
-    ReconfigureZookeeper,
-    RestartBroker,
-    RestartController,
     Snapshot,
-    StartBroker,
-    StartController,
     decide,
 )
-from agent.errors import AgentError
 from agent.identity import volume_id
 from agent.kraft_keeper import (
     QuorumKeeper,
@@ -67,8 +58,7 @@ from agent.ports import (
     ReassignmentAdmin,
     StoreUnavailable,
 )
-from agent.restart import LaunchKind
-from agent.restart_runner import RestartRunner, read_properties, write_properties
+from agent.restart_runner import RestartRunner, read_properties
 from agent.settings import AgentSettings
 from planner.contracts.journal import JournalAction, JournalEntry
 from planner.contracts.kafka_state import volume_broker_id
@@ -81,27 +71,6 @@ from planner.errors import PlannerError
 
 AGENT_VERSION = "0.1.0"
 log = structlog.get_logger("kaas.agent")
-
-
-class Running(Protocol):
-    def is_alive(self) -> bool: ...
-
-
-Spawn = Callable[[str, Callable[[], None]], Running]
-"""Run a long action off the loop: (name, work) -> a handle that tells whether it runs."""
-
-
-def spawn_thread(name: str, work: Callable[[], None]) -> Running:
-    thread = threading.Thread(target=work, name=f"agent-{name}", daemon=True)
-    thread.start()
-    return thread
-
-
-@dataclass
-class LongAction:
-    name: str
-    progress: str
-    running: Running | None = None
 
 
 @dataclass(frozen=True)
@@ -153,9 +122,7 @@ class Agent:
         self.wake = threading.Event()
         self.broker_id: int = -1
         self.memory = CycleMemory()
-        self.long_action: LongAction | None = None
         self.last_sentence = ""
-        self.server_properties = settings.config_dir / "server.properties"
         self.metrics_problem: str | None = None
         self.stats = AgentStats()  # the agent's own figures, sent by the metrics loop
         self.certificate_restart: str | None = None
@@ -194,6 +161,30 @@ class Agent:
             self.members,
             self.journal,
         )
+        self.actions = ActionRunner(
+            settings,
+            ActionPorts(
+                ports.zookeeper,
+                ports.admin,
+                ports.ensemble,
+                ports.clock,
+                ports.spawn,
+                ports.controller,
+            ),
+            self.restarts,
+            self.quorum_keeper,
+            self.journal,
+            self.wake,
+        )
+
+    @property
+    def long_action(self) -> LongAction | None:
+        """The start or restart running off the loop (None: none)."""
+        return self.actions.long_action
+
+    @long_action.setter
+    def long_action(self, value: LongAction | None) -> None:
+        self.actions.long_action = value
 
     # -- ZooKeeper ------------------------------------------------------------------------
 
@@ -425,95 +416,7 @@ class Agent:
             ),
         }
 
-    # -- actions --------------------------------------------------------------------------
-
-    def execute(self, action: Action) -> None:
-        match action:
-            case StartBroker(reason, launch):
-                self._run_long(LaunchKind.START, reason, launch)
-            case RestartBroker(reason, launch):
-                self._run_long(LaunchKind.RESTART, reason, launch)
-            case ReconfigureZookeeper(_, change):
-                self.ensemble.apply(change)
-            case ApplyDynamicConfig():
-                self._apply_dynamic(action)
-            case StartController():
-                self._start_controller(action)
-            case RestartController():
-                self._restart_controller(action)
-            case DoNothing():
-                pass
-
-    def _apply_dynamic(self, action: ApplyDynamicConfig) -> None:
-        error = self.admin.apply_config(self.broker_id, action.diff, action.kafka_version)
-        if error is None:
-            # The file too, so that a later restart keeps what was applied dynamically.
-            write_properties(self.server_properties, action.server_properties)
-        self.journal(
-            action.kind, action.reason, "done, read back" if error is None else f"failed: {error}"
-        )
-
-    def _start_controller(self, action: StartController) -> None:
-        controller = self.ports.controller
-        spec = self.memory.last_good_spec
-        if controller is None or spec is None:
-            return
-        try:
-            properties = desired_controller_properties(self.settings, self.broker_id, spec)
-        except BrokerConfigError as exc:
-            self.journal(action.kind, action.reason, f"failed: {exc}")
-            return
-        if properties is not None:
-            write_properties(self.settings.config_dir / "controller.properties", properties)
-        try:
-            controller.start(action.kafka_version)
-        except (AgentError, OSError) as exc:
-            self.journal(action.kind, action.reason, f"failed: {exc}")
-
-    def _restart_controller(self, action: RestartController) -> None:
-        controller, keeper = self.ports.controller, self.quorum_keeper
-        if controller is None or keeper is None:
-            return
-        long_action = LongAction(str(action.kind), "controller restart: waiting to begin")
-
-        def report(progress: str) -> None:
-            long_action.progress = progress
-
-        settings = ControllerRestartSettings(
-            node_id=controller_node_id(self.broker_id),
-            properties_path=self.settings.config_dir / "controller.properties",
-            caught_up_within_ms=self.settings.controller_caught_up_ms,
-            lock_poll_s=self.settings.restart_lock_poll_s,
-        )
-
-        def work() -> None:
-            result = restart_controller(
-                settings,
-                self.zk.restart_lock(f"controller {settings.node_id}"),
-                controller,
-                keeper.describe,
-                action.controller_properties,
-                action.kafka_version,
-                self.clock,
-                report,
-            )
-            self.journal(action.kind, action.reason, result)
-            self.wake.set()
-
-        self.long_action = long_action
-        long_action.running = self.ports.spawn(str(action.kind), work)
-
-    def _run_long(self, kind: LaunchKind, reason: str, launch: BrokerLaunch) -> None:
-        long_action = LongAction(str(kind), f"{kind}: waiting to begin")
-
-        def report(progress: str) -> None:
-            long_action.progress = progress
-
-        def work() -> None:
-            self.restarts.run(self.broker_id, kind, launch, reason, report)
-
-        self.long_action = long_action
-        long_action.running = self.ports.spawn(str(kind), work)
+    # -- certificates ---------------------------------------------------------------------
 
     def _tend_certificates(self) -> str | None:
         """Renew the VM's certificate when a rotation or its expiry asks; never while a
@@ -539,7 +442,7 @@ class Agent:
         action = decide(snap)
         if not isinstance(action, DoNothing):
             self.journal(action.kind, action.reason, "started")
-        self.execute(action)
+        self.actions.execute(action, self.broker_id, self.memory.last_good_spec)
         sentence = action.reason
         if self.metrics_problem:
             sentence += f"; {self.metrics_problem}"

@@ -250,13 +250,42 @@ def zookeeper_quorum(context: FaultContext) -> tuple[str, ...]:
 
 
 @dataclass
-class NetworkPartition:
+class NetworkRuleFault:
+    """What the network faults share: they need the drill's network rules (nftables), keep
+    the fault for the duration, and heal by removing the one rule they added."""
+
+    name: str
+    handle: str | None = field(default=None, init=False)
+
+    def preflight(self, context: FaultContext) -> str | None:
+        if context.network is None:
+            return self._without_rules()
+        return context.network.problem()
+
+    def rules(self, context: FaultContext) -> NetworkRules:
+        if context.network is None:
+            raise DrillError(self._without_rules())
+        return context.network
+
+    def hold(self, context: FaultContext) -> None:
+        context.sleep(context.duration_s)
+
+    def heal(self, context: FaultContext) -> None:
+        if self.handle is not None and context.network is not None:
+            context.network.remove(self.handle)
+        self.handle = None
+
+    def _without_rules(self) -> str:
+        return f"{self.name} needs network rules, and this drill has none"
+
+
+@dataclass
+class NetworkPartition(NetworkRuleFault):
     """One VM cut off from the other VMs and from the clients: every packet from or to its
     address, but its own traffic to itself, dropped for the duration."""
 
     name: str = "network-partition"
     vm: str | None = field(default=None, init=False)
-    handle: str | None = field(default=None, init=False)
 
     def describe(self) -> str:
         return (
@@ -264,61 +293,30 @@ class NetworkPartition:
             "is one) cut off from the others and from clients by firewall rules on its address"
         )
 
-    def preflight(self, context: FaultContext) -> str | None:
-        if context.network is None:
-            return f"{self.name} needs network rules, and this drill has none"
-        return context.network.problem()
-
     def inject(self, context: FaultContext) -> str:
-        if context.network is None:
-            raise DrillError(f"{self.name} needs network rules, and this drill has none")
+        rules = self.rules(context)
         self.vm = follower_broker_vm(context)[0]
-        self.handle = context.network.isolate(
+        self.handle = rules.isolate(
             context.cluster.vm_address(self.vm), context.cluster.vm_pids(self.vm)
         )
         return f"{self.vm} ({context.cluster.vm_address(self.vm)})"
 
-    def hold(self, context: FaultContext) -> None:
-        context.sleep(context.duration_s)
-
-    def heal(self, context: FaultContext) -> None:
-        if self.handle is not None and context.network is not None:
-            context.network.remove(self.handle)
-        self.handle = None
-
 
 @dataclass
-class DegradedNetwork:
+class DegradedNetwork(NetworkRuleFault):
     """One VM's packets, both ways, dropped at random (`loss_percent` of them) for the
     duration: TCP retransmits, so the VM's traffic slows and stalls without stopping.
     Loss only: this kernel has no netem qdisc for delay."""
 
     name: str = "degraded-network"
     loss_percent: int = 20
-    handle: str | None = field(default=None, init=False)
 
     def describe(self) -> str:
         return f"one broker's VM losing {self.loss_percent}% of its packets each way"
 
-    def preflight(self, context: FaultContext) -> str | None:
-        if context.network is None:
-            return f"{self.name} needs network rules, and this drill has none"
-        return context.network.problem()
-
     def inject(self, context: FaultContext) -> str:
-        if context.network is None:
-            raise DrillError(f"{self.name} needs network rules, and this drill has none")
+        rules = self.rules(context)
         vm = follower_broker_vm(context)[0]
         address = context.cluster.vm_address(vm)
-        self.handle = context.network.degrade(
-            address, context.cluster.vm_pids(vm), self.loss_percent
-        )
+        self.handle = rules.degrade(address, context.cluster.vm_pids(vm), self.loss_percent)
         return f"{vm} ({address}): {self.loss_percent}% loss"
-
-    def hold(self, context: FaultContext) -> None:
-        context.sleep(context.duration_s)
-
-    def heal(self, context: FaultContext) -> None:
-        if self.handle is not None and context.network is not None:
-            context.network.remove(self.handle)
-        self.handle = None

@@ -172,14 +172,9 @@ def tool_jvm_options(vm: VmLayout) -> list[str]:
 
 def _kafka_jvm(java: str, heap: tuple[str, ...], vm: VmLayout, controller: bool) -> list[str]:
     return [
-        java,
-        *heap,
-        "-XX:+UseG1GC",
-        "-XX:MaxGCPauseMillis=20",
-        "-XX:InitiatingHeapOccupancyPercent=35",
-        "-Djava.awt.headless=true",
-        f"-Dkafka.logs.dir={vm.logs_dir}",
-        f"-Dlog4j2.configurationFile=file:{vm.config_dir / KAFKA_LOG4J2}",
+        *render.kafka_jvm(
+            java, heap, vm, f"-Dlog4j2.configurationFile=file:{vm.config_dir / KAFKA_LOG4J2}"
+        ),
         log_file_option(controller),
     ]
 

@@ -164,18 +164,29 @@ def joining_dynamic_file(live_lines: list[str], vm: VmLayout) -> str:
     return render_zookeeper_dynamic([ensemble_server(vm)], live_lines)
 
 
-def kafka_command(
-    java: str, cluster: ClusterLayout, vm: VmLayout, libs: str, jolokia_agent: str
-) -> list[str]:
+def kafka_jvm(java: str, heap: tuple[str, ...], vm: VmLayout, logging_option: str) -> list[str]:
+    """A Kafka JVM (broker or KRaft controller) up to its agent and class path: the heap,
+    G1 tuned for short pauses, the VM's log folder; `logging_option` names the logging
+    config (log4j for 3.x, log4j2 for 4.x)."""
     return [
         java,
-        *KAFKA_HEAP,
+        *heap,
         "-XX:+UseG1GC",
         "-XX:MaxGCPauseMillis=20",
         "-XX:InitiatingHeapOccupancyPercent=35",
         "-Djava.awt.headless=true",
         f"-Dkafka.logs.dir={vm.logs_dir}",
-        f"-Dlog4j.configuration=file:{vm.config_dir / KAFKA_LOG4J}",
+        logging_option,
+    ]
+
+
+def kafka_command(
+    java: str, cluster: ClusterLayout, vm: VmLayout, libs: str, jolokia_agent: str
+) -> list[str]:
+    return [
+        *kafka_jvm(
+            java, KAFKA_HEAP, vm, f"-Dlog4j.configuration=file:{vm.config_dir / KAFKA_LOG4J}"
+        ),
         jolokia_agent_option(PurePath(jolokia_agent), vm.config_dir),
         "-cp",
         f"{libs}/*",

@@ -23,6 +23,7 @@ from management_plane.security.rotation_store import (
     ZooKeeperCertificates,
 )
 from management_plane.service.db import Database
+from management_plane.service.interval_gate import IntervalGate
 from planner.contracts.certificates import LeafRequest, RequestReason, SignedLeaf
 from planner.pki.authority import PkiError
 from planner.pki.rotation import certificate_public_key_pem, sign_request
@@ -68,15 +69,11 @@ class RenewalSigner:
         self.db = db
         self.provider = provider
         self.certificates = certificates
-        self.interval_s = interval_s
-        self.clock = clock
-        self._last_check = 0.0
+        self._gate = IntervalGate(interval_s, clock)
 
     def check_if_due(self) -> None:
-        now = self.clock()
-        if now - self._last_check < self.interval_s:
+        if not self._gate.due():
             return
-        self._last_check = now
         for cluster in self.db.list_clusters():
             if cluster["status"] != "running":
                 continue

@@ -22,6 +22,7 @@ import structlog
 from management_plane.providers.base import Provider, ProviderError, client_identity
 from management_plane.service.cluster_io import ClusterIO, ClusterUnreachable
 from management_plane.service.db import ClusterBusy, Database
+from management_plane.service.interval_gate import IntervalGate
 from management_plane.service.operations import OperationKind, expand_steps
 
 log = structlog.get_logger("kaas.broker_loss")
@@ -109,17 +110,14 @@ class BrokerLossWatcher:
         self.db = db
         self.provider = provider
         self.threshold_s = threshold_s
-        self.interval_s = interval_s
         self.on_queued = on_queued
         self.clock = clock
         self._absent_since: dict[str, dict[str, float]] = {}
-        self._last_check = 0.0
+        self._gate = IntervalGate(interval_s, clock)
 
     def check_if_due(self) -> None:
-        now = self.clock()
-        if now - self._last_check < self.interval_s:
+        if not self._gate.due():
             return
-        self._last_check = now
         for cluster in self.db.list_clusters():
             if cluster["status"] == "running":
                 self.check_cluster(cluster["name"])

@@ -33,7 +33,7 @@ pytestmark = pytest.mark.integration
 def patient_start(monkeypatch: pytest.MonkeyPatch) -> None:
     """Agents start their brokers one at a time, each waiting for complete ISRs: on a
     machine shared by many test runs that takes longer than `kaas up`'s own 240 s."""
-    monkeypatch.setattr("management_plane.local.cluster.BROKERS_READY_TIMEOUT", 600.0)
+    monkeypatch.setattr("management_plane.local.vm_processes.BROKERS_READY_TIMEOUT", 600.0)
 
 
 def run_operation(db: Database, engine: Engine, kind: OperationKind, cluster: str) -> OperationRow:

@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from agent.broker_config import ConfigDiff, ConfigLayer, RunningValue
-from agent.cycle import Agent, AgentPorts, Running
+from agent.cycle import Agent, AgentPorts
+from agent.cycle_actions import Running
 from agent.pipeline import ConfigChange, Move, Reassigning
 from agent.ports import (
     RUNNING,

@@ -293,6 +293,35 @@ def test_a_refused_spec_keeps_the_last_good_one(tmp_path: Path) -> None:
     assert rig.broker.process == RUNNING
 
 
+@pytest.mark.parametrize(
+    ("bad_value", "reason"),
+    [
+        (b"{not json", "spec is not valid JSON"),
+        (
+            b'{"schema_version": 1, "cluster": "c", "kafka_version": "3.9.2",'
+            b' "broker_count": "three", "zones": ["zone-a"]}',
+            "spec.broker_count must be an integer, got str",
+        ),
+        (b'{"schema_version": 9}', "spec.schema_version is 9"),
+    ],
+)
+def test_a_malformed_spec_is_refused_by_name_restarts_nothing_and_a_repair_clears_it(
+    tmp_path: Path, bad_value: bytes, reason: str
+) -> None:
+    rig = started(tmp_path)
+    rig.zookeeper.spec_value = bad_value
+    for _ in range(3):  # a few cycles: the refusal stays, nothing is done about it
+        sentence = rig.agent.run_cycle()
+        assert f"refused the new spec: {reason}" in sentence, sentence
+        assert "keeping the last good one" in sentence
+    member = rig.zookeeper.member(0)
+    assert reason in member["sentence"] and member["spec_generation"] == SPEC.generation
+    rig.zookeeper.spec_value = SPEC.encode()  # the operator repairs it
+    assert "refused" not in rig.agent.run_cycle()
+    assert rig.broker.starts == ["3.9.2"] and rig.broker.stops == []
+    assert [e["action"] for e in rig.zookeeper.journal] == []
+
+
 def test_without_a_spec_the_broker_is_not_started(tmp_path: Path) -> None:
     rig = make_rig(tmp_path, None)
     assert "waiting for a valid cluster spec (no spec at /kaas/c/spec)" in rig.agent.run_cycle()

@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 
 from agent.broker_config import rendering as agent_rendering
-from agent.cycle import write_properties
+from agent.restart_runner import write_properties
 from agent.settings import parse_settings
-from management_plane.local import cluster as local_cluster
 from management_plane.local import render as local_render
 from management_plane.local.layout import plan_layout
+from management_plane.local.vm_files import write_vm_files
 from planner.contracts import vm_config
 from planner.contracts.spec import ClusterSpec
 from planner.contracts.vm_config import (
@@ -93,7 +93,7 @@ def test_the_agent_and_kaas_up_without_agents_render_the_same_bytes_by_the_same_
     layout = plan_layout("c1", tmp_path / "home", nodes)
     the_spec = local_render.local_spec(layout, "3.9.2")
     for vm in layout.vms:
-        local_cluster._write_vm_files(layout, vm, "3.9.2", agents=False)
+        write_vm_files(layout, vm, "3.9.2", agents=False)
         by_kaas_up = (vm.config_dir / "server.properties").read_bytes()
 
         settings = parse_settings(

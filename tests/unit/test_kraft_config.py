@@ -12,8 +12,8 @@ from planner.contracts.fields import ContractError
 from planner.contracts.kafka_release import KafkaMode, kafka_mode, kraft_quorum_size_problem
 from planner.contracts.log_limits import LogLimits
 from planner.contracts.spec import ClusterSpec, SpecError, parse_spec
-from planner.contracts.vm_config import BrokerFacts, render_server_properties
-from planner.contracts.vm_config.kafka_tls import SUPER_USERS, TlsFiles
+from planner.contracts.vm_config import render_server_properties
+from planner.contracts.vm_config.kafka_tls import SUPER_USERS
 from planner.contracts.vm_config.kraft import (
     CONTROLLER_NODE_ID_OFFSET,
     KRAFT_AUTHORIZER,
@@ -32,24 +32,13 @@ from planner.contracts.vm_config.kraft import (
     storage_format,
 )
 from planner.contracts.vm_config.sizing import SizingProfile, sizing_properties
+from tests.unit.kraft_render_facts import CONTROLLER, CONTROLLER_ENDPOINTS, KRAFT_BROKER
 
 pytestmark = pytest.mark.unit
 
 SPEC = ClusterSpec(cluster="k1", kafka_version="4.3.1", broker_count=3, zones=("a", "b", "c"))
-FACTS = BrokerFacts(
-    broker_id=1,
-    rack="b",
-    listener_address="127.0.9.2",
-    port=9092,
-    tenant_port=9094,
-    advertised_address="127.0.9.2",
-    log_dirs=("/data/kafka",),
-    zookeeper_connect="",
-    tls=TlsFiles("/tls/node.pem", "/tls/ca.pem"),
-    host_sizing=sizing_properties(SizingProfile.LOCAL),
-)
-CONTROLLER = ControllerFacts(3001, "127.0.9.2", 9093, "/data/kraft-controller")
-BOOTSTRAP = ("127.0.9.1:9093", "127.0.9.2:9093", "127.0.9.3:9093")
+FACTS = KRAFT_BROKER
+BOOTSTRAP = CONTROLLER_ENDPOINTS
 
 
 @pytest.mark.parametrize(

@@ -125,6 +125,30 @@ def test_command_lines_use_log4j2_and_the_config_files(tmp_path: Path) -> None:
     ]
 
 
+def test_every_kafka_jvm_gets_the_same_options_but_its_logging_config(tmp_path: Path) -> None:
+    layout = plan_layout("k", tmp_path, 3, "127.0.9")
+    vm = layout.vms[1]
+    zookeeper_mode = render.kafka_command("java", layout, vm, "/libs", "/jolokia.jar")
+    kraft_broker = kraft.broker_command("java", vm, "/libs", "/jolokia.jar")
+    controller = kraft.controller_command("java", vm, "/libs")
+    options = [
+        "-XX:+UseG1GC",
+        "-XX:MaxGCPauseMillis=20",
+        "-XX:InitiatingHeapOccupancyPercent=35",
+        "-Djava.awt.headless=true",
+        f"-Dkafka.logs.dir={vm.logs_dir}",
+    ]
+    assert zookeeper_mode[:8] == kraft_broker[:8] == ["java", *render.KAFKA_HEAP, *options]
+    assert controller[:8] == ["java", *kraft.CONTROLLER_HEAP, *options]
+    assert zookeeper_mode[8] == f"-Dlog4j.configuration=file:{vm.config_dir / render.KAFKA_LOG4J}"
+    assert (
+        kraft_broker[8]
+        == controller[8]
+        == (f"-Dlog4j2.configurationFile=file:{vm.config_dir / kraft.KAFKA_LOG4J2}")
+    )
+    assert zookeeper_mode[9:] == kraft_broker[9:]  # Jolokia, the jars, server.properties
+
+
 def test_each_vm_shows_its_controllers_role_in_the_quorum(tmp_path: Path) -> None:
     layout = plan_layout("k", tmp_path, 5, "127.0.9")
     replicas = (

@@ -14,8 +14,7 @@ from management_plane.local import render as local_render
 from management_plane.local.layout import plan_layout
 from planner.contracts.kraft_migration import KraftMigration, MigrationPhase
 from planner.contracts.spec import ClusterSpec
-from planner.contracts.vm_config import BrokerFacts, render_server_properties
-from planner.contracts.vm_config.kafka_tls import TlsFiles
+from planner.contracts.vm_config import render_server_properties
 from planner.contracts.vm_config.kraft import KRAFT_AUTHORIZER, ControllerFacts, KraftConfigError
 from planner.contracts.vm_config.migration import (
     MIGRATION_FLAG,
@@ -23,25 +22,13 @@ from planner.contracts.vm_config.migration import (
     render_migration_broker_properties,
     render_migration_controller_properties,
 )
-from planner.contracts.vm_config.sizing import SizingProfile, sizing_properties
+from tests.unit.kraft_render_facts import CONTROLLER, CONTROLLER_ENDPOINTS, ZOOKEEPER_BROKER
 
 pytestmark = pytest.mark.unit
 
 P = MigrationPhase
-FACTS = BrokerFacts(
-    broker_id=1,
-    rack="b",
-    listener_address="127.0.9.2",
-    port=9092,
-    tenant_port=9094,
-    advertised_address="127.0.9.2",
-    log_dirs=("/data/kafka",),
-    zookeeper_connect="127.0.9.1:2281,127.0.9.2:2281/kafka/k1",
-    tls=TlsFiles("/tls/node.pem", "/tls/ca.pem"),
-    host_sizing=sizing_properties(SizingProfile.LOCAL),
-)
-CONTROLLER = ControllerFacts(3001, "127.0.9.2", 9093, "/data/kraft-controller")
-VOTERS = tuple(QuorumVoter(3000 + i, f"127.0.9.{i + 1}:9093") for i in (2, 0, 1))
+FACTS = ZOOKEEPER_BROKER
+VOTERS = tuple(QuorumVoter(3000 + i, CONTROLLER_ENDPOINTS[i]) for i in (2, 0, 1))
 VOTERS_TEXT = "3000@127.0.9.1:9093,3001@127.0.9.2:9093,3002@127.0.9.3:9093"
 
 

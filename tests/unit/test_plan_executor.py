@@ -159,11 +159,16 @@ def test_a_refused_plan_is_journaled_once_not_every_tick(tmp_path: Path) -> None
     )
     assert tick(rig) == first
     assert tick(rig) == first
-    assert len(rig.zookeeper.journaled("plan_refused")) == 1
+    (refusal,) = rig.zookeeper.journaled("plan_refused")
+    assert "not executed" in refusal["result"]
     assert rig.reassignments.submitted == []
     rig.store.corrupt = "meta: another cluster"
     tick(rig)
     assert len(rig.zookeeper.journaled("plan_refused")) == 2
+    # The operator deletes the stored plan: the planner starts over.
+    rig.store.corrupt = None
+    assert tick(rig).startswith("planner: stored plan 1 (2 batches, ")
+    assert len(rig.zookeeper.journaled("plan_stored")) == 1
 
 
 def test_moves_kafka_refused_are_submitted_again_at_the_next_look(tmp_path: Path) -> None:
