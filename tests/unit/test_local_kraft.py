@@ -14,6 +14,7 @@ from management_plane.local.layout import plan_layout
 from management_plane.local.state import ClusterState
 from planner.contracts.kraft_quorum_state import QuorumReplica, QuorumRole
 from planner.contracts.vm_config import parse_server_properties
+from planner.contracts.vm_config.kraft import log_file_option
 
 pytestmark = pytest.mark.unit
 
@@ -125,7 +126,7 @@ def test_command_lines_use_log4j2_and_the_config_files(tmp_path: Path) -> None:
     ]
 
 
-def test_every_kafka_jvm_gets_the_same_options_but_its_logging_config(tmp_path: Path) -> None:
+def test_every_kafka_jvm_gets_the_same_options_but_its_logging(tmp_path: Path) -> None:
     layout = plan_layout("k", tmp_path, 3, "127.0.9")
     vm = layout.vms[1]
     zookeeper_mode = render.kafka_command("java", layout, vm, "/libs", "/jolokia.jar")
@@ -146,7 +147,10 @@ def test_every_kafka_jvm_gets_the_same_options_but_its_logging_config(tmp_path: 
         == controller[8]
         == (f"-Dlog4j2.configurationFile=file:{vm.config_dir / kraft.KAFKA_LOG4J2}")
     )
-    assert zookeeper_mode[9:] == kraft_broker[9:]  # Jolokia, the jars, server.properties
+    # Each KRaft process names its own rolling log file.
+    assert kraft_broker[9] == log_file_option(controller=False)
+    assert controller[9] == log_file_option(controller=True)
+    assert zookeeper_mode[9:] == kraft_broker[10:]  # Jolokia, the jars, server.properties
 
 
 def test_each_vm_shows_its_controllers_role_in_the_quorum(tmp_path: Path) -> None:
