@@ -56,12 +56,17 @@ def main(argv: list[str] | None = None) -> int:
     _configure_logging()
     from sdnotify import SystemdNotifier
 
+    from agent.boot_identity import BootIdentityError, ensure_identity
     from agent.wiring import build_agent
 
     notifier = SystemdNotifier()
     try:
+        # First start on a VM handed a boot ticket: its identity before anything uses it.
+        ensure_identity(
+            settings.boot_ticket, settings.identity, (settings.address,), settings.boot_timeout_s
+        )
         agent = build_agent(settings)
-    except SettingsError as exc:
+    except (SettingsError, BootIdentityError) as exc:
         print(f"kaas-agent: error: {exc}", file=sys.stderr)
         return 1
     stop = threading.Event()
