@@ -31,7 +31,7 @@ from agent.ports import AdminUnavailable, StoreUnavailable
 from agent.supervisor import kafka_libs
 from planner.contracts.kafka_state import PartitionState
 from planner.contracts.paths import ClusterPaths
-from planner.live_layout import read_live_layout
+from planner.live_layout import live_layout_admin, read_live_layout
 from planner.pki.client_settings import InternalClient
 from planner.pki.files import IdentityFiles
 from planner.zookeeper_client import zookeeper_client
@@ -317,9 +317,14 @@ class ConfluentClusterAdmin:
         self.kafka = kafka
         self.jolokia_port = jolokia_port
         self.jolokia_context = jolokia_context
+        # One client for the agent's life: librdkafka can crash the process when a client
+        # is destroyed while a request that timed out is still in flight.
+        self._admin: AdminClient | None = None
 
     def _client(self) -> AdminClient:
-        return AdminClient(self.kafka.librdkafka(**{"socket.timeout.ms": 10000}))
+        if self._admin is None:
+            self._admin = live_layout_admin(self.kafka)
+        return self._admin
 
     def assignment(self) -> tuple[dict[tuple[str, int], tuple[int, ...]], frozenset[int]]:
         metadata = self._client().list_topics(timeout=10)
@@ -332,7 +337,11 @@ class ConfluentClusterAdmin:
 
     def read_layout(self) -> dict[str, Any]:
         return read_live_layout(
-            self.kafka, self.jolokia_port, timeout_s=10.0, jolokia_context=self.jolokia_context
+            self.kafka,
+            self.jolokia_port,
+            timeout_s=10.0,
+            jolokia_context=self.jolokia_context,
+            admin=self._client(),
         )
 
     def elect_preferred_leaders(self, partitions: Sequence[tuple[str, int]]) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import json
 import signal
 import sys
@@ -54,6 +55,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     _configure_logging()
+    # A crash inside a C library (librdkafka) leaves its Python stack in the agent's log.
+    faulthandler.enable()
     from sdnotify import SystemdNotifier
 
     from agent.boot_identity import BootIdentityError, ensure_identity

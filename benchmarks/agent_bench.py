@@ -37,7 +37,11 @@ def idle_cost(home: Path, seconds: float) -> None:
     for vm in state.layout.vms:
         record = state.record(vm.name, "agent")
         assert record is not None, f"{vm.name} runs no agent"
-        agents[vm.name] = psutil.Process(record.pid)
+        # The record is the unit's stand-in (management_plane/local/agent_unit.py); its one
+        # child is the agent.
+        children = psutil.Process(record.pid).children()
+        assert children, f"{vm.name}'s agent unit runs no agent"
+        agents[vm.name] = children[0]
     start = {name: p.cpu_times() for name, p in agents.items()}
     time.sleep(seconds)
     for name, process in agents.items():

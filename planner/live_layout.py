@@ -56,20 +56,11 @@ def partition_sizes(
     return sizes
 
 
-def read_live_layout(
-    kafka: InternalClient,
-    jolokia_port: int = 8778,
-    timeout_s: float = 10.0,
-    jolokia_context: ssl.SSLContext | None = None,
-) -> dict[str, Any]:
-    """The cluster as LAYOUT.json (planner/schemas/layout.schema.json): a partition's size is
-    the largest of its replicas' sizes (a lagging follower holds less). Every topic is in
-    it, Kafka's internal ones (`__consumer_offsets`, `__transaction_state`) too: Kafka
-    places them once, when they are created, and never balances them, so a cluster that
-    grew or replaced a broker keeps them where they were (preferred leaders 6, 6 and 0 over
-    three brokers) unless the planner places them like any other topic."""
-    bootstrap = kafka.bootstrap_servers
-    admin = AdminClient(
+def live_layout_admin(kafka: InternalClient, timeout_s: float = 10.0) -> AdminClient:
+    """The Admin client `read_live_layout` reads through; a long-lived caller keeps one,
+    because librdkafka may crash the process when a client is destroyed with a request
+    still in flight (a describe that timed out while a broker was down)."""
+    return AdminClient(
         kafka.librdkafka(
             **{
                 "socket.timeout.ms": int(timeout_s * 1000),
@@ -79,6 +70,24 @@ def read_live_layout(
             }
         )
     )
+
+
+def read_live_layout(
+    kafka: InternalClient,
+    jolokia_port: int = 8778,
+    timeout_s: float = 10.0,
+    jolokia_context: ssl.SSLContext | None = None,
+    admin: AdminClient | None = None,
+) -> dict[str, Any]:
+    """The cluster as LAYOUT.json (planner/schemas/layout.schema.json): a partition's size is
+    the largest of its replicas' sizes (a lagging follower holds less). Every topic is in
+    it, Kafka's internal ones (`__consumer_offsets`, `__transaction_state`) too: Kafka
+    places them once, when they are created, and never balances them, so a cluster that
+    grew or replaced a broker keeps them where they were (preferred leaders 6, 6 and 0 over
+    three brokers) unless the planner places them like any other topic."""
+    bootstrap = kafka.bootstrap_servers
+    if admin is None:
+        admin = live_layout_admin(kafka, timeout_s)
     try:
         cluster = admin.describe_cluster(request_timeout=timeout_s).result(timeout=timeout_s)
         metadata = admin.list_topics(timeout=timeout_s)

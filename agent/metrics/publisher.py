@@ -90,6 +90,9 @@ class MetricsPublisher:
         self.producer_config = dict(producer_config or {})
         self._statsd: StatsClient | None = None
         self._producer: Producer | None = None
+        # Kept while the topic is missing: a client destroyed with its create request still
+        # in flight (the cluster did not answer in time) can crash librdkafka's thread.
+        self._admin: AdminClient | None = None
         self._topic_ready = not create_topic
         self._late_failures: list[str] = []
         self._closed = False
@@ -211,7 +214,11 @@ class MetricsPublisher:
         return True
 
     def _ensure_topic(self, kafka: InternalClient, problems: list[str]) -> None:
-        admin = AdminClient(kafka.librdkafka(**{"socket.timeout.ms": 5000}), logger=_RDKAFKA_LOG)
+        if self._admin is None:
+            self._admin = AdminClient(
+                kafka.librdkafka(**{"socket.timeout.ms": 5000}), logger=_RDKAFKA_LOG
+            )
+        admin = self._admin
         new_topic = NewTopic(
             self.topic,
             num_partitions=self.topic_partitions,

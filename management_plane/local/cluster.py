@@ -234,7 +234,18 @@ class LocalCluster:
         if preferred_broker_id is not None:
             settings["preferred_broker_id"] = preferred_broker_id
         settings_file.write_text(json.dumps(settings, indent=2) + "\n")
-        command = [sys.executable, "-m", "agent.main", "--config", str(settings_file)]
+        # Under the unit's stand-in, as systemd runs it on a real VM: a crashed agent restarts.
+        command = [
+            sys.executable,
+            "-m",
+            "management_plane.local.agent_unit",
+            "--",
+            sys.executable,
+            "-m",
+            "agent.main",
+            "--config",
+            str(settings_file),
+        ]
         state.set_record(
             vm.name, "agent", start_process(command, vm.logs_dir / "agent.log", vm.directory)
         )

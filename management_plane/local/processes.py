@@ -78,13 +78,19 @@ def is_paused(record: ProcessRecord | None) -> bool:
 
 
 def send_signal(record: ProcessRecord | None, signum: int) -> bool:
-    """Signal the process if it is still ours and alive; returns whether it was."""
+    """Signal the process if it is still ours and alive; returns whether it was. A process
+    that leads its own group (start_process gives each one) is signalled with its group, as
+    systemd signals a unit's control group: a paused or killed agent unit pauses or kills
+    the agent it runs."""
     process = _process(record) if record is not None else None
     if process is None:
         return False
     try:
-        process.send_signal(signum)
-    except psutil.Error:
+        if os.getpgid(process.pid) == process.pid:
+            os.killpg(process.pid, signum)
+        else:
+            process.send_signal(signum)
+    except (OSError, psutil.Error):
         return False
     return True
 
@@ -150,8 +156,16 @@ def kill_session(record: ProcessRecord) -> None:
 
 
 def resident_bytes(record: ProcessRecord | None) -> int | None:
+    """The resident memory of the record's process group (an agent unit and its agent; a
+    JVM alone)."""
     process = _process(record) if record is not None else None
-    try:
-        return process.memory_info().rss if process is not None else None
-    except psutil.Error:
+    if process is None:
         return None
+    total = 0
+    for member in psutil.process_iter():
+        try:
+            if member.pid == process.pid or os.getpgid(member.pid) == process.pid:
+                total += member.memory_info().rss
+        except (OSError, psutil.Error):
+            continue
+    return total
