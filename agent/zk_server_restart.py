@@ -16,7 +16,6 @@ the VM's `zookeeper.pid`, where `kaas down` finds it).
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import signal
 import subprocess
@@ -30,6 +29,7 @@ import psutil
 
 from agent.errors import AgentError
 from agent.ports import Clock, RestartLock, StoreUnavailable
+from agent.supervisor import start_recorded
 
 ZOOKEEPER_MAIN = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
 ZOOKEEPER_UNIT = "kaas-zookeeper.service"
@@ -187,17 +187,4 @@ class LocalZookeeper:
             raise ZookeeperServerError("the ZooKeeper server exited before its restart") from None
         except psutil.Error as exc:
             raise ZookeeperServerError(f"stopping the ZooKeeper server: {exc}") from None
-        self.log_file.parent.mkdir(parents=True, exist_ok=True)
-        with self.log_file.open("ab") as log:
-            child = subprocess.Popen(
-                command,
-                cwd=cwd,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,
-            )
-        record = {"pid": child.pid, "create_time": psutil.Process(child.pid).create_time()}
-        tmp = self.pid_file.with_suffix(".tmp")
-        tmp.write_text(json.dumps(record))
-        tmp.rename(self.pid_file)
+        start_recorded(command, self.log_file, self.pid_file, cwd)
