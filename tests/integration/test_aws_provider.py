@@ -75,20 +75,37 @@ def _free_port() -> int:
         return int(probe.getsockname()[1])
 
 
+# moto keeps its accounts in the process, whichever server answers: the modules that import
+# these fixtures share one server and one account, or a second VPC with the same subnet tags
+# would be found by the first module's lookups.
+_SHARED: dict[str, Any] = {}
+
+
 @pytest.fixture(scope="session")
 def moto_endpoint() -> Iterator[str]:
+    if "endpoint" in _SHARED:
+        yield _SHARED["endpoint"]
+        return
     logging.getLogger("werkzeug").setLevel(logging.WARNING)  # one line per request otherwise
     port = _free_port()
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
     server.start()
+    _SHARED["endpoint"] = f"http://127.0.0.1:{port}"
     try:
-        yield f"http://127.0.0.1:{port}"
+        yield _SHARED["endpoint"]
     finally:
         server.stop()
+        _SHARED.clear()
 
 
 @pytest.fixture(scope="session")
 def account(moto_endpoint: str) -> Account:
+    if "account" not in _SHARED:
+        _SHARED["account"] = _make_account(moto_endpoint)
+    return _SHARED["account"]
+
+
+def _make_account(moto_endpoint: str) -> Account:
     session = boto3.session.Session(
         aws_access_key_id="testing", aws_secret_access_key="testing", region_name=REGION
     )
