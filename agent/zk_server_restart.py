@@ -42,13 +42,14 @@ class ZookeeperServerError(AgentError):
 
 def restart_refusal(me: int, serving: Mapping[int, bool]) -> str | None:
     """Why this VM's server must not restart now (None: it may). `serving`: every
-    participant of the ensemble's config, this one included, and whether it serves."""
+    participant of the ensemble's config and whether it serves. An observer (or a server
+    the config no longer names) does not vote: its restart never costs the quorum."""
+    if me not in serving:
+        return None
     down = sorted(server for server, up in serving.items() if server != me and not up)
     if down:
         names = ", ".join(str(server) for server in down)
         return f"ZooKeeper server(s) {names} not serving: restarting {me} could lose the quorum"
-    if me not in serving:
-        return f"ZooKeeper server {me} is not in the ensemble's config"
     return None
 
 
@@ -108,7 +109,8 @@ def restart_zookeeper_server(
         installed = looks.installed_serial()
         deadline = clock.monotonic() + settings.serve_timeout_s
         while clock.monotonic() < deadline:
-            if looks.presented_serial() == installed and looks.serving().get(me, False):
+            # A participant must serve again; an observer's presenting the certificate will do.
+            if looks.presented_serial() == installed and looks.serving().get(me, True):
                 return f"done, serving with certificate {installed}"
             clock.sleep(settings.poll_s)
         return (

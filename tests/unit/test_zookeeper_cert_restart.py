@@ -41,7 +41,8 @@ pytestmark = pytest.mark.unit
         ({1: True, 2: False, 3: True}, "server(s) 2 not serving"),
         ({1: True, 2: False, 3: False}, "server(s) 2, 3 not serving"),
         ({1: True, 2: True, 3: True, 4: True, 5: False}, "server(s) 5 not serving"),
-        ({2: True, 3: True}, "server 1 is not in the ensemble's config"),
+        # An observer (not among the participants) votes in no quorum: it may restart.
+        ({2: True, 3: False, 4: True}, None),
     ],
 )
 def test_a_restart_never_takes_a_second_server_down(
@@ -103,6 +104,12 @@ def test_the_restart_holds_the_lock_until_the_new_certificate_is_served() -> Non
     assert server.calls == ["restart"]
     assert zk.lock_acquisitions == zk.lock_releases == ["zookeeper server 1"]
     assert any("2/2" in line for line in progress)
+
+
+def test_an_observer_restarts_whatever_the_participants_do() -> None:
+    result, server, zk, _ = _restart({2: True, 3: False, 4: True})
+    assert result == "done, serving with certificate new"
+    assert server.calls == ["restart"] and zk.lock_releases == ["zookeeper server 1"]
 
 
 def test_with_another_server_down_nothing_is_restarted_and_the_lock_is_freed() -> None:
