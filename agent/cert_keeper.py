@@ -156,7 +156,11 @@ class CertificateKeeper:
         window: dt.timedelta,
         now: Callable[[], dt.datetime],
         journal: Journal,
+        zookeeper_presented: Callable[[], str | None] = lambda: None,
     ) -> None:
+        """`presented`: what the broker's internal listener presents; `zookeeper_presented`:
+        what the VM's ZooKeeper server presents (None: it runs none, or it does not answer)."""
+        self.zookeeper_presented = zookeeper_presented
         self.identity = identity
         self.exchange = exchange
         self.presented = presented
@@ -194,7 +198,9 @@ class CertificateKeeper:
             broker_id=broker_id,
             now=self.now(),
             window=self.window,
-            leaf=LocalLeaf(serial, expires_at(certificate), self.presented()),
+            leaf=LocalLeaf(
+                serial, expires_at(certificate), self.presented(), self.zookeeper_presented()
+            ),
             round=_parsed(self.exchange.read_round(), parse_cert_round, "round"),
             request=request,
             signed=signed,
@@ -208,15 +214,16 @@ class CertificateKeeper:
             ),
         )
 
-    def tend(self, broker_id: int) -> str | None:
-        """One look and at most one step; returns why the broker needs a restart, if it does."""
+    def tend(self, broker_id: int) -> CertStep | None:
+        """One look and at most one step; returns the restart it needs (the broker's or the
+        ZooKeeper server's), if it does."""
         view = self.view(broker_id)
         step = decide_certificate(view)
         if step.reason != self.last_reason:
             log.info(step.reason, step=str(step.kind))
             self.last_reason = step.reason
-        if step.kind is CertStepKind.RESTART:
-            return step.reason
+        if step.kind in (CertStepKind.RESTART, CertStepKind.RESTART_ZOOKEEPER):
+            return step
         self._run(step, view)
         return None
 
@@ -255,7 +262,7 @@ class CertificateKeeper:
                 )
                 self.exchange.write_installed(view.broker_id, installed.to_bytes())
                 self.journal("certificate", step.reason, "presented")
-            case CertStepKind.NOTHING | CertStepKind.RESTART:
+            case CertStepKind.NOTHING | CertStepKind.RESTART | CertStepKind.RESTART_ZOOKEEPER:
                 pass
 
 

@@ -3,7 +3,8 @@
 The VM's key stays on the VM: a renewal makes a new key beside the old one (staged), sends
 its public half as a request through ZooKeeper, installs the certificate the management
 plane signed for it, and has the broker restarted under the restart lock until the broker
-presents it; then it reports what the broker presents. A request comes from a rotation
+presents it, then the VM's ZooKeeper server (ZooKeeper 3.8 loads its client-port key store
+once, at start); then it reports what the broker presents. A request comes from a rotation
 round of the management plane, or from the agent itself when its certificate comes within
 `window` of expiring.
 """
@@ -30,6 +31,7 @@ class CertStepKind(StrEnum):
     REQUEST = "request"  # make and stage a key, write its request
     INSTALL = "install"  # write the staged key, the signed certificate and the trust bundle
     RESTART = "restart"  # the broker presents an older certificate than the one installed
+    RESTART_ZOOKEEPER = "restart_zookeeper"  # the VM's ZooKeeper server does
     REPORT = "report"  # write what the broker presents now
 
 
@@ -40,6 +42,9 @@ class LocalLeaf:
     serial: str
     expires_at: dt.datetime
     presented_serial: str | None  # None: the broker's listener did not answer
+    zookeeper_presented_serial: str | None = None
+    """What the VM's ZooKeeper server presents on its secure client port. None: the VM runs
+    none, or it does not answer (a stopped server reads the new files when it starts)."""
 
 
 @dataclass(frozen=True)
@@ -99,6 +104,14 @@ def decide_certificate(v: CertView) -> CertStep:
         )
     if leaf.presented_serial is None:
         return _nothing(f"{who}: the broker's listener does not answer; certificate check waits")
+    # Before the report: the next round of a CA rotation may drop the CA that signed what
+    # the ZooKeeper server still presents.
+    zookeeper = leaf.zookeeper_presented_serial
+    if zookeeper is not None and zookeeper != leaf.serial:
+        return CertStep(
+            CertStepKind.RESTART_ZOOKEEPER,
+            f"certificate {leaf.serial} installed, the ZooKeeper server presents {zookeeper}",
+        )
     answered = (
         request is not None
         and signed is not None

@@ -18,6 +18,7 @@ import structlog
 
 from agent.broker_config import desired_server_properties, diff_broker_config
 from agent.broker_config.rendering import desired_controller_properties
+from agent.cert_renewal import CertStep, CertStepKind
 from agent.cycle_actions import ActionPorts, ActionRunner, LongAction, Spawn, spawn_thread
 from agent.decide import (
     RUNNING,
@@ -106,6 +107,9 @@ class AgentPorts:
     """The VM's certificate renewal; None: the agent leaves its certificate alone."""
     mirror: MirrorKeeper | None = None
     """The VM's MirrorMaker process, run on its own thread; None: no flow runs here."""
+    zookeeper_restart: Callable[[Callable[[str], None]], str] | None = None
+    """Restart this VM's ZooKeeper server onto its renewed certificate (given a progress
+    callback; returns the journal's result); None: the VM runs no ZooKeeper server."""
 
 
 class Agent:
@@ -418,7 +422,25 @@ class Agent:
 
     # -- certificates ---------------------------------------------------------------------
 
-    def _tend_certificates(self) -> str | None:
+    def _restart_zookeeper(self, reason: str) -> None:
+        restart = self.ports.zookeeper_restart
+        if restart is None:
+            return
+        action = str(JournalAction.RESTART_ZOOKEEPER)
+        long_action = LongAction(action, "ZooKeeper server restart: waiting to begin")
+
+        def report(progress: str) -> None:
+            long_action.progress = progress
+
+        def work() -> None:
+            self.journal(action, reason, restart(report))
+            self.wake.set()
+
+        self.journal(action, reason, "started")
+        self.long_action = long_action
+        long_action.running = self.ports.spawn(action, work)
+
+    def _tend_certificates(self) -> CertStep | None:
         """Renew the VM's certificate when a rotation or its expiry asks; never while a
         start or restart runs (the broker's listener is down or about to be)."""
         tender = self.ports.certificates
@@ -437,7 +459,11 @@ class Agent:
         running = self.long_action.running if self.long_action is not None else None
         if running is not None and not running.is_alive():
             self.long_action = None
-        self.certificate_restart = self._tend_certificates()
+        needed = self._tend_certificates()
+        restarts_broker = needed is not None and needed.kind is CertStepKind.RESTART
+        self.certificate_restart = needed.reason if needed is not None and restarts_broker else None
+        if needed is not None and needed.kind is CertStepKind.RESTART_ZOOKEEPER:
+            self._restart_zookeeper(needed.reason)  # the snapshot then sees it running
         snap, self.memory = self.snapshot()
         action = decide(snap)
         if not isinstance(action, DoNothing):

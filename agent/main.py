@@ -39,6 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     from sdnotify import SystemdNotifier
 
     from agent.agent_log import apply_limits, configure_agent_logging
+    from agent.boot_identity import BootIdentityError, ensure_identity
 
     log_file = configure_agent_logging(settings.logs_dir)
     # A crash inside a C library (librdkafka) leaves its Python stack on stderr, which the
@@ -49,8 +50,12 @@ def main(argv: list[str] | None = None) -> int:
 
     notifier = SystemdNotifier()
     try:
+        # First start on a VM handed a boot ticket: its identity before anything uses it.
+        ensure_identity(
+            settings.boot_ticket, settings.identity, (settings.address,), settings.boot_timeout_s
+        )
         agent = build_agent(settings)
-    except SettingsError as exc:
+    except (SettingsError, BootIdentityError) as exc:
         print(f"kaas-agent: error: {exc}", file=sys.stderr)
         return 1
     stop = threading.Event()

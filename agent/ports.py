@@ -16,6 +16,7 @@ from enum import StrEnum
 from typing import Any, Protocol
 
 from agent.broker_config import ConfigDiff, RunningValue
+from agent.cert_renewal import CertStep
 from agent.errors import AgentError
 from agent.pipeline import ConfigChange, Move, PartitionKey, Reassigning
 from agent.zk_membership import ReconfigChange
@@ -214,7 +215,10 @@ class CertificateTender(Protocol):
     """The VM's certificate renewal (agent/cert_keeper.py): one look and at most one
     non-destructive step per cycle; returns why the broker must restart, if it must."""
 
-    def tend(self, broker_id: int) -> str | None: ...
+    def tend(self, broker_id: int) -> CertStep | None:
+        """A restart the certificate needs (of the broker, or of the VM's ZooKeeper server),
+        which the agent runs under the restart lock; None: nothing to restart."""
+        ...
 
 
 class BrokerSupervisor(Protocol):

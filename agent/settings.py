@@ -59,6 +59,12 @@ class AgentSettings:
     """This VM's identity (planner.pki.files: ca.pem, node.key, node.crt, node.pem): what the
     agent presents to ZooKeeper, Jolokia and the internal Kafka listener, and what the broker
     and the ZooKeeper server present."""
+    boot_ticket: Path | None = None
+    """A boot ticket file (planner.contracts.boot_ticket): at first start, with no identity in
+    tls_dir yet, the agent redeems it at the management API for its certificate, then deletes
+    it. None: the provider wrote the identity itself (local VMs)."""
+    boot_timeout_s: float = 600.0
+    """How long the first start keeps trying to reach the management API with the ticket."""
     logs_dir: Path = Path("/var/log/kaas")
     state_dir: Path | None = None
     """Where the agent keeps local state (the broker's pid file); default: the data dir's parent."""

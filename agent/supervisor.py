@@ -64,6 +64,27 @@ KAFKA_TOOLS_LOG4J2 = "kafka-tools-log4j2.properties"
 CONTROLLER_PROPERTIES = "controller.properties"
 
 
+def start_recorded(
+    command: list[str], log_file: Path, pid_file: Path, cwd: str | None = None
+) -> None:
+    """Start a process of the VM in a session of its own, its output appended to `log_file`,
+    and record it in `pid_file` (pid and start time, where `kaas vm` and `kaas down` find it)."""
+    log_file.parent.mkdir(parents=True, exist_ok=True)
+    with log_file.open("ab") as log:
+        child = subprocess.Popen(
+            command,
+            cwd=cwd,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+    record = {"pid": child.pid, "create_time": psutil.Process(child.pid).create_time()}
+    tmp = pid_file.with_suffix(".tmp")
+    tmp.write_text(json.dumps(record))
+    tmp.rename(pid_file)
+
+
 class LocalProcessSupervisor:
     """The broker (or the controller) as a child JVM of the agent; its pid file lets `kaas vm`
     and `kaas down` find it."""
@@ -149,20 +170,7 @@ class LocalProcessSupervisor:
     def start(self, kafka_version: str) -> None:
         if self.state() != STOPPED:
             return
-        command = self.command(kafka_version)
-        self.log_file.parent.mkdir(parents=True, exist_ok=True)
-        with self.log_file.open("ab") as log:
-            child = subprocess.Popen(
-                command,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,
-            )
-        record = {"pid": child.pid, "create_time": psutil.Process(child.pid).create_time()}
-        tmp = self.pid_file.with_suffix(".tmp")
-        tmp.write_text(json.dumps(record))
-        tmp.rename(self.pid_file)
+        start_recorded(self.command(kafka_version), self.log_file, self.pid_file)
 
     def stop(self, timeout: float) -> None:
         process = self._process()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 import time
+from collections.abc import Callable
 
 from kazoo.client import KazooClient
 
@@ -34,9 +35,19 @@ from agent.supervisor import (
     make_supervisor,
 )
 from agent.zk_ensemble import EnsembleKeeper
+from agent.zk_server_restart import (
+    LocalZookeeper,
+    SystemdZookeeper,
+    ZookeeperLooks,
+    ZookeeperRestartSettings,
+    ZookeeperServer,
+    restart_zookeeper_server,
+)
 from planner.contracts.kafka_release import KAFKA_RELEASES, KafkaMode
 from planner.contracts.paths import ClusterPaths
+from planner.contracts.vm_config.image import ZOO_CFG as IMAGE_ZOO_CFG
 from planner.contracts.vm_config.kraft import render_kafka_log4j2, render_kafka_tools_log4j2
+from planner.pki.rotation import serial_hex
 from planner.pki.tls import client_context
 from planner.store import PlanStore
 
@@ -125,6 +136,9 @@ def build_agent(settings: AgentSettings, supervisor: BrokerSupervisor | None = N
             )
         return admins[bootstrap]
 
+    def zookeeper_presented() -> str | None:
+        return presented_serial(settings.address, settings.zookeeper_client_port, settings.identity)
+
     # The ensemble keeper journals through the agent, which is made after it.
     ensemble = EnsembleKeeper(
         zookeeper.client,
@@ -159,13 +173,52 @@ def build_agent(settings: AgentSettings, supervisor: BrokerSupervisor | None = N
                 dt.timedelta(days=settings.certificate_renewal_days),
                 lambda: dt.datetime.now(dt.UTC),
                 lambda action, reason, result: agents[0].journal(action, reason, result),
+                zookeeper_presented=(
+                    (lambda: None) if settings.zookeeper_server_id is None else zookeeper_presented
+                ),
             ),
             mirror=mirror_keeper(
                 settings,
                 zookeeper.client,
                 lambda action, reason, result: agents[0].journal(action, reason, result),
             ),
+            zookeeper_restart=zookeeper_restart(settings, zookeeper, ensemble),
         ),
     )
     agents.append(agent)
     return agent
+
+
+def zookeeper_restart(
+    settings: AgentSettings, zookeeper: KazooAgentZooKeeper, ensemble: EnsembleKeeper
+) -> Callable[[Callable[[str], None]], str] | None:
+    """The restart of this VM's ZooKeeper server onto its renewed certificate; None: it runs
+    none."""
+    server_id = settings.zookeeper_server_id
+    if server_id is None:
+        return None
+    server: ZookeeperServer = (
+        SystemdZookeeper()
+        if settings.supervisor == "systemd"
+        else LocalZookeeper(
+            settings.config_dir / IMAGE_ZOO_CFG.name,  # a local VM's beside its other files
+            settings.local_state_dir,
+            settings.logs_dir / "zookeeper.log",
+        )
+    )
+    looks = ZookeeperLooks(
+        serving=ensemble.serving_participants,
+        presented_serial=lambda: presented_serial(
+            settings.address, settings.zookeeper_client_port, settings.identity
+        ),
+        installed_serial=lambda: serial_hex(settings.identity.certificate.read_bytes()),
+    )
+    restart_settings = ZookeeperRestartSettings(server_id, lock_poll_s=settings.restart_lock_poll_s)
+
+    def restart(report: Callable[[str], None]) -> str:
+        lock = zookeeper.restart_lock(f"zookeeper server {server_id}")
+        return restart_zookeeper_server(
+            restart_settings, lock, server, looks, SystemClock(), report
+        )
+
+    return restart

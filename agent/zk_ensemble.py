@@ -17,6 +17,7 @@ from kazoo.exceptions import (
     ReconfigInProcessError,
 )
 
+from agent.ports import StoreUnavailable
 from agent.settings import AgentSettings
 from agent.zk_membership import (
     MembershipView,
@@ -129,6 +130,21 @@ class EnsembleKeeper:
             recycled_addresses=self._recycled_addresses(),
         )
         return decide_membership(view)
+
+    def serving_participants(self) -> dict[int, bool]:
+        """Every participant of the ensemble's current config and whether it serves (for a
+        restart that must not cost the quorum). StoreUnavailable: the config is unreadable."""
+        try:
+            self.zk.sync(CONFIG_PATH)
+            raw, _ = self.zk.get(CONFIG_PATH)
+            config = parse_ensemble_config(raw.decode())
+        except (KazooException, EnsembleConfigError) as exc:
+            raise StoreUnavailable(f"the ensemble's config: {exc}") from exc
+        port = self.settings.zookeeper_client_port
+        return {
+            server_id: server_mode(server.address, port, self.identity) in SERVING_MODES
+            for server_id, server in config.participants.items()
+        }
 
     def apply(self, change: ReconfigChange) -> ReconfigResult:
         """One reconfig, conditional on the config version the change was decided from. A

@@ -18,7 +18,7 @@ from typing import Any
 from management_plane.errors import KaasError
 from management_plane.local.kraft import controller_vms
 from management_plane.local.layout import ClusterLayout, Ports, VmLayout
-from management_plane.local.processes import ProcessRecord
+from management_plane.local.processes import ProcessRecord, is_alive
 from management_plane.local.tls import admin_identity
 from planner.contracts.kafka_release import KAFKA_RELEASES, KafkaMode
 from planner.pki.client_settings import client_files
@@ -32,6 +32,10 @@ AGENT_PID_FILE = (
 )
 # Where a VM's agent records each process it started, by kind.
 AGENT_PID_FILES = {"kafka": AGENT_PID_FILE, "controller": "controller.pid"}
+# A ZooKeeper server `kaas up` started and the VM's agent restarted onto a renewed
+# certificate (agent/zk_server_restart.py): the agent's record, while that process lives.
+AGENT_ZOOKEEPER_PID_FILE = "zookeeper.pid"
+
 # MirrorMaker, which the agent starts only where flows run (agent/mirror_maker.py).
 MIRROR_MAKER_PID_FILE = "mirror-maker.pid"
 
@@ -79,6 +83,12 @@ class ClusterState:
     def record(self, vm: str, kind: str) -> ProcessRecord | None:
         if kind in AGENT_PID_FILES and self.agents:
             return _agent_started_broker(self.layout.vm(vm).directory / AGENT_PID_FILES[kind])
+        if kind == "zookeeper" and self.agents:
+            restarted = _agent_started_broker(
+                self.layout.vm(vm).directory / AGENT_ZOOKEEPER_PID_FILE
+            )
+            if is_alive(restarted):
+                return restarted
         return self.processes.get(vm, {}).get(kind)
 
     def set_record(self, vm: str, kind: str, record: ProcessRecord | None) -> None:

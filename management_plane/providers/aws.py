@@ -19,6 +19,7 @@ from typing import Any
 import boto3
 import structlog
 
+from management_plane.providers.aws_boot import BootIssuer
 from management_plane.providers.aws_ec2 import (
     ROLE_ADDRESS,
     ROLE_BROKER,
@@ -36,8 +37,10 @@ from management_plane.providers.aws_ec2 import (
     tags_of,
     volume_holder,
 )
+from management_plane.providers.aws_network import BrokerPorts, ensure_cluster_group
 from management_plane.providers.aws_userdata import BrokerInterface, VmBoot, render_user_data
 from management_plane.providers.base import ProviderError, VmInfo, VmRequest
+from management_plane.security.boot_tokens import UNBOUND_ADDRESS
 from planner.contracts.paths import validate_cluster_name
 
 __all__ = [
@@ -105,12 +108,16 @@ class AwsProvider:
         self,
         settings: AwsSettings,
         zookeeper_hosts: Callable[[str], str],
+        boot: BootIssuer,
         session: boto3.session.Session | None = None,
     ) -> None:
         """`zookeeper_hosts(cluster)` is the cluster's ZooKeeper host:port list, which the
-        VM's agent is told at boot; the management plane keeps it."""
+        VM's agent is told at boot; the management plane keeps it. `boot` mints the VM's
+        boot ticket, its only way to its certificate."""
         self.settings = settings
         self._zookeeper_hosts = zookeeper_hosts
+        self.boot = boot
+        self.ports = BrokerPorts()
         session = session or boto3.session.Session()
         client = session.client(
             "ec2", region_name=settings.region, endpoint_url=settings.endpoint_url
@@ -130,11 +137,21 @@ class AwsProvider:
         )
         image_id = self.ec2.image(what)
         subnet = self.ec2.subnet(request.zone)
+        groups = [
+            ensure_cluster_group(
+                self.ec2.client,
+                request.cluster,
+                subnet["VpcId"],
+                self.settings.tenant_cidrs,
+                self.ports,
+            ),
+            *self.settings.security_group_ids,
+        ]
         eni: dict[str, Any] | None = None
         volume: dict[str, Any] | None = None
         interface: BrokerInterface | None = None
         if broker_id is not None:
-            eni = self.ec2.broker_eni(request.cluster, broker_id, subnet)
+            eni = self.ec2.broker_eni(request.cluster, broker_id, subnet, groups)
             volume = self.ec2.broker_volume(request.cluster, broker_id, request.zone)
             self._take_from_holders(request.cluster, broker_id, eni, volume)
             interface = BrokerInterface(
@@ -142,17 +159,27 @@ class AwsProvider:
                 mac=eni["MacAddress"],
                 subnet_cidr=self.ec2.subnet_cidr(eni["SubnetId"], subnet),
             )
+        # Without a broker ENI the VM's address is known only at launch: the token is bound
+        # to it then, and grants nothing before.
+        ticket = self.boot.ticket(
+            request.cluster, interface.address if interface else UNBOUND_ADDRESS
+        )
         boot = VmBoot(
             cluster=request.cluster,
             zookeeper_hosts=zookeeper_hosts,
             zone=request.zone,
             kafka_heap=self.settings.kafka_heap,
+            ticket=ticket,
             interface=interface,
             volume_id=volume["VolumeId"] if volume else None,
             volume_device=self.settings.volume_device,
         )
-        instance_id = self._launch(request, image_id, subnet, eni, render_user_data(boot), what)
+        instance_id, primary_address = self._launch(
+            request, image_id, subnet, eni, groups, render_user_data(boot), what
+        )
         try:
+            if interface is None:
+                self.boot.bind(ticket, primary_address)
             self.ec2.wait_instance(instance_id, {"running", "shutting-down", "terminated"})
             if self.ec2.instance_state(instance_id) != "running":
                 reason = (self.ec2.instance(instance_id) or {}).get("StateReason", {})
@@ -293,17 +320,18 @@ class AwsProvider:
         image_id: str,
         subnet: Mapping[str, Any],
         eni: Mapping[str, Any] | None,
+        groups: list[str],
         user_data: str,
         what: str,
-    ) -> str:
+    ) -> tuple[str, str]:
+        """The new instance's id and its primary address."""
         s = self.settings
         primary: dict[str, Any] = {
             "DeviceIndex": 0,
             "SubnetId": subnet["SubnetId"],
             "DeleteOnTermination": True,
+            "Groups": groups,
         }
-        if s.security_group_ids:
-            primary["Groups"] = list(s.security_group_ids)
         interfaces = [primary]
         if eni is not None:
             interfaces.append(
@@ -341,7 +369,7 @@ class AwsProvider:
             params["KeyName"] = s.key_name
         with aws_errors(f"{what}: launching {request.instance_type} from {image_id}"):
             instance = self.ec2.client.run_instances(**params)["Instances"][0]
-        return str(instance["InstanceId"])
+        return str(instance["InstanceId"]), str(instance.get("PrivateIpAddress", ""))
 
     def _terminate_after_failed_create(self, instance_id: str) -> None:
         """A half-made VM is not left running; its ENI and volume stay (DeleteOnTermination false)."""

@@ -54,7 +54,10 @@ class AwsSettings:
     subnet_prefix_length: int = 24
     """Size of a created subnet: the first free block of this length in the VPC's CIDR."""
     security_group_ids: tuple[str, ...] = ()
-    """Groups of the broker ENIs and the instances' primary interfaces; (): the VPC default."""
+    """Groups of the broker ENIs and the instances' primary interfaces besides the cluster's
+    own (management_plane/providers/aws_network.py), which the provider makes and keeps."""
+    tenant_cidrs: tuple[str, ...] = ("0.0.0.0/0",)
+    """Networks the tenants connect from: the only sources of the tenant listener's rule."""
     instance_profile: str | None = None
     """IAM instance profile, by name or ARN; None: none."""
     key_name: str | None = None
@@ -329,7 +332,11 @@ class Ec2:
             found = self.client.describe_volumes(Filters=filters)["Volumes"]
         return sorted(found, key=lambda volume: volume["VolumeId"])
 
-    def broker_eni(self, cluster: str, broker_id: int, subnet: Mapping[str, Any]) -> dict[str, Any]:
+    def broker_eni(
+        self, cluster: str, broker_id: int, subnet: Mapping[str, Any], groups: list[str]
+    ) -> dict[str, Any]:
+        """The broker id's ENI, in exactly `groups` (an ENI made before the cluster had its own
+        group is moved into it)."""
         what = f"broker {broker_id} of cluster {cluster}"
         found = self.tagged_enis(cluster, broker_id)
         if len(found) > 1:
@@ -343,6 +350,11 @@ class Ec2:
                     f"{eni['AvailabilityZone']}, not {subnet['AvailabilityZone']}; a broker id "
                     "keeps its zone (or release its resources first)"
                 )
+            if sorted(g["GroupId"] for g in eni.get("Groups", [])) != sorted(groups):
+                with aws_errors(f"{what}: setting the security groups of its ENI"):
+                    self.client.modify_network_interface_attribute(
+                        NetworkInterfaceId=eni["NetworkInterfaceId"], Groups=groups
+                    )
             return eni
         params: dict[str, Any] = {
             "SubnetId": subnet["SubnetId"],
@@ -354,8 +366,7 @@ class Ec2:
                 }
             ],
         }
-        if self.settings.security_group_ids:
-            params["Groups"] = list(self.settings.security_group_ids)
+        params["Groups"] = groups
         with aws_errors(f"{what}: creating its ENI in {subnet['SubnetId']}"):
             eni = self.client.create_network_interface(**params)["NetworkInterface"]
         log.info(

@@ -3,7 +3,10 @@
 The user-data is a shell script cloud-init runs once. It configures the broker's ENI (the
 secondary interface holding the broker's stable address, so a replacement keeps it), mounts
 the broker's EBS data volume, and writes the agent's settings file (/etc/kaas/agent.json, the format of
-agent/settings.py) before restarting kaas-agent. Two values exist only once the instance
+agent/settings.py) before restarting kaas-agent. It carries no key and no password: user
+data is readable by anyone allowed DescribeInstanceAttribute. The VM's identity comes from a
+boot ticket (a one-time, expiring token, the API's address and CA) written 0600 beside the
+settings, which the agent redeems at its first start. Two values exist only once the instance
 runs (its instance id and, without an ENI, its primary address); the script fills them in
 from the instance metadata service in place of the placeholders below.
 
@@ -19,14 +22,19 @@ import json
 import shlex
 from dataclasses import dataclass
 
+from planner.contracts.boot_ticket import BootTicket
 from planner.contracts.vm_config import SizingProfile
 
 VM_ID_PLACEHOLDER = "@KAAS_VM_ID@"
 PRIMARY_ADDRESS_PLACEHOLDER = "@KAAS_PRIMARY_ADDRESS@"
 SETTINGS_BEGIN = "KAAS_AGENT_SETTINGS"
 """Here-document delimiter around the settings JSON in the script."""
+TICKET_BEGIN = "KAAS_BOOT_TICKET"
+"""Here-document delimiter around the boot ticket JSON in the script."""
 
 AGENT_SETTINGS_PATH = "/etc/kaas/agent.json"
+BOOT_TICKET_PATH = "/etc/kaas/boot-ticket.json"
+TLS_DIR = "/etc/kaas/tls"
 KAFKA_CONFIG_DIR = (
     "/etc/kaas/kafka"  # systemd/kaas-kafka.service reads env and server.properties here
 )
@@ -64,6 +72,7 @@ class VmBoot:
     zookeeper_hosts: str
     zone: str
     kafka_heap: str
+    ticket: BootTicket
     interface: BrokerInterface | None = None
     """None: the broker advertises the instance's primary address."""
     volume_id: str | None = None
@@ -89,6 +98,8 @@ def agent_settings(boot: VmBoot) -> dict[str, object]:
         "host_sizing": SizingProfile.STANDARD.value,
         "logs_dir": LOGS_DIR,
         "state_dir": AGENT_STATE_DIR,
+        "tls_dir": TLS_DIR,
+        "boot_ticket": BOOT_TICKET_PATH,
     }
 
 
@@ -99,11 +110,20 @@ def fill_placeholders(text: str, instance_id: str, primary_address: str) -> str:
     )
 
 
+def _here_document(user_data: str, delimiter: str) -> str:
+    start = user_data.index(f"<<'{delimiter}'\n") + len(f"<<'{delimiter}'\n")
+    end = user_data.index(f"\n{delimiter}\n", start)
+    return user_data[start:end]
+
+
 def settings_template(user_data: str) -> str:
     """The settings JSON embedded in a rendered script, placeholders still in it."""
-    start = user_data.index(f"<<'{SETTINGS_BEGIN}'\n") + len(f"<<'{SETTINGS_BEGIN}'\n")
-    end = user_data.index(f"\n{SETTINGS_BEGIN}\n", start)
-    return user_data[start:end]
+    return _here_document(user_data, SETTINGS_BEGIN)
+
+
+def ticket_text(user_data: str) -> str:
+    """The boot ticket JSON embedded in a rendered script."""
+    return _here_document(user_data, TICKET_BEGIN)
 
 
 def xen_device(device: str) -> str:
@@ -139,6 +159,14 @@ def render_user_data(boot: VmBoot) -> str:
             vm_id=VM_ID_PLACEHOLDER,
             primary=PRIMARY_ADDRESS_PLACEHOLDER,
         ),
+        "# The boot ticket: 0600 from creation (the token is good once, until the agent's",
+        "# first start spends it); in place before the settings that name it, since the",
+        "# image's kaas-agent unit keeps restarting until they exist.",
+        f"(umask 077 && cat > {BOOT_TICKET_PATH}.tmp <<'{TICKET_BEGIN}'",
+        boot.ticket.to_json().decode(),
+        TICKET_BEGIN,
+        ")",
+        f"mv {BOOT_TICKET_PATH}.tmp {BOOT_TICKET_PATH}",
         f"cat > {AGENT_SETTINGS_PATH}.template <<'{SETTINGS_BEGIN}'",
         settings,
         SETTINGS_BEGIN,

@@ -1,7 +1,9 @@
 """One-time boot tokens: how a new VM gets its certificate without a private key in its user
 data. The provider mints a token for the VM's address and puts only the token in the user
 data; at boot the VM makes its key, and sends the public half with the token to the service
-(`POST /v1/boot/identity`), which redeems the token and signs a certificate for that address.
+(`POST /v1/boot/identity`), which redeems the token and signs a certificate for that address. The aws provider mints them
+(management_plane/providers/aws_boot.py); the agent redeems them at its first start
+(agent/boot_identity.py).
 
 A token is single-use (redeeming marks it used in the same UPDATE that checks it), expires,
 and is stored as its SHA-256 only: the database never holds a token that would work.
@@ -23,6 +25,9 @@ from planner.pki.authority import Authority, PkiError
 from planner.pki.rotation import sign_request
 
 DEFAULT_TOKEN_TTL_S = 3600.0
+UNBOUND_ADDRESS = ""
+"""The address of a token minted before its VM has one (an EC2 instance without a broker
+ENI gets its address at launch): such a token grants nothing until bound."""
 T = TypeVar("T")
 
 metadata = MetaData()
@@ -82,6 +87,22 @@ class BootTokens:
             )
         return token
 
+    def bind_address(self, token: str, address: str) -> None:
+        """Give a token minted unbound its VM's address, once."""
+        if address == UNBOUND_ADDRESS:
+            raise KaasError("a boot token can only be bound to an address, got none")
+        with self.engine.begin() as connection:
+            result = connection.execute(
+                update(boot_tokens)
+                .where(
+                    boot_tokens.c.token_hash == token_hash(token),
+                    boot_tokens.c.address == UNBOUND_ADDRESS,
+                )
+                .values(address=address)
+            )
+        if result.rowcount != 1:
+            raise KaasError("the boot token is unknown or already bound to an address")
+
     def redeem(self, token: str, now: float, use: Callable[[BootGrant], T]) -> T:
         """Mark the token used and return what `use` makes of its grant; BootTokenRefused
         for a token that grants nothing. The check and the mark are one UPDATE (two requests
@@ -95,6 +116,7 @@ class BootTokens:
                     boot_tokens.c.token_hash == hashed,
                     boot_tokens.c.used_at.is_(None),
                     boot_tokens.c.expires_at > now,
+                    boot_tokens.c.address != UNBOUND_ADDRESS,
                 )
                 .values(used_at=now)
             )

@@ -2,9 +2,10 @@
 options (the options win), checked at startup so a bad setting stops the service with one
 clear line instead of failing the first operation.
 
-File format (every key optional except region and subnets):
+File format (every key optional except region, api_url and subnets):
 
     region = "eu-west-1"
+    api_url = "https://10.0.0.5:8443"         # where the VMs reach this service (boot tickets)
     endpoint_url = "http://127.0.0.1:5000"     # another EC2 endpoint (moto's server)
     image = "ami-0123456789abcdef0"            # pin the Packer image; default: newest kaas-vm-*
     zookeeper_hosts = "10.0.0.10:2181,..."     # the ensemble the brokers' agents join
@@ -14,26 +15,32 @@ File format (every key optional except region and subnets):
     vpc_id = "vpc-..."
     key_name = "ops"
     volume_size_gib = 100
+    tenant_cidrs = ["0.0.0.0/0"]               # the only sources of the tenant listener's rule
     [subnets]                                  # one broker subnet per zone: the zones
     eu-west-1a = "subnet-..."
 """
 
 from __future__ import annotations
 
+import ipaddress
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from management_plane.errors import KaasError
 from management_plane.providers.aws import AwsProvider, AwsSettings
+from management_plane.providers.aws_boot import AwsClusterSecrets, BootIssuer, file_reader
+from management_plane.security.boot_tokens import BootTokens
+from management_plane.service.tls import api_trust_bundle
 
 DEFAULT_INSTANCE_TYPES = ("m6i.large", "m6i.xlarge", "m6i.2xlarge")
 DEFAULT_KAFKA_VERSIONS = ("3.8.1", "3.9.2")
 
-_STRINGS = ("region", "endpoint_url", "image", "zookeeper_hosts", "vpc_id", "key_name")
-_STRING_LISTS = ("instance_types", "kafka_versions", "security_group_ids")
+_STRINGS = ("region", "endpoint_url", "image", "zookeeper_hosts", "vpc_id", "key_name", "api_url")
+_STRING_LISTS = ("instance_types", "kafka_versions", "security_group_ids", "tenant_cidrs")
 KNOWN_KEYS = frozenset({*_STRINGS, *_STRING_LISTS, "subnets", "volume_size_gib"})
 
 
@@ -41,6 +48,8 @@ KNOWN_KEYS = frozenset({*_STRINGS, *_STRING_LISTS, "subnets", "volume_size_gib"}
 class AwsServiceConfig:
     region: str
     subnets: Mapping[str, str]
+    api_url: str
+    """https://HOST:PORT at which the VMs reach this service (their boot tickets name it)."""
     endpoint_url: str | None = None
     image: str | None = None
     zookeeper_hosts: str | None = None
@@ -50,6 +59,7 @@ class AwsServiceConfig:
     vpc_id: str | None = None
     key_name: str | None = None
     volume_size_gib: int = 100
+    tenant_cidrs: tuple[str, ...] = ("0.0.0.0/0",)
 
     @property
     def zones(self) -> tuple[str, ...]:
@@ -65,6 +75,7 @@ class AwsServiceConfig:
             "vpc_id": self.vpc_id,
             "key_name": self.key_name,
             "volume_size_gib": self.volume_size_gib,
+            "tenant_cidrs": self.tenant_cidrs,
         }
         try:
             return AwsSettings(**values)
@@ -113,6 +124,17 @@ def parse_aws_config(raw: Mapping[str, Any], source: str) -> AwsServiceConfig:
         problems.append("region is required")
     if "endpoint_url" in values and not values["endpoint_url"].startswith(("http://", "https://")):
         problems.append(f"endpoint_url must be an http(s) URL, got {values['endpoint_url']!r}")
+    if "api_url" not in values:
+        problems.append(
+            "api_url is required: https://HOST:PORT at which the VMs reach this service"
+        )
+    elif urlsplit(values["api_url"]).scheme != "https" or not urlsplit(values["api_url"]).hostname:
+        problems.append(f"api_url must be https://HOST:PORT, got {values['api_url']!r}")
+    for cidr in values.get("tenant_cidrs", ()):
+        try:
+            ipaddress.ip_network(cidr)
+        except ValueError:
+            problems.append(f"tenant_cidrs: {cidr!r} is not a network (e.g. 203.0.113.0/24)")
     if "image" in values and not values["image"].startswith("ami-"):
         problems.append(f"image must be an AMI id (ami-...), got {values['image']!r}")
     if problems:
@@ -153,12 +175,17 @@ def parse_subnet_options(options: list[str]) -> dict[str, str]:
     return subnets
 
 
-class ServiceAwsProvider(AwsProvider):
+class ServiceAwsProvider(AwsProvider, AwsClusterSecrets):
     """The aws provider with what the service asks of every provider: zones, instance types,
-    the Kafka versions of the image."""
+    the Kafka versions of the image; and each cluster's CA, kept in the service's home, which
+    signs the certificates the VMs fetch with their boot tickets."""
 
-    def __init__(self, config: AwsServiceConfig, zookeeper_hosts: Any) -> None:
-        super().__init__(config.aws_settings(), zookeeper_hosts)
+    def __init__(
+        self, config: AwsServiceConfig, zookeeper_hosts: Any, home: Path, tokens: BootTokens
+    ) -> None:
+        boot = BootIssuer(tokens, config.api_url, file_reader(api_trust_bundle(home)))
+        AwsProvider.__init__(self, config.aws_settings(), zookeeper_hosts, boot)
+        AwsClusterSecrets.__init__(self, home)
         self.config = config
         self.zones = config.zones
         self.instance_types = config.instance_types

@@ -137,6 +137,11 @@ def add_commands(commands: Any) -> None:
         "--aws-zookeeper-hosts", default=None, help="host:port list the brokers' agents join"
     )
     serve.add_argument(
+        "--aws-api-url",
+        default=None,
+        help="https://HOST:PORT at which the VMs reach this service (their boot tickets name it)",
+    )
+    serve.add_argument(
         "--step-timeout",
         type=float,
         default=None,
@@ -428,10 +433,17 @@ def run(args: argparse.Namespace) -> int:
                     "image": args.aws_image,
                     "endpoint_url": args.aws_endpoint_url,
                     "zookeeper_hosts": args.aws_zookeeper_hosts,
+                    "api_url": args.aws_api_url,
                     "subnets": parse_subnet_options(args.aws_subnet),
                 },
             )
-        elif args.aws_config or args.aws_region or args.aws_subnet or args.aws_image:
+        elif (
+            args.aws_config
+            or args.aws_region
+            or args.aws_subnet
+            or args.aws_image
+            or args.aws_api_url
+        ):
             raise KaasError("the --aws-* options need --provider aws")
         return serve(
             ServeSettings(

@@ -16,6 +16,7 @@ from management_plane.errors import KaasError
 from management_plane.local.image import find_java, load_image
 from management_plane.monitoring.wiring import build_alert_loop, build_heartbeat_loop
 from management_plane.providers.local import LocalProvider
+from management_plane.security.boot_tokens import BootTokens
 from management_plane.security.renewal import RenewalSigner
 from management_plane.service.adopt import adopt_local_cluster
 from management_plane.service.api import create_app
@@ -97,7 +98,9 @@ def build_service(settings: ServeSettings) -> tuple[Service, str | None]:
             raise KaasError("--provider aws needs its settings (--aws-config or --aws-* options)")
         if settings.adopt_local_clusters:
             raise KaasError("--adopt-local-cluster works with the local provider only")
-        provider = ServiceAwsProvider(settings.aws, _zookeeper_hosts_of(db, settings.aws))
+        provider = ServiceAwsProvider(
+            settings.aws, _zookeeper_hosts_of(db, settings.aws), home, BootTokens(db.engine)
+        )
     elif settings.provider == "local":
         provider = LocalProvider(home / "local", settings.local_address_bases)
         for cluster_home in settings.adopt_local_clusters:
@@ -157,6 +160,8 @@ def serve(settings: ServeSettings) -> int:
     unfinished = service.db.unfinished_operations()
     if unfinished:
         log.info("resuming_operations", ids=[op.op_id for op in unfinished])
+    # Before the engine: an aws VM's boot ticket carries the API's CA certificate.
+    identity = ensure_service_tls(settings.home.resolve(), settings.host)
     if service.alerts is not None:
         service.alerts.start()
     if service.heartbeat is not None:
@@ -165,7 +170,6 @@ def serve(settings: ServeSettings) -> int:
         service.engine.start()
     else:
         log.warning("engine_paused", note="operations are stored, not run")
-    identity = ensure_service_tls(settings.home.resolve(), settings.host)
     print(
         f"kaas serve: listening on https://{settings.host}:{settings.port} "
         f"(certificate authority: {identity.trust_bundle})",

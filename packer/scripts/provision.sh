@@ -96,6 +96,8 @@ fi
 if (( system )); then
   systemctl daemon-reload
   systemctl enable kaas-agent.service
+  # The VM's identity: the agent writes its key there at first start (from its boot ticket).
+  install -d -m 0700 "$root/etc/kaas/tls"
 fi
 
 # Step 6: the configuration files every VM carries (Kafka's log4j, ZooKeeper's zoo.cfg and

@@ -20,6 +20,9 @@ class JournalAction(StrEnum):
     ZK_RECONFIG = "zk_reconfig"
     START_CONTROLLER = "start_controller"
     RESTART_CONTROLLER = "restart_controller"
+    RESTART_ZOOKEEPER = (
+        "restart_zookeeper"  # onto a renewed certificate (agent/zk_server_restart.py)
+    )
     # the KRaft controller quorum (agent/kraft_keeper.py)
     ADD_CONTROLLER = "add_controller"
     REMOVE_CONTROLLER = "remove_controller"

@@ -5,6 +5,7 @@ VPC, one tagged broker subnet per zone, a security group and the Packer image.""
 from __future__ import annotations
 
 import base64
+import datetime as dt
 import json
 import logging
 import socket
@@ -17,6 +18,8 @@ from typing import Any
 import boto3
 import pytest
 from moto.server import ThreadedMotoServer
+from sqlalchemy import create_engine
+from sqlalchemy.pool import StaticPool
 
 from agent.settings import parse_settings
 from management_plane.providers.aws import (
@@ -28,14 +31,18 @@ from management_plane.providers.aws import (
     AwsProvider,
     AwsSettings,
 )
+from management_plane.providers.aws_boot import BootIssuer
 from management_plane.providers.aws_userdata import fill_placeholders, settings_template
 from management_plane.providers.base import ProviderError, VmInfo, VmRequest
+from management_plane.security.boot_tokens import BootTokens
+from planner.pki.authority import create_authority
 
 pytestmark = pytest.mark.integration
 
 REGION = "eu-west-1"
 ZONES = ("eu-west-1a", "eu-west-1b", "eu-west-1c")
 ZOOKEEPER = "10.20.0.10:2181,10.20.1.10:2181,10.20.2.10:2181"
+VPC_CIDR = "10.20.0.0/16"
 
 
 @dataclass(frozen=True)
@@ -49,31 +56,61 @@ class Account:
     image_id: str
 
 
+# The service's token store and API certificate, as `kaas serve` hands them to the provider
+# (tests/integration/test_mp_service_aws.py runs the service itself).
+BOOT_TOKENS = BootTokens(
+    create_engine("sqlite://", poolclass=StaticPool, connect_args={"check_same_thread": False})
+)
+API_CA_PEM = create_authority("management plane", dt.datetime.now(dt.UTC)).certificate_pem.decode()
+API_URL = "https://10.20.0.5:8443"
+
+
+def boot_issuer(ttl_s: float = 3600.0) -> BootIssuer:
+    return BootIssuer(BOOT_TOKENS, API_URL, lambda: API_CA_PEM, ttl_s)
+
+
 def _free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
 
 
+# moto keeps its accounts in the process, whichever server answers: the modules that import
+# these fixtures share one server and one account, or a second VPC with the same subnet tags
+# would be found by the first module's lookups.
+_SHARED: dict[str, Any] = {}
+
+
 @pytest.fixture(scope="session")
 def moto_endpoint() -> Iterator[str]:
+    if "endpoint" in _SHARED:
+        yield _SHARED["endpoint"]
+        return
     logging.getLogger("werkzeug").setLevel(logging.WARNING)  # one line per request otherwise
     port = _free_port()
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
     server.start()
+    _SHARED["endpoint"] = f"http://127.0.0.1:{port}"
     try:
-        yield f"http://127.0.0.1:{port}"
+        yield _SHARED["endpoint"]
     finally:
         server.stop()
+        _SHARED.clear()
 
 
 @pytest.fixture(scope="session")
 def account(moto_endpoint: str) -> Account:
+    if "account" not in _SHARED:
+        _SHARED["account"] = _make_account(moto_endpoint)
+    return _SHARED["account"]
+
+
+def _make_account(moto_endpoint: str) -> Account:
     session = boto3.session.Session(
         aws_access_key_id="testing", aws_secret_access_key="testing", region_name=REGION
     )
     ec2 = session.client("ec2", endpoint_url=moto_endpoint)
-    vpc_id = ec2.create_vpc(CidrBlock="10.20.0.0/16")["Vpc"]["VpcId"]
+    vpc_id = ec2.create_vpc(CidrBlock=VPC_CIDR)["Vpc"]["VpcId"]
     ec2.create_tags(Resources=[vpc_id], Tags=[{"Key": "Name", "Value": "kaas-test"}])
     subnets = {}
     for index, zone in enumerate(ZONES):
@@ -111,7 +148,9 @@ def _provider(account: Account, **overrides: Any) -> AwsProvider:
         "poll_interval_s": 0.05,
         **overrides,
     }
-    return AwsProvider(AwsSettings(**settings), lambda cluster: ZOOKEEPER, account.session)
+    return AwsProvider(
+        AwsSettings(**settings), lambda cluster: ZOOKEEPER, boot_issuer(), account.session
+    )
 
 
 def _cluster() -> str:
@@ -435,7 +474,9 @@ def test_unknown_vm_and_bad_requests(account: Account) -> None:
         )
     with pytest.raises(ProviderError, match=r"cluster name 'bad name' is invalid"):
         provider.create_vm(_request("bad name", ZONES[0], 0))
-    bad_zookeeper = AwsProvider(provider.settings, lambda cluster: "zk1,zk2", account.session)
+    bad_zookeeper = AwsProvider(
+        provider.settings, lambda cluster: "zk1,zk2", boot_issuer(), account.session
+    )
     with pytest.raises(
         ProviderError, match=r"ZooKeeper connect string 'zk1,zk2' is not a host:port list"
     ):

@@ -6,6 +6,7 @@ read with the agent's own loader."""
 from __future__ import annotations
 
 import os
+import stat
 import subprocess
 from pathlib import Path
 
@@ -13,6 +14,7 @@ import pytest
 
 from agent.settings import load_settings
 from management_plane.providers.aws_userdata import BrokerInterface, VmBoot, render_user_data
+from planner.contracts.boot_ticket import BootTicket, parse_boot_ticket
 
 pytestmark = pytest.mark.integration
 
@@ -35,6 +37,13 @@ for a in "$@"; do
 done
 exec /usr/bin/install "${args[@]}\"""",
 }
+
+
+TICKET = BootTicket(
+    token="one-time-token-0123456789",
+    api_url="https://10.20.0.5:8443",
+    api_ca_pem="-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n",
+)
 
 
 def _run(tmp_path: Path, boot: VmBoot) -> tuple[Path, list[str]]:
@@ -71,6 +80,7 @@ def test_with_an_eni_the_script_configures_it_and_writes_the_settings(tmp_path: 
         zookeeper_hosts="10.20.0.10:2181,10.20.1.10:2181",
         zone="eu-west-1b",
         kafka_heap="-Xms2g -Xmx2g",
+        ticket=TICKET,
         interface=BrokerInterface("10.20.1.37", "02:AB:CD:EF:01:23", "10.20.1.0/24"),
     )
     root, calls = _run(tmp_path, boot)
@@ -91,11 +101,22 @@ def test_with_an_eni_the_script_configures_it_and_writes_the_settings(tmp_path: 
     assert calls[0] == "ifup ens6"
     assert calls[-1] == "systemctl restart kaas-agent.service"
     assert not (root / "etc/kaas/agent.json.template").exists()
+    # The boot ticket the agent redeems at its first start, 0600 where its settings say.
+    assert settings.boot_ticket is not None
+    ticket = settings.boot_ticket  # the script's /etc is moved under the root
+    assert ticket == root / "etc/kaas/boot-ticket.json"
+    assert parse_boot_ticket(ticket.read_bytes()) == TICKET
+    assert stat.S_IMODE(ticket.stat().st_mode) == 0o600
+    assert not ticket.with_name(ticket.name + ".tmp").exists()
 
 
 def test_without_an_eni_the_broker_advertises_the_primary_address(tmp_path: Path) -> None:
     boot = VmBoot(
-        cluster="orders", zookeeper_hosts="10.20.0.10:2181", zone="eu-west-1a", kafka_heap="-Xmx1g"
+        cluster="orders",
+        zookeeper_hosts="10.20.0.10:2181",
+        zone="eu-west-1a",
+        kafka_heap="-Xmx1g",
+        ticket=TICKET,
     )
     root, calls = _run(tmp_path, boot)
     settings = load_settings(root / "etc/kaas/agent.json")

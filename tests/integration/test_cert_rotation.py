@@ -2,7 +2,8 @@
 engine (in this process, with the local provider adopting the cluster): under an acks=all
 idempotent producer and a consumer, every VM gets a new certificate of a key that never left
 it, applied by rolling restarts; no produce fails, nothing acknowledged is lost, and every
-TLS port of every VM's broker (Kafka's two listeners, Jolokia) presents the new serial."""
+TLS port of every VM (Kafka's two listeners, Jolokia, and the ZooKeeper server's secure
+client port, which ZooKeeper 3.8 reloads only by a restart) presents the new serial."""
 
 from __future__ import annotations
 
@@ -51,8 +52,8 @@ def run_operation(db: Database, engine: Engine, kind: OperationKind, cluster: st
 
 
 def port_serials(cluster: ClusterHandle) -> dict[tuple[str, int], str | None]:
-    """The serial each TLS port of the VMs' brokers presents (Kafka's listeners, Jolokia),
-    read with the first VM's identity. ZooKeeper's server is not renewed yet."""
+    """The serial each TLS port of the VMs presents (Kafka's listeners, Jolokia, ZooKeeper's
+    secure client port), read with the first VM's identity."""
     identity = vm_identity(cluster.layout.vms[0])
     ports = cluster.layout.vms[0].ports
     return {
@@ -62,6 +63,7 @@ def port_serials(cluster: ClusterHandle) -> dict[tuple[str, int], str | None]:
             ports.kafka_internal,
             ports.kafka_tenant,
             ports.jolokia,
+            ports.zookeeper_client,
         )
     }
 

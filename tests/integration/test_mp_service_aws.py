@@ -6,11 +6,18 @@ cleanly, by its step timeout, when the cluster's ZooKeeper never answers."""
 
 from __future__ import annotations
 
+import base64
+import stat
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from agent.boot_identity import BootIdentityError, ensure_identity
+from management_plane.providers.aws_userdata import ticket_text
+from planner.pki.authority import Role, issued_by
+from planner.pki.files import IdentityFiles
+from planner.pki.rotation import certificate_hosts
 from tests import harness
 from tests.integration.test_aws_provider import (  # noqa: F401 (fixtures)
     REGION,
@@ -24,10 +31,11 @@ from tests.mp_service import ServiceHandle, free_port
 pytestmark = pytest.mark.integration
 
 
-def write_config(path: Path, account: Account) -> Path:  # noqa: F811
+def write_config(path: Path, account: Account, api_url: str) -> Path:  # noqa: F811
     subnets = "\n".join(f'{zone} = "{account.subnets[zone]}"' for zone in ZONES)
     path.write_text(
         f'region = "{REGION}"\n'
+        f'api_url = "{api_url}"\n'
         f'endpoint_url = "{account.endpoint}"\n'
         f'image = "{account.image_id}"\n'
         f'security_group_ids = ["{account.security_group}"]\n'
@@ -59,10 +67,11 @@ def test_the_service_creates_and_deletes_a_cluster_on_moto(
 ) -> None:
     for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
         monkeypatch.setenv(name, "testing")
-    config = write_config(tmp_path / "aws.toml", account)
+    port = free_port()
+    config = write_config(tmp_path / "aws.toml", account, f"https://127.0.0.1:{port}")
     service = ServiceHandle(
         tmp_path / "service",
-        free_port(),
+        port,
         harness.SCRATCH_BASE,
         extra_args=(
             "--provider",
@@ -106,6 +115,7 @@ def test_the_service_creates_and_deletes_a_cluster_on_moto(
         )
         assert broker_ids(enis) == broker_ids(volumes) == ["0", "1", "2"]
         assert {v["State"] for v in volumes} == {"in-use"}
+        _a_vm_redeems_its_boot_ticket_at_the_service(tmp_path, account, service, launched[0])
 
         # No agent ever answers from moto's instances: the creation fails at its timeout,
         # saying why, and the cluster is marked failed (not left "creating" forever).
@@ -128,6 +138,41 @@ def test_the_service_creates_and_deletes_a_cluster_on_moto(
         assert tagged(account, "awsc", "eni") == [] and tagged(account, "awsc", "volume") == []
     finally:
         service.stop()
+
+
+def _a_vm_redeems_its_boot_ticket_at_the_service(
+    tmp_path: Path,
+    account: Account,  # noqa: F811
+    service: ServiceHandle,
+    instance: dict[str, Any],
+) -> None:
+    """The agent's first start, with the ticket the VM's user data carries, against this
+    `kaas serve` over HTTPS: the identity comes from the cluster's CA, for the VM's address."""
+    encoded = account.ec2.describe_instance_attribute(
+        InstanceId=instance["InstanceId"], Attribute="userData"
+    )
+    script = base64.b64decode(encoded["UserData"]["Value"]).decode()
+    assert "PRIVATE KEY" not in script
+    ticket_file = tmp_path / "vm" / "boot-ticket.json"
+    ticket_file.parent.mkdir()
+    ticket_file.write_text(ticket_text(script))
+    spare = ticket_file.with_name("copy.json")
+    spare.write_text(ticket_text(script))
+    [eni] = [n for n in instance["NetworkInterfaces"] if n["Attachment"]["DeviceIndex"] == 1]
+    address = eni["PrivateIpAddress"]
+    files = IdentityFiles(tmp_path / "vm" / "tls", Role.NODE)
+
+    assert ensure_identity(ticket_file, files, (address,), timeout_s=30) is True
+    assert not ticket_file.exists()
+    for path in (files.key, files.keystore, files.certificate, files.trust_bundle):
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600, path
+    cluster_ca = (service.home / "aws" / "awsc" / "secrets" / "ca" / "ca.crt").read_bytes()
+    certificate = files.certificate.read_bytes()
+    assert issued_by(certificate, cluster_ca) and files.trust_bundle.read_bytes() == cluster_ca
+    assert certificate_hosts(certificate) == (address,)
+    # The same token again (a copy of the user data) buys nothing.
+    with pytest.raises(BootIdentityError, match="HTTP 403, boot_token_refused"):
+        ensure_identity(spare, IdentityFiles(tmp_path / "vm" / "again", Role.NODE), (address,), 30)
 
 
 @pytest.mark.parametrize(

@@ -14,6 +14,7 @@ from management_plane.providers.aws import check_zookeeper_hosts
 from management_plane.providers.aws_ec2 import AwsSettings, free_subnet_cidr
 from management_plane.providers.aws_userdata import (
     AGENT_SETTINGS_PATH,
+    BOOT_TICKET_PATH,
     KAFKA_CONFIG_DIR,
     PRIMARY_ADDRESS_PLACEHOLDER,
     VM_ID_PLACEHOLDER,
@@ -22,13 +23,20 @@ from management_plane.providers.aws_userdata import (
     fill_placeholders,
     render_user_data,
     settings_template,
+    ticket_text,
 )
 from management_plane.providers.base import ProviderError
+from planner.contracts.boot_ticket import BootTicket, parse_boot_ticket
 from planner.contracts.vm_config import SizingProfile
 
 pytestmark = pytest.mark.unit
 
 REPO = Path(__file__).resolve().parents[2]
+TICKET = BootTicket(
+    token="one-time-token-0123456789",
+    api_url="https://10.20.0.5:8443",
+    api_ca_pem="-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n",
+)
 ENI = BrokerInterface(address="10.20.1.37", mac="02:AB:CD:EF:01:23", subnet_cidr="10.20.1.0/24")
 
 
@@ -40,6 +48,7 @@ def _boot(**overrides: object) -> VmBoot:
         "kafka_heap": "-Xms2g -Xmx2g",
         "interface": ENI,
         "volume_id": "vol-0123456789abcdef0",
+        "ticket": TICKET,
         **overrides,
     }
     return VmBoot(**values)  # type: ignore[arg-type]
@@ -145,3 +154,16 @@ def test_settings_defaults_find_the_packer_image() -> None:
         and 'ami_name      = "kaas-vm-${local.timestamp}"' in packer
     )
     assert dict(settings.ami_tags) == {"kaas:role": "image"} and '"kaas:role"  = "image"' in packer
+
+
+def test_the_user_data_carries_a_boot_ticket_and_no_secret() -> None:
+    script = render_user_data(_boot())
+    assert parse_boot_ticket(ticket_text(script)) == TICKET
+    settings = parse_settings(
+        json.loads(fill_placeholders(settings_template(script), "i-0abc", "10.20.1.200"))
+    )
+    assert str(settings.boot_ticket) == BOOT_TICKET_PATH
+    assert settings.identity.directory == Path("/etc/kaas/tls")
+    # Written 0600 from creation: the file is made under umask 077, then renamed in place.
+    assert f"(umask 077 && cat > {BOOT_TICKET_PATH}.tmp" in script
+    assert "PRIVATE KEY" not in script and "password" not in script.lower()

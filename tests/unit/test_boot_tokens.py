@@ -11,10 +11,11 @@ from pathlib import Path
 import pytest
 from sqlalchemy import create_engine, select
 
-from management_plane.errors import ApiError
+from management_plane.errors import ApiError, KaasError
 from management_plane.local.tls import authority_dir_in
 from management_plane.providers.local import LocalProvider
 from management_plane.security.boot_tokens import (
+    UNBOUND_ADDRESS,
     BootTokenRefused,
     BootTokens,
     boot_certificate,
@@ -106,3 +107,17 @@ def test_the_api_exchanges_a_token_for_a_certificate_once_without_an_api_key(
         assert "PRIVATE KEY" not in json.dumps(answer)
         status, answer = api.call("POST", "/v1/boot/identity", body, key=None)
         assert (status, answer["code"]) == (403, "boot_token_refused")
+
+
+def test_an_unbound_token_grants_nothing_until_bound_once(tmp_path: Path) -> None:
+    store = tokens(tmp_path)
+    token = store.mint("orders", UNBOUND_ADDRESS, NOW.timestamp(), ttl_s=600)
+    with pytest.raises(BootTokenRefused):
+        certificate(store, token, ("10.0.0.9",))
+    store.bind_address(token, "10.0.0.9")
+    with pytest.raises(KaasError, match="unknown or already bound"):
+        store.bind_address(token, "10.0.0.10")  # a second binding cannot move it
+    cert, _ = certificate(store, token, ("10.0.0.9",))
+    assert certificate_hosts(cert) == ("10.0.0.9",)
+    with pytest.raises(KaasError, match="only be bound to an address"):
+        store.bind_address(store.mint("orders", UNBOUND_ADDRESS, NOW.timestamp()), "")

@@ -298,6 +298,48 @@ ROUND_SIGNED = SignedLeaf("op1-round0", NEW_LEAF, CA.certificate_pem.decode())
             "op1-round0",
         ),
         (
+            "the broker presents it, the ZooKeeper server the old one: restart it, then report",
+            {
+                "round": ROUND,
+                "request": ROUND_REQUEST,
+                "signed": ROUND_SIGNED,
+                "signed_serial": NEW_SERIAL,
+                "leaf": LocalLeaf(NEW_SERIAL, FAR, NEW_SERIAL, "aa"),
+            },
+            CertStepKind.RESTART_ZOOKEEPER,
+            "",
+        ),
+        (
+            "both present it: report",
+            {
+                "round": ROUND,
+                "request": ROUND_REQUEST,
+                "signed": ROUND_SIGNED,
+                "signed_serial": NEW_SERIAL,
+                "leaf": LocalLeaf(NEW_SERIAL, FAR, NEW_SERIAL, NEW_SERIAL),
+            },
+            CertStepKind.REPORT,
+            "op1-round0",
+        ),
+        (
+            "the broker and the ZooKeeper server present the old one: the broker first",
+            {
+                "round": ROUND,
+                "request": ROUND_REQUEST,
+                "signed": ROUND_SIGNED,
+                "signed_serial": NEW_SERIAL,
+                "leaf": LocalLeaf(NEW_SERIAL, FAR, "aa", "aa"),
+            },
+            CertStepKind.RESTART,
+            "",
+        ),
+        (
+            "current and reported, the ZooKeeper server presents an older one: restart it",
+            {"leaf": LocalLeaf("aa", FAR, "aa", "zz")},
+            CertStepKind.RESTART_ZOOKEEPER,
+            "",
+        ),
+        (
             "reported: nothing more",
             {
                 "round": ROUND,

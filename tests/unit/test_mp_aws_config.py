@@ -20,6 +20,7 @@ GOOD = {
     "subnets": {"eu-west-1a": "subnet-a", "eu-west-1b": "subnet-b"},
     "image": "ami-0123",
     "endpoint_url": "http://127.0.0.1:5000",
+    "api_url": "https://10.20.0.5:8443",
 }
 
 
@@ -29,6 +30,10 @@ def test_a_good_config_gives_zones_from_its_subnets() -> None:
     settings = config.aws_settings()
     assert settings.subnet_ids == GOOD["subnets"] and settings.ami_id == "ami-0123"
     assert settings.endpoint_url == "http://127.0.0.1:5000"
+    assert config.api_url == "https://10.20.0.5:8443"
+    assert settings.tenant_cidrs == ("0.0.0.0/0",)
+    narrowed = parse_aws_config({**GOOD, "tenant_cidrs": ["203.0.113.0/24"]}, "test")
+    assert narrowed.aws_settings().tenant_cidrs == ("203.0.113.0/24",)
 
 
 @pytest.mark.parametrize(
@@ -42,6 +47,9 @@ def test_a_good_config_gives_zones_from_its_subnets() -> None:
         ({"instance_types": []}, "instance_types must name at least one"),
         ({"volume_size_gib": 0}, "volume_size_gib must be a whole number"),
         ({"regoin": "x"}, "unknown key 'regoin'"),
+        ({"api_url": None}, "api_url is required"),
+        ({"api_url": "http://10.20.0.5:8443"}, "api_url must be https://HOST:PORT"),
+        ({"tenant_cidrs": ["10.0.0.0/33"]}, "tenant_cidrs: '10.0.0.0/33' is not a network"),
     ],
 )
 def test_bad_settings_are_named(changes: dict[str, object], message: str) -> None:
@@ -55,7 +63,12 @@ def test_the_command_line_wins_over_the_file(tmp_path: Path) -> None:
     path = tmp_path / "aws.toml"
     path.write_text('region = "eu-west-1"\n[subnets]\neu-west-1a = "subnet-a"\n')
     config = load_aws_config(
-        path, {"region": "us-east-1", "subnets": parse_subnet_options(["us-east-1a=subnet-x"])}
+        path,
+        {
+            "region": "us-east-1",
+            "subnets": parse_subnet_options(["us-east-1a=subnet-x"]),
+            "api_url": "https://10.0.0.5:8443",
+        },
     )
     assert config.region == "us-east-1"
     assert dict(config.subnets) == {"eu-west-1a": "subnet-a", "us-east-1a": "subnet-x"}
