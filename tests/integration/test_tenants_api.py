@@ -6,6 +6,7 @@ at the next start. Every tenant made here is deleted through the API after the m
 from __future__ import annotations
 
 import os
+import re
 import sqlite3
 import threading
 import time
@@ -358,8 +359,19 @@ def test_an_onboarding_killed_midway_is_rolled_back_at_the_next_start(
         time.sleep(1)
     assert op["status"] == "failed" and "rolled back" in op["message"], op
     _error(api.call("GET", f"/v1/clusters/{cluster}/tenants/{name}"), 404, name)
-    with pytest.raises(Exception, match=r"RESOURCE_NOT_FOUND|not found"):
-        admin.describe_user_scram_credentials([name])[name].result(timeout=30)  # type: ignore[index]
+
+    def credential_gone() -> bool:
+        # A broker answers from its own ZooKeeper session, which may not have seen the
+        # rollback's delete yet: wait for it rather than read once.
+        try:
+            admin.describe_user_scram_credentials([name])[name].result(timeout=30)  # type: ignore[index]
+        except Exception as exc:
+            if re.search(r"RESOURCE_NOT_FOUND|not found", str(exc)):
+                return True
+            raise
+        return False
+
+    harness.wait_until(credential_gone, 30, f"{name}'s SCRAM credential deleted")
     acls = harness_acls(kafka_cluster, name)
     assert acls == [], acls
     # The name is free again: the caller's retry onboards it.
