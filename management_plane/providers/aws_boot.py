@@ -23,10 +23,11 @@ from typing import Protocol
 from management_plane.errors import KaasError
 from management_plane.local import tls
 from management_plane.providers.base import ProviderError
+from management_plane.providers.home_authority import HomeAuthorities
 from planner.contracts.boot_ticket import BootTicket
 from planner.contracts.fields import ContractError
 from planner.contracts.paths import validate_cluster_name
-from planner.pki.authority import Authority, IssuedCertificate, create_authority
+from planner.pki.authority import Authority, create_authority
 from planner.pki.files import has_authority, load_authority, write_authority
 from planner.private_files import private_dir
 
@@ -74,7 +75,7 @@ def file_reader(path: Path) -> Callable[[], str]:
     return lambda: path.read_text()
 
 
-class AwsClusterSecrets:
+class AwsClusterSecrets(HomeAuthorities):
     """The CA of each aws cluster and the management plane's identity of it, in the
     service's home (the HoldsClusterAuthority capability)."""
 
@@ -94,17 +95,3 @@ class AwsClusterSecrets:
         if not has_authority(directory):
             write_authority(directory, create_authority(cluster, dt.datetime.now(dt.UTC)))
         return load_authority(directory)
-
-    def staged_authority(self, cluster: str) -> Authority | None:
-        return tls.staged_authority(self.cluster_home(cluster))
-
-    def stage_authority(self, cluster: str, authority: Authority) -> None:
-        tls.stage_authority(self.cluster_home(cluster), authority)
-
-    def promote_authority(self, cluster: str) -> None:
-        tls.promote_authority(self.cluster_home(cluster))
-
-    def install_admin_identity(
-        self, cluster: str, issued: IssuedCertificate | None, trust_bundle_pem: bytes
-    ) -> None:
-        tls.install_admin_identity(self.cluster_home(cluster), issued, trust_bundle_pem)

@@ -18,7 +18,6 @@ from pathlib import Path
 import structlog
 
 from management_plane.errors import KaasError
-from management_plane.local import tls
 from management_plane.local.cluster import LocalCluster
 from management_plane.local.image import LocalImage, load_image
 from management_plane.local.layout import ZONES, VmLayout, address_base_of
@@ -26,6 +25,7 @@ from management_plane.local.processes import is_alive
 from management_plane.local.state import read_state, require_state
 from management_plane.local.tls import admin_identity_in
 from management_plane.providers.base import ProviderError, VmInfo, VmRequest
+from management_plane.providers.home_authority import HomeAuthorities
 from planner.contracts.kafka_release import KAFKA_RELEASES, KafkaMode
 from planner.contracts.kafka_state import volume_broker_id
 from planner.contracts.mirror_flow import (
@@ -33,8 +33,7 @@ from planner.contracts.mirror_flow import (
     SOURCE_CLIENT_FILE,
     source_credentials_dir,
 )
-from planner.pki.authority import Authority, IssuedCertificate
-from planner.pki.files import IdentityFiles, load_authority
+from planner.pki.files import IdentityFiles
 from planner.private_files import private_dir, write_private
 
 log = structlog.get_logger("kaas.provider.local")
@@ -42,7 +41,7 @@ log = structlog.get_logger("kaas.provider.local")
 INSTANCE_TYPES = ("local",)
 
 
-class LocalProvider:
+class LocalProvider(HomeAuthorities):
     name = "local"
     zones = ZONES
     instance_types = INSTANCE_TYPES
@@ -230,24 +229,7 @@ class LocalProvider:
         for directory in self._vm_dirs(target):
             shutil.rmtree(source_credentials_dir(directory, flow), ignore_errors=True)
 
-    # -- the cluster's CA (management_plane.security.rotation) ---------------------------
-
-    def cluster_authority(self, cluster: str) -> Authority:
-        return load_authority(tls.authority_dir_in(self.cluster_home(cluster)))
-
-    def staged_authority(self, cluster: str) -> Authority | None:
-        return tls.staged_authority(self.cluster_home(cluster))
-
-    def stage_authority(self, cluster: str, authority: Authority) -> None:
-        tls.stage_authority(self.cluster_home(cluster), authority)
-
-    def promote_authority(self, cluster: str) -> None:
-        tls.promote_authority(self.cluster_home(cluster))
-
-    def install_admin_identity(
-        self, cluster: str, issued: IssuedCertificate | None, trust_bundle_pem: bytes
-    ) -> None:
-        tls.install_admin_identity(self.cluster_home(cluster), issued, trust_bundle_pem)
+    # The cluster's CA (management_plane.security.rotation): HomeAuthorities, in its home.
 
     def delete_cluster(self, cluster: str) -> None:
         """Stop every VM of the cluster and delete its folder."""
