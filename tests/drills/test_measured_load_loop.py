@@ -110,6 +110,12 @@ def test_the_planner_spreads_a_hot_topic_the_balance_job_measured(
             future.result(timeout=60)
         wait_until(lambda: settled(zk, name), 240, "the planner to settle on the new topics")
         assert "traffic goals use sizes: no measured load" in planner_sentence(zk, name)
+        # The broker that answers may not list the new topic's partitions yet.
+        wait_until(
+            lambda: all((HOT, n) in leaders(connection) for n in range(6)),
+            60,
+            "every partition of the hot topic in the metadata",
+        )
         before = leaders(connection)
         assert sum(before[(HOT, n)] == first for n in range(6)) >= 4, before
 
