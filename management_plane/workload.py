@@ -13,6 +13,7 @@ import time
 import uuid
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Self
@@ -50,19 +51,55 @@ def decode(value: bytes | None) -> tuple[str, int]:
 Connection = Mapping[str, str | int | float | bool]
 
 
+# Errors after which asking again can succeed: the controller moved or was unreachable
+# (a broker of the cluster was just stopped), or the request went unanswered.
+RETRIABLE_CREATE_ERRORS = frozenset(
+    {
+        KafkaError._TIMED_OUT,
+        KafkaError._TRANSPORT,
+        KafkaError._ALL_BROKERS_DOWN,
+        KafkaError.REQUEST_TIMED_OUT,
+        KafkaError.NOT_CONTROLLER,
+    }
+)
+
+
 def create_topic(
-    connection: Connection, topic: str, partitions: int, replication_factor: int = 3
+    connection: Connection,
+    topic: str,
+    partitions: int,
+    replication_factor: int = 3,
+    timeout_s: float = 120.0,
 ) -> None:
+    """Create `topic` (one that exists already counts as created), asking again while the
+    cluster's answer is retriable: a request that went to a controller that just stopped
+    gets no answer, and the next one finds the new controller."""
     admin = AdminClient(dict(connection), logger=client_logger)
-    futures = admin.create_topics(
-        [NewTopic(topic, num_partitions=partitions, replication_factor=replication_factor)],
-        operation_timeout=30,
-    )
-    try:
-        futures[topic].result(timeout=60)
-    except KafkaException as exc:
-        if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
-            raise KaasError(f"cannot create topic {topic}: {exc.args[0].str()}") from None
+    new_topic = NewTopic(topic, num_partitions=partitions, replication_factor=replication_factor)
+    deadline = time.monotonic() + timeout_s
+    while True:
+        request_timeout = max(1.0, min(30.0, deadline - time.monotonic()))
+        futures = admin.create_topics(
+            [new_topic],
+            operation_timeout=min(20.0, request_timeout),
+            request_timeout=request_timeout,
+        )
+        try:
+            # librdkafka gives up at request_timeout; the margin only guards against a hang.
+            futures[topic].result(timeout=request_timeout + 15)
+            return
+        except KafkaException as exc:
+            error: KafkaError = exc.args[0]
+            if error.code() == KafkaError.TOPIC_ALREADY_EXISTS:
+                return
+            if not (error.retriable() or error.code() in RETRIABLE_CREATE_ERRORS):
+                raise KaasError(f"cannot create topic {topic}: {error.str()}") from None
+            reason = error.str()
+        except FutureTimeout:
+            reason = f"no answer within {request_timeout + 15:.0f} s"
+        if time.monotonic() + 1 >= deadline:
+            raise KaasError(f"cannot create topic {topic} within {timeout_s:.0f} s: {reason}")
+        time.sleep(1)
 
 
 def durable_producer(connection: Connection, **overrides: object) -> Producer:

@@ -1,8 +1,12 @@
 from __future__ import annotations
 
+import socket
+import time
+
 import pytest
 
-from management_plane.workload import decode, encode, verify_per_key_order
+from management_plane.errors import KaasError
+from management_plane.workload import create_topic, decode, encode, verify_per_key_order
 
 pytestmark = pytest.mark.unit
 
@@ -31,3 +35,16 @@ def test_verification_counts_each_kind_of_fault(
         out_of_order,
     )
     assert result.exactly_once_in_order == (missing == duplicates == out_of_order == 0)
+
+
+def test_create_topic_keeps_asking_until_its_deadline_and_then_names_the_topic() -> None:
+    # A loopback port nothing listens on: every attempt fails retriably (all brokers down,
+    # timed out), so create_topic asks again until its deadline instead of giving up or
+    # hanging, and its error names the topic and the last reason.
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    started = time.monotonic()
+    with pytest.raises(KaasError, match=r"cannot create topic t-unreachable within 4 s"):
+        create_topic({"bootstrap.servers": f"127.0.0.1:{port}"}, "t-unreachable", 1, 1, timeout_s=4)
+    assert 3 <= time.monotonic() - started < 30
