@@ -37,7 +37,11 @@ from management_plane.providers.aws_ec2 import (
     tags_of,
     volume_holder,
 )
-from management_plane.providers.aws_network import BrokerPorts, ensure_cluster_group
+from management_plane.providers.aws_network import (
+    BrokerPorts,
+    delete_cluster_groups,
+    ensure_cluster_group,
+)
 from management_plane.providers.aws_userdata import BrokerInterface, VmBoot, render_user_data
 from management_plane.providers.base import ProviderError, VmInfo, VmRequest
 from management_plane.security.boot_tokens import UNBOUND_ADDRESS
@@ -273,6 +277,15 @@ class AwsProvider:
             enis=[e["NetworkInterfaceId"] for e in enis],
             volumes=[v["VolumeId"] for v in volumes],
         )
+
+    def delete_cluster(self, cluster: str) -> None:
+        """Terminate every VM of the cluster, then delete its brokers' ENIs and volumes and
+        its security group: nothing tagged with the cluster is left behind."""
+        for info in self.list_vms(cluster):
+            self.recycle_vm(info.vm_id)
+        for broker_id in self.ec2.tagged_broker_ids(cluster):
+            self.release_broker_resources(cluster, broker_id)
+        delete_cluster_groups(self.ec2.client, cluster)
 
     def _take_from_holders(
         self, cluster: str, broker_id: int, eni: Mapping[str, Any], volume: Mapping[str, Any]

@@ -332,6 +332,24 @@ class Ec2:
             found = self.client.describe_volumes(Filters=filters)["Volumes"]
         return sorted(found, key=lambda volume: volume["VolumeId"])
 
+    def tagged_broker_ids(self, cluster: str) -> list[int]:
+        """Every broker id an ENI or a volume of the cluster is tagged with."""
+        ids: set[int] = set()
+        with aws_errors(f"cluster {cluster}: looking up its ENIs and volumes"):
+            found = [
+                *self.client.describe_network_interfaces(
+                    Filters=tag_filters({TAG_CLUSTER: cluster, TAG_ROLE: ROLE_ADDRESS})
+                )["NetworkInterfaces"],
+                *self.client.describe_volumes(
+                    Filters=tag_filters({TAG_CLUSTER: cluster, TAG_ROLE: ROLE_DATA})
+                )["Volumes"],
+            ]
+        for resource in found:
+            value = tags_of(resource).get(TAG_BROKER_ID, "")
+            if value.isascii() and value.isdigit():
+                ids.add(int(value))
+        return sorted(ids)
+
     def broker_eni(
         self, cluster: str, broker_id: int, subnet: Mapping[str, Any], groups: list[str]
     ) -> dict[str, Any]:

@@ -10,7 +10,8 @@ ones (a rule added by hand that opens a port wider is revoked).
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Iterable
+import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -208,3 +209,35 @@ def ensure_cluster_group(
             revoked=len(changes.revoke) + len(others),
         )
     return group_id
+
+
+def delete_cluster_groups(
+    client: Any,
+    cluster: str,
+    attempts: int = 30,
+    pause_s: float = 5.0,
+    sleep: Callable[[float], None] = time.sleep,
+) -> list[str]:
+    """Delete the cluster's security groups (found by tags, in any VPC); the ids deleted.
+    EC2 refuses a group while a terminated instance's interfaces still reference it
+    (DependencyViolation), for a while after the termination: asked again until it goes."""
+    what = f"cluster {cluster}: security group"
+    with aws_errors(f"{what}: looking it up"):
+        groups = client.describe_security_groups(
+            Filters=tag_filters({TAG_CLUSTER: cluster, TAG_ROLE: ROLE_FIREWALL})
+        )["SecurityGroups"]
+    deleted: list[str] = []
+    for group in groups:
+        group_id = str(group["GroupId"])
+        for attempt in range(1, attempts + 1):
+            try:
+                with aws_errors(f"{what} {group_id}: deleting it"):
+                    client.delete_security_group(GroupId=group_id)
+                break
+            except ProviderError as exc:
+                if "DependencyViolation" not in str(exc) or attempt == attempts:
+                    raise
+                sleep(pause_s)
+        deleted.append(group_id)
+        log.info("aws_security_group_deleted", cluster=cluster, group=group_id)
+    return deleted

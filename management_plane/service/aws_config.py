@@ -23,6 +23,7 @@ File format (every key optional except region, api_url and subnets):
 from __future__ import annotations
 
 import ipaddress
+import shutil
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -192,3 +193,9 @@ class ServiceAwsProvider(AwsProvider, AwsClusterSecrets):
 
     def kafka_versions(self) -> tuple[str, ...]:
         return self.config.kafka_versions
+
+    def delete_cluster(self, cluster: str) -> None:
+        """The cluster's EC2 resources, then its CA and identities in the service's home (a
+        later cluster of the same name gets a CA of its own)."""
+        AwsProvider.delete_cluster(self, cluster)
+        shutil.rmtree(self.cluster_home(cluster), ignore_errors=False)

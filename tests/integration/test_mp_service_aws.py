@@ -136,6 +136,12 @@ def test_the_service_creates_and_deletes_a_cluster_on_moto(
             "shutting-down",
         }
         assert tagged(account, "awsc", "eni") == [] and tagged(account, "awsc", "volume") == []
+        # Its security group and its CA went with it.
+        groups = account.ec2.describe_security_groups(
+            Filters=[{"Name": "tag:kaas:cluster", "Values": ["awsc"]}]
+        )["SecurityGroups"]
+        assert groups == [], groups
+        assert not (service.home / "aws" / "awsc").exists()
     finally:
         service.stop()
 

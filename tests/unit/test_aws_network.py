@@ -4,13 +4,16 @@ other port answers the VPC only; and the changes that make a group's rules exact
 from __future__ import annotations
 
 from dataclasses import fields
+from typing import Any
 
 import pytest
+from botocore.exceptions import ClientError
 
 from agent.settings import AgentSettings
 from management_plane.providers.aws_network import (
     BrokerPorts,
     IngressRule,
+    delete_cluster_groups,
     ingress_rules,
     present_rules,
     rule_changes,
@@ -115,3 +118,37 @@ def test_port_ranges_and_group_references_are_never_kept() -> None:
     rules, others = present_rules(group)
     assert [r.key for r in rules] == [(9094, "0.0.0.0/0")]
     assert [o.get("FromPort") for o in others] == [0, None]
+
+
+class GroupsStillReferenced:
+    """An EC2 client whose group deletion is refused as EC2 refuses it for a while after the
+    instances that used the group were terminated."""
+
+    def __init__(self, refusals: int) -> None:
+        self.refusals = refusals
+        self.deleted: list[str] = []
+
+    def describe_security_groups(self, Filters: list[dict[str, Any]]) -> dict[str, Any]:
+        assert {"Name": "tag:kaas:cluster", "Values": ["c1"]} in Filters
+        return {"SecurityGroups": [{"GroupId": "sg-1"}]}
+
+    def delete_security_group(self, GroupId: str) -> None:
+        if self.refusals:
+            self.refusals -= 1
+            error = {"Code": "DependencyViolation", "Message": "resource has a dependent object"}
+            raise ClientError({"Error": error}, "DeleteSecurityGroup")
+        self.deleted.append(GroupId)
+
+
+def test_a_group_still_referenced_is_deleted_once_ec2_lets_go() -> None:
+    client = GroupsStillReferenced(refusals=2)
+    pauses: list[float] = []
+    assert delete_cluster_groups(client, "c1", sleep=pauses.append) == ["sg-1"]
+    assert client.deleted == ["sg-1"] and pauses == [5.0, 5.0]
+
+
+def test_a_group_that_stays_referenced_is_named_after_the_last_attempt() -> None:
+    client = GroupsStillReferenced(refusals=99)
+    with pytest.raises(ProviderError, match="cluster c1: security group sg-1: deleting it"):
+        delete_cluster_groups(client, "c1", attempts=3, sleep=lambda _: None)
+    assert client.deleted == []
