@@ -10,7 +10,7 @@ import sys
 import threading
 from pathlib import Path
 
-from agent.settings import SettingsError, load_settings, settings_to_json
+from agent.settings import AgentSettings, SettingsError, load_settings, settings_to_json
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -23,6 +23,11 @@ def main(argv: list[str] | None = None) -> int:
         "--validate-config", type=Path, metavar="FILE", help="check a settings file and exit"
     )
     parser.add_argument("--once", action="store_true", help="run one cycle and exit")
+    parser.add_argument(
+        "--boot-identity",
+        action="store_true",
+        help="redeem the VM's boot ticket for its certificate (if it has one) and exit",
+    )
     args = parser.parse_args(argv)
 
     path = args.validate_config or args.config
@@ -35,6 +40,9 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(settings_to_json(settings), indent=2))
         print(f"kaas-agent: {path} is valid", file=sys.stderr)
         return 0
+
+    if args.boot_identity:
+        return boot_identity(settings)
 
     from sdnotify import SystemdNotifier
 
@@ -96,3 +104,19 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def boot_identity(settings: AgentSettings) -> int:
+    """kaas-boot-identity.service: the VM's identity from its boot ticket, before the agent."""
+    from agent.boot_identity import BootIdentityError, ensure_identity
+
+    try:
+        fetched = ensure_identity(
+            settings.boot_ticket, settings.identity, (settings.address,), settings.boot_timeout_s
+        )
+    except BootIdentityError as exc:
+        print(f"kaas-agent: error: {exc}", file=sys.stderr)
+        return 1
+    what = "installed from the boot ticket" if fetched else "already in place (no ticket to redeem)"
+    print(f"kaas-agent: identity {what}: {settings.identity.directory}")
+    return 0

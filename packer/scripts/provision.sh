@@ -95,7 +95,7 @@ if [[ -n $agent_wheel ]]; then
 fi
 if (( system )); then
   systemctl daemon-reload
-  systemctl enable kaas-agent.service
+  systemctl enable kaas-boot-identity.service kaas-agent.service
   # The VM's identity: the agent writes its key there at first start (from its boot ticket).
   install -d -m 0700 "$root/etc/kaas/tls"
 fi

@@ -167,3 +167,44 @@ def test_the_user_data_carries_a_boot_ticket_and_no_secret() -> None:
     # Written 0600 from creation: the file is made under umask 077, then renamed in place.
     assert f"(umask 077 && cat > {BOOT_TICKET_PATH}.tmp" in script
     assert "PRIVATE KEY" not in script and "password" not in script.lower()
+
+
+def test_the_boot_unit_redeems_the_ticket_the_user_data_writes_before_the_agent() -> None:
+    boot_unit = (REPO / "systemd" / "kaas-boot-identity.service").read_text()
+    agent_unit = (REPO / "systemd" / "kaas-agent.service").read_text()
+    assert f"ConditionPathExists={BOOT_TICKET_PATH}" in boot_unit
+    assert f"--config {AGENT_SETTINGS_PATH} --boot-identity" in boot_unit
+    assert "Type=oneshot" in boot_unit and "Before=kaas-agent.service" in boot_unit
+    assert "Requires=kaas-boot-identity.service" in agent_unit
+    assert "kaas-boot-identity.service" in agent_unit.split("After=")[1].splitlines()[0]
+    # The image carries and enables every unit of systemd/.
+    template = (REPO / "packer" / "kaas-vm.pkr.hcl").read_text()
+    for unit in sorted((REPO / "systemd").glob("*.service")):
+        assert f"systemd/{unit.name}" in template, unit.name
+    assert "enable kaas-boot-identity.service" in (REPO / "packer/scripts/provision.sh").read_text()
+
+
+def test_boot_identity_mode_without_a_ticket_leaves_the_identity_alone(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from agent.main import main
+
+    settings = {
+        "cluster": "c1",
+        "zookeeper_hosts": "127.0.0.1:2181",
+        "vm_id": "vm1",
+        "address": "127.0.1.1",
+        "zone": "zone-a",
+        "data_dir": str(tmp_path / "data"),
+        "config_dir": str(tmp_path / "config"),
+        "boot_ticket": str(tmp_path / "boot-ticket.json"),
+    }
+    path = tmp_path / "agent.json"
+    path.write_text(json.dumps(settings))
+    assert main(["--config", str(path), "--boot-identity"]) == 0
+    assert "no ticket to redeem" in capsys.readouterr().out
+    # A ticket that is not one: refused, naming the file, nothing installed.
+    (tmp_path / "boot-ticket.json").write_text("{not json")
+    assert main(["--config", str(path), "--boot-identity"]) == 1
+    assert "boot-ticket.json" in capsys.readouterr().err
+    assert not any((tmp_path / "config").glob("**/*.key"))
