@@ -4,7 +4,13 @@ single-node KRaft broker (Kafka 4.3.1 from the image) that serves both: the same
 and topic settings, so only the listener differs. KaaS clusters have no plaintext listener;
 this broker exists only for the baseline and is stopped at the end.
 
+Two workloads: raw (incompressible payloads of `--size` bytes, as fast as the client goes:
+the cipher's cost at its worst) and the demo's (the keyed, numbered messages `make demo`
+produces, with its producer's settings: acks=all, idempotent, lz4), whose throughput is in
+messages per second and whose acknowledgement latency is measured at a fixed rate.
+
     .venv/bin/python benchmarks/tls_throughput_bench.py [--messages 200000] [--size 1024]
+        [--demo-messages 300000] [--latency-rate 2000] [--latency-seconds 10]
         [--runs 3] [--address 127.0.23.1]
 """
 
@@ -31,6 +37,8 @@ from confluent_kafka.admin import (
 )
 
 from management_plane.local.image import find_java, load_image
+from management_plane.workload import durable_producer, encode, key_for, produce_keyed
+from planner.client_logs import log_client_lines_to
 from planner.contracts.vm_config.kafka_tls import (
     TENANT_SASL_MECHANISM,
     ListenerName,
@@ -138,10 +146,67 @@ def _consume(config: Config, topic: str, messages: int) -> float:
     return time.monotonic() - started
 
 
+DEMO_KEYS = 1000
+
+
+def _demo_produce(config: Config, topic: str, messages: int) -> float:
+    """The demo's producer and messages as fast as they go; messages per second."""
+    producer = durable_producer(config)
+    started = time.monotonic()
+    result = produce_keyed(producer, topic, messages, DEMO_KEYS)
+    elapsed = time.monotonic() - started
+    if result.errors or len(result.acknowledged) != messages:
+        raise SystemExit(f"tls_throughput_bench: demo produce to {topic}: {result.errors[:3]}")
+    return messages / elapsed
+
+
+def _ack_latencies(config: Config, topic: str, rate: int, seconds: float) -> list[float]:
+    """Acknowledgement latencies (ms) of the demo's producer sending `rate` messages a second:
+    latency at a load the listener carries, not at saturation."""
+    producer = durable_producer(config)
+    latencies: list[float] = []
+    errors: list[str] = []
+
+    def delivered(sent: float) -> Callable[[object, object], None]:
+        def record(error: object, _message: object) -> None:
+            if error is not None:
+                errors.append(str(error))
+            else:
+                latencies.append((time.monotonic() - sent) * 1000)
+
+        return record
+
+    interval = 1.0 / rate
+    due = time.monotonic()
+    for index in range(int(rate * seconds)):
+        key = key_for(index % DEMO_KEYS)
+        sent = time.monotonic()
+        producer.produce(
+            topic, key=key, value=encode(key, index // DEMO_KEYS), on_delivery=delivered(sent)
+        )
+        producer.poll(0)
+        due += interval
+        pause = due - time.monotonic()
+        if pause > 0:
+            time.sleep(pause)
+    producer.flush(60)
+    if errors:
+        raise SystemExit(f"tls_throughput_bench: latency run on {topic}: {errors[:3]}")
+    return latencies
+
+
+def _percentile(values: list[float], share: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--messages", type=int, default=200_000)
     parser.add_argument("--size", type=int, default=1024, help="bytes per message")
+    parser.add_argument("--demo-messages", type=int, default=300_000)
+    parser.add_argument("--latency-rate", type=int, default=2000, help="messages per second")
+    parser.add_argument("--latency-seconds", type=float, default=10.0)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--address", default="127.0.23.1")
     args = parser.parse_args()
@@ -160,6 +225,8 @@ def main() -> int:
             authority.certificate_pem,
         )
         tls = TlsFiles(str(identity.keystore), str(identity.trust_bundle))
+        # The demo producer's client lines (coordinator loading, reconnects) into the scratch.
+        log_client_lines_to(home / "clients.log")
         config_file = write_private(
             home / "server.properties", _properties(home, args.address, ports, tls)
         )
@@ -197,6 +264,9 @@ def main() -> int:
                 label: {"produce": [], "consume": []}
                 for label in ("plaintext (baseline)", "TLS tenant listener")
             }
+            demo: dict[str, dict[str, list[float]]] = {
+                label: {"produce": [], "consume": [], "p50": [], "p99": []} for label in results
+            }
             for run in range(args.runs):
                 # Alternate which goes first, so neither always meets a warmer broker.
                 order = [("plaintext (baseline)", plain), ("TLS tenant listener", tenant)]
@@ -209,6 +279,20 @@ def main() -> int:
                     consumed = _consume(config, topic, args.messages)
                     results[label]["produce"].append(megabytes / produced)
                     results[label]["consume"].append(megabytes / consumed)
+                    demo_topic = f"{topic}-demo"
+                    for future in admin.create_topics([NewTopic(demo_topic, 6, 1)]).values():
+                        future.result()
+                    demo[label]["produce"].append(
+                        _demo_produce(config, demo_topic, args.demo_messages)
+                    )
+                    demo[label]["consume"].append(
+                        args.demo_messages / _consume(config, demo_topic, args.demo_messages)
+                    )
+                    latencies = _ack_latencies(
+                        config, demo_topic, args.latency_rate, args.latency_seconds
+                    )
+                    demo[label]["p50"].append(_percentile(latencies, 0.50))
+                    demo[label]["p99"].append(_percentile(latencies, 0.99))
         finally:
             broker.terminate()
             try:
@@ -233,6 +317,24 @@ def main() -> int:
     for kind in ("produce", "consume"):
         change = statistics.median(secured[kind]) / statistics.median(base[kind]) - 1
         print(f"TLS against plaintext, {kind}: {change:+.0%}")
+    print()
+    print(
+        f"the demo's workload: {args.demo_messages} keyed messages over {DEMO_KEYS} keys, "
+        f"acks=all, idempotent, lz4; messages/s, median (min-max); acknowledgement latency "
+        f"at {args.latency_rate} messages/s for {args.latency_seconds:.0f} s, ms, median of runs"
+    )
+    print(f"{'listener':<24}{'produce':>24}{'consume':>24}{'p50':>8}{'p99':>8}")
+    for label, figures in demo.items():
+        cells = [
+            f"{statistics.median(v):8.0f} ({min(v):.0f}-{max(v):.0f})"
+            for v in (figures["produce"], figures["consume"])
+        ]
+        p50, p99 = statistics.median(figures["p50"]), statistics.median(figures["p99"])
+        print(f"{label:<24}{cells[0]:>24}{cells[1]:>24}{p50:8.1f}{p99:8.1f}")
+    base, secured = demo["plaintext (baseline)"], demo["TLS tenant listener"]
+    for kind in ("produce", "consume", "p99"):
+        change = statistics.median(secured[kind]) / statistics.median(base[kind]) - 1
+        print(f"TLS against plaintext, demo {kind}: {change:+.0%}")
     return 0
 
 
