@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import ipaddress
+import secrets
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -106,10 +107,17 @@ def create_authority(cluster: str, now: dt.datetime, days: int = DEFAULT_CA_DAYS
         raise PkiError(f"a CA must be valid for at least one day, got {days}")
     key_pem = new_key_pem()
     key = _load_key(key_pem)
+    # Each CA of a cluster gets a subject of its own: ZooKeeper's PEM trust store keys its
+    # entries by subject, so during a CA rotation two CAs of one name would leave it trusting
+    # only the last one read. The common name is at most 64 characters.
     name = x509.Name(
         [
             x509.NameAttribute(NameOID.ORGANIZATION_NAME, ORGANIZATION),
-            x509.NameAttribute(NameOID.COMMON_NAME, f"KaaS cluster CA {cluster}"),
+            x509.NameAttribute(
+                NameOID.ORGANIZATIONAL_UNIT_NAME,
+                f"made {now:%Y-%m-%dT%H:%M:%SZ} {secrets.token_hex(4)}",
+            ),
+            x509.NameAttribute(NameOID.COMMON_NAME, f"KaaS cluster CA {cluster}"[:64]),
         ]
     )
     certificate = (

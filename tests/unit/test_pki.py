@@ -202,3 +202,15 @@ def test_real_mutual_tls_accepts_own_ca_refuses_another(
     write_identity(intruder, issue(other_authority, Role.ADMIN, (), now), authority.certificate_pem)
     assert _handshake(tmp_path, node, admin).startswith("TLSv1.")
     assert _handshake(tmp_path, node, intruder).startswith("refused")
+
+
+def test_every_ca_of_a_cluster_has_a_subject_of_its_own() -> None:
+    # Two CAs of one cluster are trusted side by side during a CA rotation, and ZooKeeper's
+    # PEM trust store keeps one certificate per subject.
+    now = dt.datetime.now(dt.UTC)
+    first, second = create_authority("c1", now), create_authority("c1", now)
+    assert first.certificate.subject != second.certificate.subject
+    # A cluster name of the longest allowed length still makes a CA.
+    longest = create_authority("x" * 64, now)
+    names = longest.certificate.subject.get_attributes_for_oid(NameOID.COMMON_NAME)
+    assert len(str(names[0].value)) == 64
