@@ -11,7 +11,8 @@ from typing import Any
 
 from confluent_kafka.admin import AdminClient, ConfigResource
 
-from planner.contracts.kafka_state import PartitionState
+# The agent's metadata read is the planner's, shared with the management plane.
+from planner.live_layout import partition_states as partition_states
 from planner.pki.client_settings import InternalClient
 
 # librdkafka reports every refused connection; a stopped broker is a state the agent handles.
@@ -31,15 +32,6 @@ def metadata_answers(admin: AdminClient, broker_id: int, timeout: float) -> bool
         return broker_id in admin.list_topics(timeout=timeout).brokers
     except Exception:
         return False
-
-
-def partition_states(admin: AdminClient, timeout: float = 10.0) -> list[PartitionState]:
-    metadata = admin.list_topics(timeout=timeout)
-    return [
-        PartitionState(str(topic.topic), p.id, tuple(p.replicas), tuple(p.isrs))
-        for topic in metadata.topics.values()
-        for p in topic.partitions.values()
-    ]
 
 
 def topic_min_isr(admin: AdminClient, topics: set[str], timeout: float = 10.0) -> dict[str, int]:

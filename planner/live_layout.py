@@ -15,6 +15,7 @@ from typing import Any
 
 from confluent_kafka.admin import AdminClient
 
+from planner.contracts.kafka_state import PartitionState
 from planner.errors import PlannerError
 from planner.model import BrokerState
 from planner.pki.client_settings import InternalClient
@@ -70,6 +71,17 @@ def live_layout_admin(kafka: InternalClient, timeout_s: float = 10.0) -> AdminCl
             }
         )
     )
+
+
+def partition_states(admin: AdminClient, timeout: float = 10.0) -> list[PartitionState]:
+    """Every partition's replicas and ISR as a broker's metadata lists them: the truth in
+    KRaft mode, where the brokers follow the controllers' metadata log."""
+    metadata = admin.list_topics(timeout=timeout)
+    return [
+        PartitionState(str(topic.topic), p.id, tuple(p.replicas), tuple(p.isrs))
+        for topic in metadata.topics.values()
+        for p in topic.partitions.values()
+    ]
 
 
 def read_live_layout(

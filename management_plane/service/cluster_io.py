@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import replace
 from typing import TypeVar
 
 import structlog
+from confluent_kafka.admin import AdminClient
 from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
@@ -21,6 +23,7 @@ from management_plane.errors import TemporaryError
 from planner.contracts.ensemble_repair import EnsembleRepairRequest
 from planner.contracts.kafka_state import PartitionState
 from planner.contracts.kraft_migration import (
+    MigrationPhase,
     ZkMigrationRecord,
     parse_kafka_cluster_id,
     parse_zk_migration_record,
@@ -29,7 +32,9 @@ from planner.contracts.member import MemberReadings, parse_members
 from planner.contracts.mirror_flow import MirrorFlow, MirrorFlowReadings, parse_mirror_flows
 from planner.contracts.paths import ClusterPaths
 from planner.contracts.plan_status import PlanStatus
-from planner.contracts.spec import ClusterSpec, SpecError, parse_spec
+from planner.contracts.spec import ClusterSpec, KafkaMode, SpecError, parse_spec
+from planner.live_layout import live_layout_admin, partition_states
+from planner.pki.client_settings import InternalClient
 from planner.pki.files import IdentityFiles
 from planner.store import PlanStore
 from planner.zookeeper_client import zookeeper_client
@@ -43,6 +48,22 @@ KAFKA_PORT = 9092
 ENSEMBLE_CONFIG_PATH = "/zookeeper/config"
 
 T = TypeVar("T")
+
+# One Admin client per cluster address list and identity for the service's life: librdkafka
+# may crash the process when a client is destroyed with a request still in flight.
+_ADMINS: dict[tuple[str, str], AdminClient] = {}
+_ADMINS_LOCK = threading.Lock()
+
+
+def reads_kafka_from_metadata(spec: ClusterSpec | None) -> bool:
+    """Whether the cluster's brokers run in KRaft mode, so Kafka keeps its registrations and
+    partition states in the controllers' metadata and no longer in ZooKeeper."""
+    if spec is None:
+        return False
+    if spec.kafka_mode is KafkaMode.KRAFT:
+        return True
+    migration = spec.migration
+    return migration is not None and migration.phase is MigrationPhase.BROKERS_KRAFT
 
 
 class ClusterUnreachable(TemporaryError, RuntimeError):
@@ -209,7 +230,29 @@ class ClusterIO:
             _log_unreadable_once(self.cluster, broker_id, reason)
         return readings
 
+    def _kafka_admin(self) -> AdminClient:
+        key = (self.bootstrap, str(self.identity.directory))
+        with _ADMINS_LOCK:
+            if key not in _ADMINS:
+                _ADMINS[key] = live_layout_admin(InternalClient(self.bootstrap, self.identity))
+            return _ADMINS[key]
+
+    def _from_metadata(self, what: str, read: Callable[[AdminClient], T]) -> T:
+        try:
+            return read(self._kafka_admin())
+        except Exception as exc:  # librdkafka raises KafkaException or a timeout
+            raise ClusterUnreachable(
+                f"Kafka of {self.cluster} ({self.bootstrap}): {what}: {exc}"
+            ) from None
+
     def registered_brokers(self) -> set[int]:
+        """The brokers Kafka lists as registered: `/brokers/ids` in ZooKeeper mode, the
+        unfenced brokers of the controllers' metadata in KRaft mode."""
+        if reads_kafka_from_metadata(self.read_spec()):
+            return self._from_metadata(
+                "registered brokers", lambda admin: set(admin.list_topics(timeout=10).brokers)
+            )
+
         def read(zk: KazooClient) -> set[int]:
             try:
                 return {int(c) for c in zk.get_children(self.paths.kafka_broker_ids)}
@@ -265,7 +308,10 @@ class ClusterIO:
     def partitions(self) -> list[PartitionState]:
         """Every partition's replicas (with any reassignment's adding and removing ones) and
         ISR, read from Kafka's own znodes: in ZooKeeper mode they are the truth, where a
-        broker's metadata cache may lag or answer a topic with an error and no partitions."""
+        broker's metadata cache may lag or answer a topic with an error and no partitions.
+        In KRaft mode the brokers' metadata follows the controllers' log: read there."""
+        if reads_kafka_from_metadata(self.read_spec()):
+            return self._from_metadata("partitions", partition_states)
 
         def read(zk: KazooClient) -> list[PartitionState]:
             topics_path = f"{self.paths.kafka_chroot}/brokers/topics"

@@ -28,7 +28,10 @@ from management_plane.local.state import require_state
 from management_plane.local.up_choice import UpChoice
 from management_plane.security.probes import probe_tls
 from management_plane.security.verdict import TlsOutcome
+from management_plane.service.cluster_io import ClusterIO
+from management_plane.workload import create_topic
 from planner.contracts.journal import JournalAction, JournalEntry, parse_journal_entry
+from planner.contracts.kafka_state import PartitionState
 from planner.contracts.member import MemberRecord, MemberState, parse_member
 from planner.contracts.paths import ClusterPaths
 from planner.contracts.spec import parse_spec
@@ -137,6 +140,34 @@ def test_brokers_register_with_their_racks(kraft_cluster: ClusterHandle) -> None
     assert {node.id: node.rack for node in nodes} == {
         vm.broker_id: vm.zone for vm in kraft_cluster.layout.vms
     }
+
+
+def test_the_management_plane_reads_registrations_and_partitions_from_the_metadata(
+    kraft_cluster: ClusterHandle,
+) -> None:
+    """Kafka writes nothing to ZooKeeper in KRaft mode: the service's cluster reads (which a
+    replacement waits on) come from the brokers' metadata."""
+    vms = kraft_cluster.layout.vms
+    io = ClusterIO(
+        kraft_cluster.layout.name, [vm.address for vm in vms], kraft_cluster.admin_identity
+    )
+    assert io.registered_brokers() == {vm.broker_id for vm in vms}
+    topic = kraft_cluster.unique_topic("kraft-io")
+    create_topic(kraft_cluster.client_config(), topic, 3)
+
+    def read() -> list[PartitionState]:
+        return [p for p in io.partitions() if p.topic == topic]
+
+    harness.wait_until(lambda: len(read()) == 3, 60, "the service to read the topic's partitions")
+    for state in read():
+        assert len(state.replicas) == 3 and set(state.isr) == set(state.replicas), state
+    zk = kraft_cluster.zookeeper()
+    zk.start(timeout=30)
+    try:
+        assert not zk.exists(ClusterPaths(kraft_cluster.layout.name).kafka_broker_ids)
+    finally:
+        zk.stop()
+        zk.close()
 
 
 def test_a_topic_takes_the_durable_defaults_and_a_client_produces_and_consumes(
