@@ -21,4 +21,4 @@ __all__ = ["drill_cluster"]  # the module-scoped cluster, one instance for this 
 def test_volume_drill_is_valid_and_reports_its_recovery(
     drill_cluster: ClusterHandle, name: str, tmp_path: Path
 ) -> None:
-    drills.test_drill_is_valid_and_reports_its_recovery(drill_cluster, name, tmp_path)
+    drills.run_and_check(drill_cluster, name, tmp_path)
