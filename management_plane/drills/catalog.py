@@ -24,6 +24,7 @@ from management_plane.drills.faults import (
     zookeeper_quorum,
 )
 from management_plane.drills.plane_faults import LostVm, ManagementPlaneKill
+from management_plane.drills.planner_faults import PlannerAgentKill
 
 
 @dataclass(frozen=True)
@@ -175,6 +176,14 @@ _SINGLE: tuple[Drill, ...] = (
         "degraded-network",
         "one broker's VM losing 20% of its packets each way (nftables), then healed",
         lambda: (DegradedNetwork(),),
+        30.0,
+    ),
+    Drill(
+        "planner-agent-kill",
+        "the elected planner's agent killed (SIGKILL) while its plan moves a topic's replicas "
+        "(a topic of the drill's own, on two brokers, at a slow budget); another agent is "
+        "elected, finishes the same plan and clears the throttles",
+        lambda: (PlannerAgentKill(),),
         30.0,
     ),
     Drill(

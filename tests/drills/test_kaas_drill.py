@@ -85,13 +85,13 @@ def _wait_healthy(home: Path) -> None:
 # The drills that make a broker rebuild its data run in test_kaas_drill_volumes.py, on a
 # cluster of their own: a slow rebuild there holds up no other drill.
 VOLUME_DRILLS = ("destroyed-volume", "full-disk")
-# The drills that fault the management plane need one beside the cluster: tests of their own.
+# The drills that fault the management plane need one beside the cluster, and the planner's
+# drill checks more than the verdict: tests of their own.
 PLANE_DRILLS = ("management-plane-kill", "lost-vm")
+OWN_TESTS = (*VOLUME_DRILLS, *PLANE_DRILLS, "planner-agent-kill")
 
 
-@pytest.mark.parametrize(
-    "name", [d.name for d in DRILLS if d.name not in VOLUME_DRILLS + PLANE_DRILLS]
-)
+@pytest.mark.parametrize("name", [d.name for d in DRILLS if d.name not in OWN_TESTS])
 def test_drill_is_valid_and_reports_its_recovery(
     drill_cluster: ClusterHandle, name: str, tmp_path: Path
 ) -> None:
@@ -161,6 +161,45 @@ def management_plane(home: Path, *options: str) -> Iterator[BackgroundPlane]:
         yield BackgroundPlane(home, LocalFaultCluster(home).name)
     finally:
         stop_background_service(home)
+
+
+def test_planner_agent_killed_mid_reassignment_is_succeeded_by_another_that_finishes_the_plan(
+    drill_cluster: ClusterHandle, tmp_path: Path
+) -> None:
+    """The elected planner's agent SIGKILLed while its plan's moves copy: another agent is
+    elected, finishes the same plan (not a new one) and clears every throttle; the budget
+    and the drill's topic are put back; zero loss."""
+    cluster = LocalFaultCluster(drill_cluster.home)
+    budget = cluster.reassignment_budget()
+    result = run_and_check(drill_cluster, "planner-agent-kill", tmp_path)
+    (outcome,) = result.outcomes
+    victim, _, rest = outcome.target.partition("'s agent (the elected planner; plan ")
+    plan_id = int(rest.split(" ")[0])
+    assert victim in cluster.vm_names() and " executing, " in rest, outcome.target
+    assert outcome.settled is not None, vars(outcome)
+    successor, _, done = outcome.settled.partition("'s agent, elected planner, ")
+    assert successor in cluster.vm_names() and successor != victim, outcome.settled
+    assert done == f"finished plan {plan_id}; every replication throttle cleared"
+    assert cluster.throttles() == {}
+    assert cluster.reassignment_budget() == budget
+    topics = probes.admin_client(drill_cluster.admin).list_topics(timeout=10).topics
+    assert not [t for t in topics if t.endswith("-moves")], sorted(topics)
+    zk = drill_cluster.zookeeper()
+    zk.start(timeout=15)
+    try:
+        entries = harness.journal_entries(zk, drill_cluster.layout.name)
+    finally:
+        zk.stop()
+        zk.close()
+    by_successor = [
+        e
+        for e in entries
+        if e.at_ms >= result.started_s * 1000
+        and e.vm_id == successor
+        and e.action == "plan_done"
+        and e.reason.startswith(f"plan {plan_id}:")
+    ]
+    assert by_successor, [(e.vm_id, e.action, e.reason) for e in entries[-20:]]
 
 
 def test_management_plane_killed_mid_operation_resumes_it_from_its_journal(
