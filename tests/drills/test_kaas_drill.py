@@ -37,6 +37,7 @@ from planner.contracts.journal import parse_journal_entry
 from planner.contracts.paths import ClusterPaths
 from planner.zookeeper_ensemble import parse_ensemble_config
 from tests import harness
+from tests.drills import agent_healing_checks, rolling_checks
 from tests.harness import ClusterHandle
 from tests.mp_service import ServiceHandle, free_port, step_timings
 
@@ -412,6 +413,29 @@ def test_a_drill_through_the_api_is_a_journaled_operation_and_bad_ones_are_refus
         print(f"\n{step_timings(op)}")
     finally:
         service.stop()
+
+
+def test_read_only_change_rolls_brokers_one_at_a_time_controller_last(
+    drill_cluster: ClusterHandle,
+) -> None:
+    _wait_healthy(drill_cluster.home)
+    rolling_checks.check_read_only_change_rolls_brokers_one_at_a_time_controller_last(drill_cluster)
+
+
+def test_dynamic_change_reaches_every_broker_without_a_restart(
+    drill_cluster: ClusterHandle,
+) -> None:
+    _wait_healthy(drill_cluster.home)
+    rolling_checks.check_dynamic_change_reaches_every_broker_without_a_restart(drill_cluster)
+
+
+def test_agent_starts_a_stopped_broker_and_restarts_a_paused_one(
+    drill_cluster: ClusterHandle,
+) -> None:
+    _wait_healthy(drill_cluster.home)
+    agent_healing_checks.check_agent_starts_a_stopped_broker_and_restarts_a_paused_one(
+        drill_cluster
+    )
 
 
 def test_a_zookeeper_server_gone_past_the_threshold_is_removed_and_rejoins(
