@@ -23,6 +23,8 @@ from management_plane.drills.faults import (
     zookeeper_leader,
     zookeeper_quorum,
 )
+from management_plane.drills.plane_faults import LostVm, ManagementPlaneKill
+from management_plane.drills.planner_faults import PlannerAgentKill
 
 
 @dataclass(frozen=True)
@@ -31,6 +33,9 @@ class Drill:
     summary: str
     faults: Callable[[], tuple[Fault, ...]]  # new fault objects for each run
     duration_s: float  # of each fault, unless the run says otherwise
+    # It faults the management plane itself (kills it, or waits for its repair): it runs
+    # beside the cluster (`kaas drill run`), never as one of that plane's operations.
+    faults_the_plane: bool = False
 
 
 def _process(
@@ -173,6 +178,30 @@ _SINGLE: tuple[Drill, ...] = (
         lambda: (DegradedNetwork(),),
         30.0,
     ),
+    Drill(
+        "planner-agent-kill",
+        "the elected planner's agent killed (SIGKILL) while its plan moves a topic's replicas "
+        "(a topic of the drill's own, on two brokers, at a slow budget); another agent is "
+        "elected, finishes the same plan and clears the throttles",
+        lambda: (PlannerAgentKill(),),
+        30.0,
+    ),
+    Drill(
+        "management-plane-kill",
+        "kaas serve killed (SIGKILL) while a rolling config change waits for the agents; "
+        "started again, it resumes the operation from its journal and finishes it",
+        lambda: (ManagementPlaneKill(),),
+        10.0,
+        faults_the_plane=True,
+    ),
+    Drill(
+        "lost-vm",
+        "a broker's VM lost (every process killed, its volume deleted); the management plane "
+        "notices after its threshold and replaces it, keeping the broker id",
+        lambda: (LostVm(),),
+        30.0,
+        faults_the_plane=True,
+    ),
 )
 
 # The rolling sequence: one fault of each family, with recovery checks between.
@@ -208,6 +237,7 @@ def game_day(names: Sequence[str] = GAME_DAY_DRILLS) -> Drill:
         "in turn: " + ", ".join(chosen) + ", each recovered before the next",
         lambda: tuple(fault for name in chosen for fault in by_name[name].faults()),
         15.0,
+        faults_the_plane=any(by_name[name].faults_the_plane for name in chosen),
     )
 
 

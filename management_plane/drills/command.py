@@ -8,6 +8,7 @@ from pathlib import Path
 from management_plane.drills.catalog import DRILLS, GAME_DAY_DRILLS, choose_drill
 from management_plane.drills.errors import DrillRefused
 from management_plane.drills.local_cluster import LocalFaultCluster
+from management_plane.drills.local_plane import BackgroundPlane
 from management_plane.drills.network import NftablesRules
 from management_plane.drills.runner import DrillOptions, DrillResult, run_drill
 from management_plane.service.client import add_api_arguments, api_client, watch_operation
@@ -66,6 +67,7 @@ def run_command(args: argparse.Namespace, home: Path) -> int:
         report_dir=args.report,
         network=network,
         on_progress=lambda line: print(f"drill {drill.name}: {line}", flush=True),
+        plane=BackgroundPlane(home, cluster.name),
     )
     print(summary(result))
     return 0 if result.passed else 1

@@ -77,6 +77,46 @@ class NetworkRules(Protocol):
 
 
 @dataclass(frozen=True)
+class OperationView:
+    """One management-plane operation as a drill follows it."""
+
+    op_id: int
+    kind: str
+    status: str  # pending | running | succeeded | failed
+    step: str | None
+    message: str
+    params: Mapping[str, object] = field(default_factory=dict)
+    done_steps: tuple[str, ...] = ()  # every step the journal records done, in order
+
+    @property
+    def failed(self) -> bool:
+        return self.status == "failed"
+
+    @property
+    def succeeded(self) -> bool:
+        return self.status == "succeeded"
+
+
+class ManagementPlane(Protocol):
+    """The management plane of the drill's cluster (`local_plane.BackgroundPlane`: the
+    `kaas serve` beside a `kaas up` cluster; the unit tests use a fake)."""
+
+    def problem(self) -> str | None: ...  # why no drill can reach it here, or None
+
+    def broker_config(self) -> Mapping[str, str]: ...  # the cluster's spec, as it holds it
+
+    def change_config(self, config: Mapping[str, str | None]) -> int: ...  # the operation's id
+
+    def operation(self, op_id: int) -> OperationView: ...
+
+    def operations(self) -> list[OperationView]: ...  # the cluster's
+
+    def kill(self) -> str: ...  # SIGKILL; says what was killed
+
+    def restart(self) -> None: ...  # as it ran before; nothing when it runs
+
+
+@dataclass(frozen=True)
 class FaultContext:
     cluster: FaultCluster
     topic: str  # the drill's topic: the leader of its partition 0 is "the partition leader"
@@ -84,6 +124,7 @@ class FaultContext:
     bounces: int = 3
     network: NetworkRules | None = None
     sleep: Callable[[float], None] = time.sleep
+    plane: ManagementPlane | None = None
 
 
 class Fault(Protocol):
@@ -105,6 +146,27 @@ class Fault(Protocol):
 
     def heal(self, context: FaultContext) -> None:
         """Undo the fault; does nothing when it is undone already."""
+        ...
+
+
+@runtime_checkable
+class SettlesItself(Protocol):
+    """A fault KaaS itself must repair (an operation resumed, a VM replaced, a plan
+    finished): the drill's recovery also waits, up to `settle_timeout_s`, until `unsettled`
+    says nothing is left, and then (or when the drill is interrupted) calls `clean_up`."""
+
+    settle_timeout_s: float
+
+    def unsettled(self, context: FaultContext) -> str | None:
+        """What KaaS has still to do, or None; DrillError when it failed at it."""
+        ...
+
+    def settlement(self) -> str:
+        """What KaaS did, in words, once settled."""
+        ...
+
+    def clean_up(self, context: FaultContext) -> None:
+        """Undo what the drill changed to provoke the fault; idempotent."""
         ...
 
 

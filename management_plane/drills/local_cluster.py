@@ -16,6 +16,7 @@ from management_plane.drills import local_disk
 from management_plane.drills.errors import DrillError
 from management_plane.drills.faults import ProcessAction, ProcessKind
 from management_plane.drills.health import JournalLine
+from management_plane.drills.local_planner import LocalPlanReads
 from management_plane.errors import KaasError
 from management_plane.local import probes
 from management_plane.local.cluster import LocalCluster
@@ -29,7 +30,7 @@ from planner.pki.client_settings import InternalClient
 from planner.zookeeper_client import zookeeper_client
 
 
-class LocalFaultCluster:
+class LocalFaultCluster(LocalPlanReads):
     def __init__(self, home: Path) -> None:
         self.home = home
         self.local = LocalCluster(home)

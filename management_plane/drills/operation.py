@@ -52,6 +52,12 @@ def check_drill_request(
         drill = choose_drill(ask.drill, ask.game_day_drills)
     except DrillRefused as exc:
         raise RequestRefused(Refusal.INVALID, str(exc)) from None
+    if drill.faults_the_plane:
+        raise RequestRefused(
+            Refusal.CONFLICT,
+            f"drill {drill.name} refused: it faults the management plane itself, so it cannot "
+            "run as one of its operations; run `kaas drill run` beside the cluster",
+        )
     options = DrillOptions(
         duration_s=ask.duration_s, rate_per_s=ask.rate_per_s, bounces=ask.bounces
     )

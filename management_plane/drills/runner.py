@@ -25,7 +25,14 @@ from confluent_kafka.admin import AdminClient
 from management_plane.drills.catalog import Drill
 from management_plane.drills.checker import Verdict, check
 from management_plane.drills.errors import DrillError, DrillRefused
-from management_plane.drills.faults import Fault, FaultCluster, FaultContext, NetworkRules
+from management_plane.drills.faults import (
+    Fault,
+    FaultCluster,
+    FaultContext,
+    ManagementPlane,
+    NetworkRules,
+    SettlesItself,
+)
 from management_plane.drills.health import JournalLine, health_problems
 from management_plane.drills.history import FaultWindow, History
 from management_plane.drills.history_file import write_history
@@ -83,6 +90,8 @@ class FaultOutcome:
     started_s: float
     healed_s: float | None = None
     isr_complete_s: float | None = None
+    settled: str | None = None  # what KaaS did, for the faults KaaS repairs itself
+    settled_s: float | None = None
 
 
 @dataclass
@@ -130,7 +139,11 @@ def refusal_message(drill: Drill, problems: list[str]) -> str:
 
 
 def preflight(
-    drill: Drill, cluster: DrillCluster, options: DrillOptions, network: NetworkRules | None
+    drill: Drill,
+    cluster: DrillCluster,
+    options: DrillOptions,
+    network: NetworkRules | None,
+    plane: ManagementPlane | None = None,
 ) -> list[str]:
     """`refusals` of a drill not started yet (the API's check before it queues one)."""
     duration = options.duration_s if options.duration_s is not None else drill.duration_s
@@ -140,6 +153,7 @@ def preflight(
         duration_s=duration,
         bounces=options.bounces,
         network=network,
+        plane=plane,
     )
     return refusals(drill, drill.faults(), options, cluster.status(), context)
 
@@ -167,15 +181,17 @@ def wait_recovered(
     timeout_s: float,
     clock: Callable[[], float] = time.time,
     sleep: Callable[[float], None] = time.sleep,
+    unsettled: Callable[[], str | None] = lambda: None,
 ) -> float | None:
-    """When every broker was back, every partition's ISR complete and `serving(since)` true
-    (every partition the workload writes acknowledged a write lately), or None at
-    the timeout. The acks matter: right after a broker is killed its ZooKeeper session still
-    lives, so the metadata shows every ISR complete until the controller notices."""
+    """When every broker was back, every partition's ISR complete, `serving(since)` true
+    (every partition the workload writes acknowledged a write lately) and KaaS's own repair
+    done (`unsettled`: what it has still to do), or None at the timeout. The acks matter:
+    right after a broker is killed its ZooKeeper session still lives, so the metadata shows
+    every ISR complete until the controller notices."""
     deadline = clock() + timeout_s
     while clock() < deadline:
         checked = clock()
-        if cluster.under_replicated() == 0 and serving(checked - 3.0):
+        if unsettled() is None and cluster.under_replicated() == 0 and serving(checked - 3.0):
             return clock()
         sleep(0.5)
     return None
@@ -188,12 +204,18 @@ def run_drill(
     report_dir: Path | None = None,
     network: NetworkRules | None = None,
     on_progress: Callable[[str], None] = lambda line: None,
+    plane: ManagementPlane | None = None,
 ) -> DrillResult:
     topic = f"drill-{drill.name}-{uuid.uuid4().hex[:6]}"
     faults = drill.faults()
     duration = options.duration_s if options.duration_s is not None else drill.duration_s
     context = FaultContext(
-        cluster=cluster, topic=topic, duration_s=duration, bounces=options.bounces, network=network
+        cluster=cluster,
+        topic=topic,
+        duration_s=duration,
+        bounces=options.bounces,
+        network=network,
+        plane=plane,
     )
     problems = refusals(drill, faults, options, cluster.status(), context)
     if problems:
@@ -223,13 +245,24 @@ def run_drill(
                 injected.remove(fault)
                 outcome.healed_s = time.time()
                 on_progress(f"{fault.name}: healed; waiting for every ISR")
-                outcome.isr_complete_s = wait_recovered(
-                    cluster,
-                    lambda since: workload.partitions_acked_since(since) >= written,
-                    options.recovery_timeout_s,
-                )
+                timeout_s = options.recovery_timeout_s
+                if isinstance(fault, SettlesItself):
+                    timeout_s = max(timeout_s, fault.settle_timeout_s)
+                try:
+                    outcome.isr_complete_s = wait_recovered(
+                        cluster,
+                        lambda since: workload.partitions_acked_since(since) >= written,
+                        timeout_s,
+                        unsettled=_settle_watch(fault, context, outcome, on_progress),
+                    )
+                except DrillError as exc:  # KaaS failed at its own repair
+                    on_progress(f"{fault.name}: not recovered: {exc}")
+                    break
+                finally:
+                    if isinstance(fault, SettlesItself):
+                        fault.clean_up(context)
                 if outcome.isr_complete_s is None:
-                    on_progress(f"{fault.name}: not recovered in {options.recovery_timeout_s:.0f}s")
+                    on_progress(f"{fault.name}: not recovered in {timeout_s:.0f}s")
                     break
                 on_progress(
                     f"{fault.name}: recovered in {outcome.isr_complete_s - outcome.healed_s:.1f}s"
@@ -253,7 +286,17 @@ def run_drill(
         history,
         isr_complete_s={o.fault_id: o.isr_complete_s for o in outcomes if o.isr_complete_s},
     )
-    journal = cluster.journal_since(started)
+    journal = sorted(
+        [
+            *cluster.journal_since(started),
+            *(
+                JournalLine(o.settled_s, f"{o.fault}: {o.settled}")
+                for o in outcomes
+                if o.settled is not None and o.settled_s is not None
+            ),
+        ],
+        key=lambda line: line.time_s,
+    )
     result = DrillResult(
         drill=drill.name,
         cluster=cluster.name,
@@ -312,10 +355,39 @@ def _wait_steady(workload: RecordingWorkload, steady_s: float) -> None:
     raise DrillError("the workload never reached a steady state (no acks for 60 s)")
 
 
+def _settle_watch(
+    fault: Fault,
+    context: FaultContext,
+    outcome: FaultOutcome,
+    on_progress: Callable[[str], None],
+) -> Callable[[], str | None]:
+    """What KaaS has still to do after `fault` (nothing for a fault the drill heals); once
+    it is done, what KaaS did goes into the outcome and the progress lines."""
+    if not isinstance(fault, SettlesItself):
+        return lambda: None
+    last: list[str | None] = [None]
+
+    def unsettled() -> str | None:
+        if outcome.settled is not None:
+            return None
+        left = fault.unsettled(context)
+        if left is None:
+            outcome.settled, outcome.settled_s = fault.settlement(), time.time()
+            on_progress(f"{fault.name}: {outcome.settled}")
+        elif left != last[0]:
+            on_progress(f"{fault.name}: {left}")
+        last[0] = left
+        return left
+
+    return unsettled
+
+
 def _heal_all(injected: list[Fault], context: FaultContext, network: NetworkRules | None) -> None:
     for fault in reversed(injected):
         try:
             fault.heal(context)
+            if isinstance(fault, SettlesItself):
+                fault.clean_up(context)
         except Exception as exc:  # heal the rest, whatever one heal did
             log.error("heal_failed", fault=fault.name, error=str(exc))
     remove_all = getattr(network, "remove_all", None)

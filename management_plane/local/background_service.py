@@ -149,10 +149,16 @@ def start_background_service(
     command = serve_command(
         home, chosen, "--adopt-local-cluster", str(cluster_home.resolve()), *extra_args, host=host
     )
+    return _start(home, command, url, timeout_s)
+
+
+def _start(home: Path, command: list[str], url: str, timeout_s: float) -> BackgroundService:
+    """Start `command` and wait until it answers on `url`; serve.json keeps the command line,
+    so that a service killed outright is started again as it was (`restart_background_service`)."""
     record = start_process(command, home / LOG_FILE, home)
     pid_file = home / PID_FILE
     tmp = pid_file.with_suffix(".tmp")
-    tmp.write_text(json.dumps({**record.to_json(), "url": url}) + "\n")
+    tmp.write_text(json.dumps({**record.to_json(), "url": url, "command": command}) + "\n")
     tmp.rename(pid_file)
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -177,3 +183,22 @@ def stop_background_service(cluster_home: Path) -> bool:
     stop_process(found[0], STOP_TIMEOUT_S)
     (service_home(cluster_home) / PID_FILE).unlink(missing_ok=True)
     return alive
+
+
+def restart_background_service(cluster_home: Path, timeout_s: float = 90.0) -> BackgroundService:
+    """Start the cluster's background service again with the command line and address it had
+    (after it was killed, as a host's supervisor would); the running one if it runs."""
+    running = running_service(cluster_home)
+    if running is not None:
+        return running
+    home = service_home(cluster_home)
+    try:
+        value = json.loads((home / PID_FILE).read_text())
+        command = [str(part) for part in value["command"]]
+        url = str(value["url"])
+    except (OSError, ValueError, KeyError, TypeError):
+        raise KaasError(
+            f"no record of the management plane's command line in {home / PID_FILE}: "
+            "start it with `kaas up`"
+        ) from None
+    return _start(home, command, url, timeout_s)

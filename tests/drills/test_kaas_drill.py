@@ -8,6 +8,7 @@ drill's own duration. None of these drills destroys the cluster, so they share o
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -21,14 +22,22 @@ import pytest
 
 from management_plane.drills.catalog import DRILLS, find_drill
 from management_plane.drills.errors import DrillRefused
+from management_plane.drills.faults import ManagementPlane
 from management_plane.drills.local_cluster import LocalFaultCluster
+from management_plane.drills.local_plane import BackgroundPlane
 from management_plane.drills.network import NftablesRules, drill_tables, isolation_script
-from management_plane.drills.runner import DrillOptions, run_drill
+from management_plane.drills.runner import DrillOptions, DrillResult, run_drill
 from management_plane.local import probes
+from management_plane.local.background_service import (
+    running_service,
+    start_background_service,
+    stop_background_service,
+)
 from planner.contracts.journal import parse_journal_entry
 from planner.contracts.paths import ClusterPaths
 from planner.zookeeper_ensemble import parse_ensemble_config
 from tests import harness
+from tests.drills import agent_healing_checks, rolling_checks
 from tests.harness import ClusterHandle
 from tests.mp_service import ServiceHandle, free_port, step_timings
 
@@ -77,12 +86,24 @@ def _wait_healthy(home: Path) -> None:
 # The drills that make a broker rebuild its data run in test_kaas_drill_volumes.py, on a
 # cluster of their own: a slow rebuild there holds up no other drill.
 VOLUME_DRILLS = ("destroyed-volume", "full-disk")
+# The drills that fault the management plane need one beside the cluster, and the planner's
+# drill checks more than the verdict: tests of their own.
+PLANE_DRILLS = ("management-plane-kill", "lost-vm")
+OWN_TESTS = (*VOLUME_DRILLS, *PLANE_DRILLS, "planner-agent-kill")
 
 
-@pytest.mark.parametrize("name", [d.name for d in DRILLS if d.name not in VOLUME_DRILLS])
+@pytest.mark.parametrize("name", [d.name for d in DRILLS if d.name not in OWN_TESTS])
 def test_drill_is_valid_and_reports_its_recovery(
     drill_cluster: ClusterHandle, name: str, tmp_path: Path
 ) -> None:
+    run_and_check(drill_cluster, name, tmp_path)
+
+
+def run_and_check(
+    drill_cluster: ClusterHandle, name: str, tmp_path: Path, plane: ManagementPlane | None = None
+) -> DrillResult:
+    """The drill under load at its short (or, under `make drills`, full) duration: the
+    checker's verdict valid, recovered, its report written, nothing left behind."""
     _wait_healthy(drill_cluster.home)
     drill = find_drill(name)
     options = DrillOptions(
@@ -93,7 +114,12 @@ def test_drill_is_valid_and_reports_its_recovery(
     network = NftablesRules()
     before = network.listing()
     result = run_drill(
-        drill, LocalFaultCluster(drill_cluster.home), options, tmp_path / "report", network
+        drill,
+        LocalFaultCluster(drill_cluster.home),
+        options,
+        tmp_path / "report",
+        network,
+        plane=plane,
     )
     verdict = result.verdict
     assert verdict.valid, json.dumps(result.report["summary"], indent=2)
@@ -124,6 +150,87 @@ def test_drill_is_valid_and_reports_its_recovery(
         + ", ".join(str(f["recovery_s"]) for f in faults)
         + f"s, valid {verdict.valid}"
     )
+    return result
+
+
+@contextlib.contextmanager
+def management_plane(home: Path, *options: str) -> Iterator[BackgroundPlane]:
+    """The background `kaas serve` beside the cluster, as `kaas up` starts it, for the
+    length of one drill (stopped after it, whatever the drill did to it)."""
+    start_background_service(home, port=free_port(), extra_args=options)
+    try:
+        yield BackgroundPlane(home, LocalFaultCluster(home).name)
+    finally:
+        stop_background_service(home)
+
+
+def test_planner_agent_killed_mid_reassignment_is_succeeded_by_another_that_finishes_the_plan(
+    drill_cluster: ClusterHandle, tmp_path: Path
+) -> None:
+    """The elected planner's agent SIGKILLed while its plan's moves copy: another agent is
+    elected, finishes the same plan (not a new one) and clears every throttle; the budget
+    and the drill's topic are put back; zero loss."""
+    cluster = LocalFaultCluster(drill_cluster.home)
+    budget = cluster.reassignment_budget()
+    result = run_and_check(drill_cluster, "planner-agent-kill", tmp_path)
+    (outcome,) = result.outcomes
+    victim, _, rest = outcome.target.partition("'s agent (the elected planner; plan ")
+    plan_id = int(rest.split(" ")[0])
+    assert victim in cluster.vm_names() and " executing, " in rest, outcome.target
+    assert outcome.settled is not None, vars(outcome)
+    successor, _, done = outcome.settled.partition("'s agent, elected planner, ")
+    assert successor in cluster.vm_names() and successor != victim, outcome.settled
+    assert done == f"finished plan {plan_id}; every replication throttle cleared"
+    assert cluster.throttles() == {}
+    assert cluster.reassignment_budget() == budget
+    topics = probes.admin_client(drill_cluster.admin).list_topics(timeout=10).topics
+    assert not [t for t in topics if t.endswith("-moves")], sorted(topics)
+    zk = drill_cluster.zookeeper()
+    zk.start(timeout=15)
+    try:
+        entries = harness.journal_entries(zk, drill_cluster.layout.name)
+    finally:
+        zk.stop()
+        zk.close()
+    by_successor = [
+        e
+        for e in entries
+        if e.at_ms >= result.started_s * 1000
+        and e.vm_id == successor
+        and e.action == "plan_done"
+        and e.reason.startswith(f"plan {plan_id}:")
+    ]
+    assert by_successor, [(e.vm_id, e.action, e.reason) for e in entries[-20:]]
+
+
+def test_management_plane_killed_mid_operation_resumes_it_from_its_journal(
+    drill_cluster: ClusterHandle, tmp_path: Path
+) -> None:
+    """`kaas serve` SIGKILLed while its rolling config change waits for the agents, started
+    again after the fault: the same operation goes on from the step it had reached (its
+    first step is not run again) and succeeds; zero loss under the drill's load."""
+    home = drill_cluster.home
+    with management_plane(home) as plane:
+        before = plane.broker_config().get("offsets.retention.minutes")
+        first_pid = running_service(home).record.pid  # type: ignore[union-attr]
+        result = run_and_check(drill_cluster, "management-plane-kill", tmp_path, plane)
+        (outcome,) = result.outcomes
+        assert f"kaas serve (pid {first_pid})" in outcome.target, outcome.target
+        assert outcome.target.endswith("(change_config) at wait_applied"), outcome.target
+        op_id = int(outcome.target.split("operation ")[1].split(" ")[0])
+        assert outcome.settled == (
+            f"operation {op_id} resumed at wait_applied after the restart and succeeded"
+        )
+        restarted = running_service(home)
+        assert restarted is not None and restarted.record.pid != first_pid
+        op = plane.operation(op_id)
+        assert op.succeeded and op.done_steps == ("write_spec", "wait_applied", "finish"), op
+        after = plane.broker_config().get("offsets.retention.minutes")
+        assert after is not None and after != before
+        assert any(
+            line["text"].startswith("management-plane-kill: operation")
+            for line in result.report["journal"]
+        )
 
 
 def _our_tables(pid: int) -> list[str]:
@@ -306,6 +413,29 @@ def test_a_drill_through_the_api_is_a_journaled_operation_and_bad_ones_are_refus
         print(f"\n{step_timings(op)}")
     finally:
         service.stop()
+
+
+def test_read_only_change_rolls_brokers_one_at_a_time_controller_last(
+    drill_cluster: ClusterHandle,
+) -> None:
+    _wait_healthy(drill_cluster.home)
+    rolling_checks.check_read_only_change_rolls_brokers_one_at_a_time_controller_last(drill_cluster)
+
+
+def test_dynamic_change_reaches_every_broker_without_a_restart(
+    drill_cluster: ClusterHandle,
+) -> None:
+    _wait_healthy(drill_cluster.home)
+    rolling_checks.check_dynamic_change_reaches_every_broker_without_a_restart(drill_cluster)
+
+
+def test_agent_starts_a_stopped_broker_and_restarts_a_paused_one(
+    drill_cluster: ClusterHandle,
+) -> None:
+    _wait_healthy(drill_cluster.home)
+    agent_healing_checks.check_agent_starts_a_stopped_broker_and_restarts_a_paused_one(
+        drill_cluster
+    )
 
 
 def test_a_zookeeper_server_gone_past_the_threshold_is_removed_and_rejoins(

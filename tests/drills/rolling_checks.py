@@ -1,6 +1,9 @@
-"""A read-only config change in the spec rolls the brokers one at a time, controller last,
-under an acks=all idempotent producer and a consumer: no produce error, no lost message,
-never two brokers down at once."""
+"""The agents' rolling config changes, checked on a cluster with agents that other drills
+share (tests/drills/test_kaas_drill.py runs them on its cluster): a read-only change in the
+spec rolls the brokers one at a time, controller last, under an acks=all idempotent producer
+and a consumer (no produce error, no lost message, never two brokers down at once); a
+dynamic change reaches every broker without a restart. Each changes a config to a value it
+does not hold yet and leaves the rest of the spec as it found it."""
 
 from __future__ import annotations
 
@@ -9,9 +12,9 @@ import threading
 import time
 from collections import Counter
 
-import pytest
 from confluent_kafka.admin import AdminClient, ConfigResource
 
+from management_plane.drills.plane_faults import ROLLED_CONFIG, toggled_config
 from management_plane.workload import (
     consume_group,
     create_topic,
@@ -24,15 +27,13 @@ from planner.contracts.paths import ClusterPaths
 from planner.contracts.spec import ClusterSpec, parse_spec
 from tests.harness import ClusterHandle, agent_sentences, wait_for_healthy_agents, wait_until
 
-pytestmark = pytest.mark.drill
+READ_ONLY_KEY = ROLLED_CONFIG  # not dynamic in Kafka 3.9 (KIP-226): needs a restart
+DYNAMIC_KEY = "log.cleaner.threads"
 
-READ_ONLY_KEY = "offsets.retention.minutes"  # not dynamic in Kafka 3.9 (KIP-226): needs a restart
 
-
-def test_read_only_change_rolls_brokers_one_at_a_time_controller_last(
-    fresh_cluster_with_agents: ClusterHandle,
+def check_read_only_change_rolls_brokers_one_at_a_time_controller_last(
+    cluster: ClusterHandle,
 ) -> None:
-    cluster = fresh_cluster_with_agents
     paths = ClusterPaths(cluster.layout.name)
     zk = cluster.zookeeper()
     zk.start(timeout=15)
@@ -74,10 +75,12 @@ def test_read_only_change_rolls_brokers_one_at_a_time_controller_last(
 
         raw, stat = zk.get(paths.spec)
         spec = parse_spec(raw)
+        value = toggled_config(spec.broker_config)[READ_ONLY_KEY]
+        since_ms = int(time.time() * 1000)
         rolled = ClusterSpec(
             **{
                 **spec.__dict__,
-                "broker_config": {**spec.broker_config, READ_ONLY_KEY: "10081"},
+                "broker_config": {**spec.broker_config, READ_ONLY_KEY: value},
                 "generation": spec.generation + 1,
             }
         )
@@ -87,7 +90,7 @@ def test_read_only_change_rolls_brokers_one_at_a_time_controller_last(
             done = [
                 vm
                 for vm in cluster.layout.vms
-                if f"{READ_ONLY_KEY}=10081" in (vm.config_dir / "server.properties").read_text()
+                if f"{READ_ONLY_KEY}={value}" in (vm.config_dir / "server.properties").read_text()
             ]
             return len(done) == 3 and all("healthy" in s for s in sentences())
 
@@ -118,7 +121,7 @@ def test_read_only_change_rolls_brokers_one_at_a_time_controller_last(
         restarts = [
             e.broker_id
             for e in entries
-            if e.action == "restart" and e.result == "done, ISR complete"
+            if e.at_ms >= since_ms and e.action == "restart" and e.result == "done, ISR complete"
         ]
         assert sorted(restarts) == [0, 1, 2]
         assert restarts[-1] == controller, (
@@ -129,10 +132,7 @@ def test_read_only_change_rolls_brokers_one_at_a_time_controller_last(
         zk.close()
 
 
-def test_dynamic_change_reaches_every_broker_without_a_restart(
-    fresh_cluster_with_agents: ClusterHandle,
-) -> None:
-    cluster = fresh_cluster_with_agents
+def check_dynamic_change_reaches_every_broker_without_a_restart(cluster: ClusterHandle) -> None:
     paths = ClusterPaths(cluster.layout.name)
     zk = cluster.zookeeper()
     zk.start(timeout=15)
@@ -146,10 +146,11 @@ def test_dynamic_change_reaches_every_broker_without_a_restart(
         journal_before = len(zk.get_children(paths.journal))
         raw, stat = zk.get(paths.spec)
         spec = parse_spec(raw)
+        value = "1" if spec.broker_config.get(DYNAMIC_KEY) == "2" else "2"
         changed = ClusterSpec(
             **{
                 **spec.__dict__,
-                "broker_config": {"log.cleaner.threads": "2"},
+                "broker_config": {**spec.broker_config, DYNAMIC_KEY: value},
                 "generation": spec.generation + 1,
             }
         )
@@ -162,13 +163,11 @@ def test_dynamic_change_reaches_every_broker_without_a_restart(
             for broker_id in range(3):
                 resource = ConfigResource("broker", str(broker_id))
                 values.append(
-                    admin.describe_configs([resource])[resource]
-                    .result(10)["log.cleaner.threads"]
-                    .value
+                    admin.describe_configs([resource])[resource].result(10)[DYNAMIC_KEY].value
                 )
-            return values == ["2", "2", "2"] and all("healthy" in s for s in sentences())
+            return values == [value] * 3 and all("healthy" in s for s in sentences())
 
-        wait_until(applied_everywhere, 120, "log.cleaner.threads=2 on every broker")
+        wait_until(applied_everywhere, 120, f"{DYNAMIC_KEY}={value} on every broker")
         assert [(vm.directory / "kafka.pid").read_text() for vm in cluster.layout.vms] == pids, (
             "a broker restarted"
         )
@@ -192,7 +191,7 @@ def test_dynamic_change_reaches_every_broker_without_a_restart(
         assert not [e for e in entries() if e.action == "restart"]
         # The file follows, so that a later restart keeps the value.
         assert all(
-            "log.cleaner.threads=2" in (vm.config_dir / "server.properties").read_text()
+            f"{DYNAMIC_KEY}={value}" in (vm.config_dir / "server.properties").read_text()
             for vm in cluster.layout.vms
         )
     finally:
