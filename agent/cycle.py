@@ -124,6 +124,9 @@ class Agent:
         self.planner_role = ports.planner_seat
         self.ensemble = ports.ensemble
         self.wake = threading.Event()
+        # The VM's certificate and trust bundle as this process's clients loaded them.
+        self.identity_stamp = settings.identity.stamp()
+        self.reload_requested = False
         self.broker_id: int = -1
         self.memory = CycleMemory()
         self.last_sentence = ""
@@ -518,11 +521,32 @@ class Agent:
             try:
                 sentence = self.run_cycle()
             except Exception as exc:  # never let one bad cycle end the agent
-                sentence = f"broker {self.broker_id}: cycle failed: {exc}"
-                log.error("cycle_failed", error=str(exc))
+                problem = str(exc) or type(exc).__name__
+                sentence = f"broker {self.broker_id}: cycle failed: {problem}"
+                log.error("cycle_failed", error=problem)
             on_cycle(sentence)
+            if self.identity_changed():
+                # Kafka and TLS clients read their certificate files once: a new identity
+                # (a rotation round, a renewal) reaches them only through new clients, so
+                # the agent starts again (main re-executes it) with everything made anew.
+                log.info(
+                    f"broker {self.broker_id}: the VM's certificate or trust bundle changed; "
+                    "starting the agent again so its clients load them",
+                    action="reload",
+                )
+                self.reload_requested = True
+                stop.set()
+                break
             self.wake.wait(self.settings.loop_interval_s)
             self.wake.clear()
+
+    def identity_changed(self) -> bool:
+        """The identity files differ from those this process loaded, and no start or restart
+        runs (it finishes first: a reload must not cut a broker restart in half)."""
+        running = self.long_action.running if self.long_action is not None else None
+        if running is not None and running.is_alive():
+            return False
+        return self.settings.identity.stamp() != self.identity_stamp
 
     def _kafka_version(self) -> str | None:
         spec = self.memory.last_good_spec

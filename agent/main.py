@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import faulthandler
 import json
+import os
 import signal
 import sys
 import threading
@@ -99,6 +100,9 @@ def main(argv: list[str] | None = None) -> int:
         agent.run_forever(stop, on_cycle)
     finally:
         agent.close()
+    if agent.reload_requested:
+        # The same process (pid, service unit, parent) with its clients made anew.
+        os.execv(sys.executable, [sys.executable, *sys.orig_argv[1:]])
     return 0
 
 

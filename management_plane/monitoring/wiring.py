@@ -3,12 +3,15 @@ ZooKeeper through ClusterIO, the history table, the webhook."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from management_plane.errors import KaasError
 from management_plane.monitoring.alert_loop import RESTARTING_STATES, AlertLoop
-from management_plane.monitoring.heartbeat_loop import Credential, HeartbeatLoop
+from management_plane.monitoring.heartbeat import Sample
+from management_plane.monitoring.heartbeat_loop import Credential, HeartbeatLoop, Probe
 from management_plane.monitoring.history import AlertHistory
 from management_plane.monitoring.notify import WebhookNotifier
 from management_plane.monitoring.rules import DEFAULT_RULES_FILE
@@ -82,6 +85,27 @@ class HeartbeatTenants:
         return row is not None and row["cluster"] == cluster and row["status"] != "deleted"
 
 
+class CurrentTrustProbe:
+    """A heartbeat probe over the cluster's current trust bundle, made anew when the bundle
+    changes: its clients read the CA once, as a customer's do."""
+
+    def __init__(self, make: Callable[[str], Probe], bundle: Callable[[], str]) -> None:
+        self.make = make
+        self.bundle = bundle
+        self.ca_pem = bundle()
+        self.probe = make(self.ca_pem)
+
+    def round(self) -> list[Sample]:
+        current = self.bundle()
+        if current != self.ca_pem:
+            self.probe.close()
+            self.ca_pem, self.probe = current, self.make(current)
+        return self.probe.round()
+
+    def close(self) -> None:
+        self.probe.close()
+
+
 def build_heartbeat_loop(
     db: Database, home: Path, provider: object, tenants: TenantService | None
 ) -> HeartbeatLoop:
@@ -105,10 +129,21 @@ def build_heartbeat_loop(
         addresses = [vm["address"] for vm in db.cluster_vms(cluster) if vm["state"] == "running"]
         return ClusterIO(cluster, addresses, client_identity(provider, cluster)).read_spec()
 
-    def probe_of(cluster: str, credential: Credential) -> HeartbeatProbe:
-        return HeartbeatProbe(
-            cluster, credential.client.librdkafka(), credential.topic, credential.group
-        )
+    def trust_bundle(cluster: str, stored: str) -> str:
+        """The CAs the cluster's brokers chain to now (a CA rotation changes them after the
+        heartbeat's credential was stored); the stored one when the provider keeps none."""
+        identity = client_identity(provider, cluster)
+        try:
+            return identity.trust_bundle.read_text() if identity is not None else stored
+        except OSError:
+            return stored
+
+    def probe_of(cluster: str, credential: Credential) -> Probe:
+        def make(ca_pem: str) -> HeartbeatProbe:
+            client = replace(credential.client, ca_pem=ca_pem)
+            return HeartbeatProbe(cluster, client.librdkafka(), credential.topic, credential.group)
+
+        return CurrentTrustProbe(make, lambda: trust_bundle(cluster, credential.client.ca_pem))
 
     return HeartbeatLoop(
         home, running_clusters, spec_of, HeartbeatTenants(tenants, db), probe_of, gauges_of

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import replace
@@ -49,9 +50,13 @@ ENSEMBLE_CONFIG_PATH = "/zookeeper/config"
 
 T = TypeVar("T")
 
-# One Admin client per cluster address list and identity for the service's life: librdkafka
-# may crash the process when a client is destroyed with a request still in flight.
-_ADMINS: dict[tuple[str, str], AdminClient] = {}
+# One Admin client per cluster address list and identity files: librdkafka may crash the
+# process when a client is destroyed with a request still in flight, so clients are kept,
+# and one made from identity files written since (a rotation round) is retired, not
+# destroyed, until its last request has long timed out.
+_ADMINS: dict[tuple[str, str], tuple[object, AdminClient]] = {}
+_RETIRED: list[tuple[float, AdminClient]] = []
+_RETIRED_FOR_S = 120.0
 _ADMINS_LOCK = threading.Lock()
 
 
@@ -232,10 +237,18 @@ class ClusterIO:
 
     def _kafka_admin(self) -> AdminClient:
         key = (self.bootstrap, str(self.identity.directory))
+        stamp = self.identity.stamp()
+        now = time.monotonic()
         with _ADMINS_LOCK:
-            if key not in _ADMINS:
-                _ADMINS[key] = live_layout_admin(InternalClient(self.bootstrap, self.identity))
-            return _ADMINS[key]
+            _RETIRED[:] = [(t, c) for t, c in _RETIRED if now - t < _RETIRED_FOR_S]
+            kept = _ADMINS.get(key)
+            if kept is not None and kept[0] == stamp:
+                return kept[1]
+            if kept is not None:
+                _RETIRED.append((now, kept[1]))
+            admin = live_layout_admin(InternalClient(self.bootstrap, self.identity))
+            _ADMINS[key] = (stamp, admin)
+            return admin
 
     def _from_metadata(self, what: str, read: Callable[[AdminClient], T]) -> T:
         try:

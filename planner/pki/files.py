@@ -48,6 +48,20 @@ class IdentityFiles:
         """Key and certificate in one PEM file, for the JVMs' PEM key stores."""
         return self.directory / f"{self._stem}.pem"
 
+    def stamp(self) -> tuple[tuple[int, int] | None, ...]:
+        """What changes when the identity is written again (modification time and size of the
+        key, certificate and trust bundle; None for a missing file): a client made from the
+        files before holds the old ones, since TLS libraries read them once."""
+        stamps: list[tuple[int, int] | None] = []
+        for path in (self.key, self.certificate, self.trust_bundle):
+            try:
+                info = path.stat()
+            except FileNotFoundError:
+                stamps.append(None)
+            else:
+                stamps.append((info.st_mtime_ns, info.st_size))
+        return tuple(stamps)
+
     def exists(self) -> bool:
         return all(
             p.exists() for p in (self.trust_bundle, self.key, self.certificate, self.keystore)

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from agent.cycle_actions import LongAction
 from agent.ports import PAUSED, RUNNING, STOPPED
 from agent.zk_membership import ReconfigChange, ReconfigKind
 from planner.contracts.kafka_state import PartitionState
@@ -326,3 +327,23 @@ def test_without_a_spec_the_broker_is_not_started(tmp_path: Path) -> None:
     rig = make_rig(tmp_path, None)
     assert "waiting for a valid cluster spec (no spec at /kaas/c/spec)" in rig.agent.run_cycle()
     assert rig.broker.process == STOPPED
+
+
+def test_a_new_identity_asks_for_a_reload_once_no_restart_runs(tmp_path: Path) -> None:
+    # Kafka and TLS clients read certificate files once: the agent compares the identity
+    # files with those it started with and reloads (main re-executes it) when they differ.
+    rig = make_rig(tmp_path, None, spawn_later=True)
+    identity = rig.agent.settings.identity
+    assert not rig.agent.identity_changed()
+    identity.directory.mkdir(parents=True, exist_ok=True)
+    identity.trust_bundle.write_text("a CA\n")
+    assert rig.agent.identity_changed()
+
+    class Running:
+        def is_alive(self) -> bool:
+            return True
+
+    rig.agent.long_action = LongAction("restart", "restart 1/3", Running())
+    assert not rig.agent.identity_changed()  # the restart finishes first
+    rig.agent.long_action = None
+    assert rig.agent.identity_changed()

@@ -306,3 +306,32 @@ def test_a_failed_round_makes_a_new_probe_and_a_failed_start_waits(tmp_path: Pat
     now[0] += 5
     loop3.run_once()  # within retry_s: not tried again
     assert made3 == [] and broken.calls == []
+
+
+def test_the_probe_follows_the_clusters_trust_bundle_across_a_ca_rotation() -> None:
+    from management_plane.monitoring.wiring import CurrentTrustProbe
+
+    class Made:
+        def __init__(self, ca: str) -> None:
+            self.ca, self.closed = ca, False
+
+        def round(self) -> list[Any]:
+            return [self.ca]
+
+        def close(self) -> None:
+            self.closed = True
+
+    made: list[Made] = []
+    bundle = ["old CA"]
+
+    def make(ca: str) -> Made:
+        made.append(Made(ca))
+        return made[-1]
+
+    probe = CurrentTrustProbe(make, lambda: bundle[0])
+    assert probe.round() == ["old CA"] and probe.round() == ["old CA"] and len(made) == 1
+    bundle[0] = "old CA + new CA"  # a CA rotation's first round
+    assert probe.round() == ["old CA + new CA"]
+    assert made[0].closed and len(made) == 2
+    probe.close()
+    assert made[1].closed
