@@ -59,10 +59,15 @@ class IncrementalOptions:
     window: str = balance.DEFAULT_WINDOW
     lateness: str = DEFAULT_LATENESS
     """How late a sample may arrive and still count in its window."""
+    job: str = ""
+    """A job's own sub-folder of the cluster's state (its own checkpoint); the balance
+    job's state is the cluster's folder itself."""
 
     @property
     def cluster_dir(self) -> Path:
-        return self.state_dir / self.cluster
+        return (
+            self.state_dir / self.cluster / self.job if self.job else self.state_dir / self.cluster
+        )
 
 
 @dataclass
@@ -131,7 +136,7 @@ def _window_index(window: str) -> Any:
     return F.floor(F.unix_micros("timestamp") / F.lit(length_us)).cast("bigint")
 
 
-def _rows_of_windows(
+def rows_of_windows(
     spark: SparkSession,
     options: IncrementalOptions,
     table: str,
@@ -201,20 +206,16 @@ def process_batch(
                 F.array(F.lit(LATE_REASON)).alias("reasons"),
             )
         quarantine = parsed.quarantine.unionByName(late_rows).withColumn("_batch", F.lit(batch_id))
-        quarantine.write.mode("overwrite").option("partitionOverwriteMode", "dynamic").partitionBy(
-            "_batch"
-        ).parquet(str(options.cluster_dir / "quarantine"))
-        quarantined = _count_batch_quarantine(options, batch_id)
+        write_partitions(quarantine, options.cluster_dir / "quarantine", "_batch")
+        quarantined = count_batch_quarantine(options, batch_id)
         windows = sorted(int(index) for index in summary["windows"])
         for name in FLAT_TABLES:
             frame = getattr(parsed, name).withColumn("_window", window_of)
-            (
-                frame.where(keep)
-                .withColumn("_batch", F.lit(batch_id))
-                .write.mode("overwrite")
-                .option("partitionOverwriteMode", "dynamic")
-                .partitionBy("_window", "_batch")
-                .parquet(str(options.cluster_dir / "rows" / name))
+            write_partitions(
+                frame.where(keep).withColumn("_batch", F.lit(batch_id)),
+                options.cluster_dir / "rows" / name,
+                "_window",
+                "_batch",
             )
         if windows:
             _recompute_windows(spark, options, parsed, windows)
@@ -230,12 +231,11 @@ def process_batch(
             progress.max_event_time_ms = max(
                 progress.max_event_time_ms or 0, int(summary["max_ms"])
             )
-        _save_progress(options, progress)
     finally:
         batch.unpersist()
 
 
-def _count_batch_quarantine(options: IncrementalOptions, batch_id: int) -> int:
+def count_batch_quarantine(options: IncrementalOptions, batch_id: int) -> int:
     folder = options.cluster_dir / "quarantine" / f"_batch={batch_id}"
     if not folder.is_dir():
         return 0
@@ -259,7 +259,7 @@ def _recompute_windows(
     """The per-window tables of `windows`, from those windows' kept rows, replacing the
     previous results of the same windows."""
     rows = {
-        name: _rows_of_windows(spark, options, name, windows, _kept_schema(getattr(parsed, name)))
+        name: rows_of_windows(spark, options, name, windows, _kept_schema(getattr(parsed, name)))
         for name in FLAT_TABLES
     }
     results = {
@@ -269,12 +269,10 @@ def _recompute_windows(
     }
     length = balance.window_seconds(options.window)
     for name, frame in results.items():
-        (
-            frame.withColumn("_window", (F.unix_seconds("window_start") / length).cast("bigint"))
-            .write.mode("overwrite")
-            .option("partitionOverwriteMode", "dynamic")
-            .partitionBy("_window")
-            .parquet(str(options.cluster_dir / "windows" / name))
+        write_partitions(
+            frame.withColumn("_window", (F.unix_seconds("window_start") / length).cast("bigint")),
+            options.cluster_dir / "windows" / name,
+            "_window",
         )
 
 
@@ -283,21 +281,45 @@ def read_window_table(spark: SparkSession, options: IncrementalOptions, name: st
     return spark.read.parquet(str(options.cluster_dir / "windows" / name)).drop("_window")
 
 
+BatchProcessor = Callable[
+    [SparkSession, IncrementalOptions, Progress, RunCounts, DataFrame, int], None
+]
+"""One micro-batch's work: (spark, options, progress, counts, batch, batch_id)."""
+
+
+def write_partitions(frame: DataFrame, folder: Path, *columns: str) -> None:
+    """Replace only the partitions `frame` holds: a replayed batch or a recomputed window
+    overwrites its own folders and leaves every other one as it was."""
+    (
+        frame.write.mode("overwrite")
+        .option("partitionOverwriteMode", "dynamic")
+        .partitionBy(*columns)
+        .parquet(str(folder))
+    )
+
+
 def run_incremental(
     spark: SparkSession,
     raw_stream: DataFrame,
     options: IncrementalOptions,
     processing_time: str | None = None,
     on_batch: Callable[[RunCounts], None] | None = None,
+    process: BatchProcessor | None = None,
 ) -> RunCounts:
     """Run the query: with `processing_time` None, once over what is available now
-    (Trigger.AvailableNow) and return; else forever on that processing-time trigger."""
+    (Trigger.AvailableNow) and return; else forever on that processing-time trigger.
+
+    `process` does each micro-batch's work (default: the balance job's); this function
+    owns what every incremental job shares: the checkpoint, the trigger, the progress file
+    and the count of records read."""
     options.cluster_dir.mkdir(parents=True, exist_ok=True)
     progress = load_progress(options)
     counts = RunCounts()
+    work = process or process_batch
 
     def each_batch(batch: DataFrame, batch_id: int) -> None:
-        process_batch(spark, options, progress, counts, batch, batch_id)
+        work(spark, options, progress, counts, batch, batch_id)
+        _save_progress(options, progress)
         if on_batch is not None:
             on_batch(counts)
 
