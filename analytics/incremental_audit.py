@@ -4,9 +4,10 @@ run counts only the records that arrived since the last one.
 It runs on the balance job's incremental machinery (`analytics.incremental`: checkpoint,
 trigger, progress file, per-window store) with its own micro-batch work: each batch's
 records are counted per topic, partition and window (`audit.kafka_counts`, the batch
-audit's transform) into partial counts kept under `rows/kafka_counts/_window=N/_batch=B/`
-(a batch Spark replays overwrites its own folder); the windows the batch touched are then
-re-summed from their partial counts alone into `windows/kafka_counts/_window=N/`. Summing
+audit's transform) into partial counts kept under `rows/kafka_counts/_bucket=N/_batch=B/`
+(an hour of windows per bucket; a batch Spark replays overwrites its own folder); the
+buckets the batch touched are then re-summed from their partial counts alone into
+`windows/kafka_counts/_bucket=N/`. Summing
 counts and taking the least and greatest offsets commute with splitting the records into
 batches, so the kept table equals what one batch count over everything gives.
 
@@ -22,6 +23,7 @@ State: STATE/<cluster>/audit/ (its own checkpoint, beside the balance job's stat
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
@@ -33,8 +35,10 @@ from analytics.incremental import (
     IncrementalOptions,
     Progress,
     RunCounts,
+    bucket_windows,
+    buckets_of,
     count_batch_quarantine,
-    rows_of_windows,
+    rows_of_buckets,
     run_incremental,
     write_partitions,
 )
@@ -51,7 +55,7 @@ COUNTS_SCHEMA = StructType(
         StructField("in_kafka", LongType()),
         StructField("first_offset", LongType()),
         StructField("last_offset", LongType()),
-        StructField("_window", LongType()),
+        StructField("_bucket", LongType()),
         StructField("_batch", LongType()),
     ]
 )
@@ -103,12 +107,18 @@ def process_audit_batch(
         )
         partial = (
             audit.kafka_counts(records.where(has_time), window_ms // 1000)
-            .withColumn("_window", (F.col("window_start_ms") / F.lit(window_ms)).cast("bigint"))
+            .withColumn("_window", F.floor(F.col("window_start_ms") / F.lit(window_ms)))
+            .withColumn("_bucket", _bucket_of(options))
             .withColumn("_batch", F.lit(batch_id).cast("bigint"))
         )
         # The partial counts are small (a row per topic, partition and window): written
         # once, and what the batch held is read from them, not from the records again.
-        write_partitions(partial, options.cluster_dir / "rows" / COUNTS_TABLE, "_window", "_batch")
+        write_partitions(
+            partial.drop("_window"),
+            options.cluster_dir / "rows" / COUNTS_TABLE,
+            "_bucket",
+            "_batch",
+        )
         kept = partial.select(
             "window_start_ms", "in_kafka", "_window"
         ).collect()  # a row per topic, partition and window of this batch only
@@ -120,7 +130,7 @@ def process_audit_batch(
             if watermark_ms is not None and int(row["window_start_ms"]) + window_ms <= watermark_ms
         )
         if windows:
-            _recount_windows(spark, options, windows)
+            _recount_buckets(spark, options, buckets_of(windows, options.window))
         counts.batches += 1
         counts.valid += sum(int(row["in_kafka"]) for row in kept)
         counts.late += late
@@ -133,8 +143,13 @@ def process_audit_batch(
         records.unpersist()
 
 
-def _recount_windows(spark: SparkSession, options: IncrementalOptions, windows: list[int]) -> None:
-    partials = rows_of_windows(spark, options, COUNTS_TABLE, windows, COUNTS_SCHEMA)
+def _bucket_of(options: IncrementalOptions) -> Any:
+    bucket_ms = _window_ms(options) * bucket_windows(options.window)
+    return F.floor(F.col("window_start_ms") / F.lit(bucket_ms)).cast("bigint")
+
+
+def _recount_buckets(spark: SparkSession, options: IncrementalOptions, buckets: list[int]) -> None:
+    partials = rows_of_buckets(spark, options, COUNTS_TABLE, buckets, COUNTS_SCHEMA)
     summed = (
         partials.groupBy(*audit.LEDGER_KEYS)
         .agg(
@@ -142,11 +157,9 @@ def _recount_windows(spark: SparkSession, options: IncrementalOptions, windows: 
             F.min("first_offset").alias("first_offset"),
             F.max("last_offset").alias("last_offset"),
         )
-        .withColumn(
-            "_window", (F.col("window_start_ms") / F.lit(_window_ms(options))).cast("bigint")
-        )
+        .withColumn("_bucket", _bucket_of(options))
     )
-    write_partitions(summed, options.cluster_dir / "windows" / COUNTS_TABLE, "_window")
+    write_partitions(summed, options.cluster_dir / "windows" / COUNTS_TABLE, "_bucket")
 
 
 def kept_counts(spark: SparkSession, options: IncrementalOptions) -> DataFrame:
@@ -155,8 +168,8 @@ def kept_counts(spark: SparkSession, options: IncrementalOptions) -> DataFrame:
     folder = options.cluster_dir / "windows" / COUNTS_TABLE
     schema = StructType([field for field in COUNTS_SCHEMA.fields if field.name != "_batch"])
     if not folder.is_dir():
-        return spark.createDataFrame([], schema).drop("_window")
-    return spark.read.schema(schema).parquet(str(folder)).drop("_window")
+        return spark.createDataFrame([], schema).drop("_bucket")
+    return spark.read.schema(schema).parquet(str(folder)).drop("_bucket")
 
 
 def read_quarantine(spark: SparkSession, options: IncrementalOptions) -> DataFrame:
