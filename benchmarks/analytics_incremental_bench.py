@@ -9,9 +9,9 @@ Records are schema-v1 metric records as the agents write them (`--brokers` broke
 sample per broker every `--interval-s` seconds, each naming `--partitions` partitions
 and 3 topics), one JSON-lines file per hour, read with Spark's file source: the same
 query, trigger and micro-batch work as over the metrics topic, without a Kafka cluster
-on the shared machine. The history is processed by the job itself, a day per
-micro-batch of up to a week (untimed), then one new hour is dropped in and the run that reads it is
-timed; repeated `--new-hours` times at each history length. Target: flat, i.e. a run
+on the shared machine. The history is processed by the job itself, in micro-batches of
+up to a week (untimed); then one new hour is dropped in and the run that reads it is
+timed, `--new-hours` times at each history length. Target: flat, i.e. a run
 after 30 days of history costs what one after 1 day does.
 """
 
