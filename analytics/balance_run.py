@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import time
 from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -134,6 +135,7 @@ def run_balance(
 ) -> BalanceResult:
     out_dir.mkdir(parents=True, exist_ok=True)
     outputs: dict[str, str] = {}
+    clock = PhaseClock()
 
     def stage(frame: DataFrame, name: str) -> DataFrame:
         """Write a table and continue from the written copy, so that no later output
@@ -164,6 +166,7 @@ def run_balance(
     # independent Spark jobs, run side by side so that one job's planning and last task
     # overlap another's work.
     window = options.window
+    clock.lap("parse_and_write_flat_tables")
     scanned = _in_parallel(
         {
             "broker_load": partial(
@@ -177,8 +180,10 @@ def run_balance(
             ),
         }
     )
+    clock.lap("spark_scans")
     for name, table in scanned.items():
         outputs[name] = str(write_arrow_table(table, out_dir / name))
+    clock.lap("write_window_tables")
     all_broker_load_pd = _arrow_to_pandas(scanned["broker_load"])
     cluster, scored_records, valid_records = _choose_cluster(all_broker_load_pd, options.cluster)
 
@@ -212,8 +217,10 @@ def run_balance(
         window_tables.PARTITION_LOAD_SCHEMA,
         "partition_load",
     )
+    clock.lap("driver_tables")
     scores, score_detail = _scores_per_window(broker_load_pd)
     outputs["scores"] = str(_write_scores(scores, out_dir / "scores"))
+    clock.lap("scores")
     records = {
         "valid": valid_records,
         "scored": scored_records,
@@ -268,6 +275,7 @@ def run_balance(
             options.layout_out or out_dir / "LAYOUT.json",
         )
         outputs["layout"] = summary["layout"]["path"]
+    clock.lap("summary_and_layout")
     if options.charts:
         before_after = window_tables.split_before_after(broker_load_pd, options.plan_applied_at)
         comparison = window_tables.comparison_labels(broker_load_pd, options.plan_applied_at)
@@ -286,7 +294,9 @@ def run_balance(
                 broker_balance_pd, scores, cluster, out_dir / "charts" / "balance_over_time.png"
             )
         )
+    clock.lap("charts")
     summary["outputs"] = outputs
+    summary["phases_s"] = clock.phases
     summary_path = out_dir / "summary.json"
     summary_path.write_text(json.dumps(summary, indent=2, sort_keys=True, default=str) + "\n")
     outputs["summary"] = str(summary_path)
@@ -296,6 +306,20 @@ def run_balance(
         else None
     )
     return BalanceResult(summary=summary, outputs=outputs, measured_load=measured)
+
+
+class PhaseClock:
+    """Seconds spent in each phase of the job, in order (the summary's `phases_s`): where
+    a run's time goes beyond reading its input."""
+
+    def __init__(self) -> None:
+        self.phases: dict[str, float] = {}
+        self._last = time.perf_counter()
+
+    def lap(self, phase: str) -> None:
+        now = time.perf_counter()
+        self.phases[phase] = round(self.phases.get(phase, 0.0) + now - self._last, 3)
+        self._last = now
 
 
 def _in_parallel(work: dict[str, Callable[[], Any]]) -> dict[str, Any]:

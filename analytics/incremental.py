@@ -9,13 +9,18 @@ recomputed from those windows' rows alone, with the batch job's transforms, and 
 the old ones. So a run costs the new records plus the windows they fall in, whatever the
 length of the history, and each window's result equals a batch run over everything.
 
+The store is partitioned by bucket, an hour of whole windows (`bucket_windows`), not by
+window: a window's rows are all in its bucket, and a run's new hour touches one or two
+buckets, while a folder per 5-minute window would make a month of history 8,640 folders
+per table and a day's batch hundreds of small files per table.
+
 Late records: the watermark is the latest sample time seen in earlier batches minus the
 allowed lateness; a record older than that would reopen a window the earlier runs have
 reported as final, so it goes to the quarantine with the reason "late", counted, like a
 malformed record (never dropped silently).
 
 State, per cluster, under STATE/<cluster>/: `checkpoint/` (Spark's: the offsets read),
-`rows/<table>/_window=N/_batch=B/`, `windows/<table>/_window=N/`, `quarantine/`, and
+`rows/<table>/_bucket=N/_batch=B/`, `windows/<table>/_bucket=N/`, `quarantine/`, and
 `progress.json` (the watermark and the counts of every run).
 """
 
@@ -40,7 +45,8 @@ from analytics import balance
 from analytics.errors import AnalyticsError
 from analytics.metrics import parse_metric_records
 
-PROGRESS_SCHEMA_VERSION = 1
+PROGRESS_SCHEMA_VERSION = 2
+BUCKET_SECONDS = 3600
 FLAT_TABLES = ("broker_metrics", "topic_metrics", "partition_metrics")
 WINDOW_TABLES = ("broker_load", "replica_window", "topic_window")
 LATE_REASON = "late: older than the watermark (its window was already reported)"
@@ -59,10 +65,15 @@ class IncrementalOptions:
     window: str = balance.DEFAULT_WINDOW
     lateness: str = DEFAULT_LATENESS
     """How late a sample may arrive and still count in its window."""
+    job: str = ""
+    """A job's own sub-folder of the cluster's state (its own checkpoint); the balance
+    job's state is the cluster's folder itself."""
 
     @property
     def cluster_dir(self) -> Path:
-        return self.state_dir / self.cluster
+        return (
+            self.state_dir / self.cluster / self.job if self.job else self.state_dir / self.cluster
+        )
 
 
 @dataclass
@@ -104,7 +115,7 @@ def load_progress(options: IncrementalOptions) -> Progress:
     if document.get("schema_version") != PROGRESS_SCHEMA_VERSION:
         raise IncrementalStateError(
             f"{path}: schema_version {document.get('schema_version')!r} is not "
-            f"{PROGRESS_SCHEMA_VERSION}"
+            f"{PROGRESS_SCHEMA_VERSION} (a state of another layout): use another --state folder"
         )
     if document["window"] != options.window:
         raise IncrementalStateError(
@@ -126,30 +137,46 @@ def _save_progress(options: IncrementalOptions, progress: Progress) -> None:
     os.replace(temporary, path)
 
 
+def bucket_windows(window: str) -> int:
+    """Windows per store bucket: an hour's worth, and at least one."""
+    return max(1, BUCKET_SECONDS // balance.window_seconds(window))
+
+
+def buckets_of(windows: list[int], window: str) -> list[int]:
+    per_bucket = bucket_windows(window)
+    return sorted({index // per_bucket for index in windows})
+
+
+def bucket_of_window_start(window: str) -> Any:
+    """The bucket of a per-window row, from its `window_start`."""
+    length = balance.window_seconds(window) * bucket_windows(window)
+    return F.floor(F.unix_seconds("window_start") / F.lit(length)).cast("bigint")
+
+
 def _window_index(window: str) -> Any:
     length_us = balance.window_seconds(window) * 1_000_000
     return F.floor(F.unix_micros("timestamp") / F.lit(length_us)).cast("bigint")
 
 
-def _rows_of_windows(
+def rows_of_buckets(
     spark: SparkSession,
     options: IncrementalOptions,
     table: str,
-    windows: list[int],
+    buckets: list[int],
     schema: StructType,
 ) -> DataFrame:
-    """The kept rows of `windows` only: their folders are named, never the whole history."""
+    """The kept rows of `buckets` only: their folders are named, never the whole history."""
     root = options.cluster_dir / "rows" / table
     paths = [
-        str(root / f"_window={index}") for index in windows if (root / f"_window={index}").is_dir()
+        str(root / f"_bucket={index}") for index in buckets if (root / f"_bucket={index}").is_dir()
     ]
     if not paths:
-        return spark.createDataFrame([], schema).drop("_window", "_batch")
+        return spark.createDataFrame([], schema).drop("_bucket", "_batch")
     return (
         spark.read.option("basePath", str(root))
         .schema(schema)
         .parquet(*paths)
-        .drop("_window", "_batch")
+        .drop("_bucket", "_batch")
     )
 
 
@@ -201,23 +228,23 @@ def process_batch(
                 F.array(F.lit(LATE_REASON)).alias("reasons"),
             )
         quarantine = parsed.quarantine.unionByName(late_rows).withColumn("_batch", F.lit(batch_id))
-        quarantine.write.mode("overwrite").option("partitionOverwriteMode", "dynamic").partitionBy(
-            "_batch"
-        ).parquet(str(options.cluster_dir / "quarantine"))
-        quarantined = _count_batch_quarantine(options, batch_id)
+        write_partitions(quarantine, options.cluster_dir / "quarantine", "_batch")
+        quarantined = count_batch_quarantine(options, batch_id)
         windows = sorted(int(index) for index in summary["windows"])
+        bucket_of = F.floor(window_of / F.lit(bucket_windows(options.window))).cast("bigint")
         for name in FLAT_TABLES:
             frame = getattr(parsed, name).withColumn("_window", window_of)
-            (
+            write_partitions(
                 frame.where(keep)
+                .withColumn("_bucket", bucket_of)
                 .withColumn("_batch", F.lit(batch_id))
-                .write.mode("overwrite")
-                .option("partitionOverwriteMode", "dynamic")
-                .partitionBy("_window", "_batch")
-                .parquet(str(options.cluster_dir / "rows" / name))
+                .drop("_window"),
+                options.cluster_dir / "rows" / name,
+                "_bucket",
+                "_batch",
             )
         if windows:
-            _recompute_windows(spark, options, parsed, windows)
+            _recompute_buckets(spark, options, parsed, buckets_of(windows, options.window))
         counts.batches += 1
         counts.valid += (
             int(summary["valid"]) - int(summary["other"] or 0) - int(summary["late"] or 0)
@@ -230,12 +257,11 @@ def process_batch(
             progress.max_event_time_ms = max(
                 progress.max_event_time_ms or 0, int(summary["max_ms"])
             )
-        _save_progress(options, progress)
     finally:
         batch.unpersist()
 
 
-def _count_batch_quarantine(options: IncrementalOptions, batch_id: int) -> int:
+def count_batch_quarantine(options: IncrementalOptions, batch_id: int) -> int:
     folder = options.cluster_dir / "quarantine" / f"_batch={batch_id}"
     if not folder.is_dir():
         return 0
@@ -247,19 +273,19 @@ def _kept_schema(frame: DataFrame) -> StructType:
     return StructType(
         [
             *frame.schema.fields,
-            StructField("_window", LongType()),
+            StructField("_bucket", LongType()),
             StructField("_batch", LongType()),
         ]
     )
 
 
-def _recompute_windows(
-    spark: SparkSession, options: IncrementalOptions, parsed: Any, windows: list[int]
+def _recompute_buckets(
+    spark: SparkSession, options: IncrementalOptions, parsed: Any, buckets: list[int]
 ) -> None:
-    """The per-window tables of `windows`, from those windows' kept rows, replacing the
-    previous results of the same windows."""
+    """The per-window tables of the windows in `buckets`, from those buckets' kept rows,
+    replacing the previous results of the same windows."""
     rows = {
-        name: _rows_of_windows(spark, options, name, windows, _kept_schema(getattr(parsed, name)))
+        name: rows_of_buckets(spark, options, name, buckets, _kept_schema(getattr(parsed, name)))
         for name in FLAT_TABLES
     }
     results = {
@@ -267,20 +293,39 @@ def _recompute_windows(
         "replica_window": balance.replica_window_state(rows["partition_metrics"], options.window),
         "topic_window": balance.topic_window_rates(rows["topic_metrics"], options.window),
     }
-    length = balance.window_seconds(options.window)
     for name, frame in results.items():
-        (
-            frame.withColumn("_window", (F.unix_seconds("window_start") / length).cast("bigint"))
-            .write.mode("overwrite")
-            .option("partitionOverwriteMode", "dynamic")
-            .partitionBy("_window")
-            .parquet(str(options.cluster_dir / "windows" / name))
+        write_partitions(
+            frame.withColumn("_bucket", bucket_of_window_start(options.window)),
+            options.cluster_dir / "windows" / name,
+            "_bucket",
         )
 
 
 def read_window_table(spark: SparkSession, options: IncrementalOptions, name: str) -> DataFrame:
     """Every window's row of one per-window table, as the incremental runs left it."""
-    return spark.read.parquet(str(options.cluster_dir / "windows" / name)).drop("_window")
+    return spark.read.parquet(str(options.cluster_dir / "windows" / name)).drop("_bucket")
+
+
+BatchProcessor = Callable[
+    [SparkSession, IncrementalOptions, Progress, RunCounts, DataFrame, int], None
+]
+"""One micro-batch's work: (spark, options, progress, counts, batch, batch_id)."""
+
+
+def write_partitions(frame: DataFrame, folder: Path, *columns: str) -> None:
+    """Replace only the partitions `frame` holds: a replayed batch or a recomputed window
+    overwrites its own folders and leaves every other one as it was.
+
+    Rows are first gathered by partition: else every task writes a file into every
+    partition it holds rows of (a day's batch of hourly files: tasks x windows small files,
+    most of a run's time)."""
+    (
+        frame.repartition(*columns)
+        .write.mode("overwrite")
+        .option("partitionOverwriteMode", "dynamic")
+        .partitionBy(*columns)
+        .parquet(str(folder))
+    )
 
 
 def run_incremental(
@@ -289,15 +334,22 @@ def run_incremental(
     options: IncrementalOptions,
     processing_time: str | None = None,
     on_batch: Callable[[RunCounts], None] | None = None,
+    process: BatchProcessor | None = None,
 ) -> RunCounts:
     """Run the query: with `processing_time` None, once over what is available now
-    (Trigger.AvailableNow) and return; else forever on that processing-time trigger."""
+    (Trigger.AvailableNow) and return; else forever on that processing-time trigger.
+
+    `process` does each micro-batch's work (default: the balance job's); this function
+    owns what every incremental job shares: the checkpoint, the trigger, the progress file
+    and the count of records read."""
     options.cluster_dir.mkdir(parents=True, exist_ok=True)
     progress = load_progress(options)
     counts = RunCounts()
+    work = process or process_batch
 
     def each_batch(batch: DataFrame, batch_id: int) -> None:
-        process_batch(spark, options, progress, counts, batch, batch_id)
+        work(spark, options, progress, counts, batch, batch_id)
+        _save_progress(options, progress)
         if on_batch is not None:
             on_batch(counts)
 
@@ -338,18 +390,19 @@ def latest_window_summary(
     folder = options.cluster_dir / "windows" / "broker_load"
     if not folder.is_dir():
         return None
-    windows = sorted(
-        int(path.name.partition("=")[2]) for path in folder.glob("_window=*") if path.is_dir()
+    buckets = sorted(
+        int(path.name.partition("=")[2]) for path in folder.glob("_bucket=*") if path.is_dir()
     )
-    if not windows:
+    if not buckets:
         return None
-    latest = (
+    bucket = (
         spark.read.option("basePath", str(folder))
-        .parquet(str(folder / f"_window={windows[-1]}"))
-        .drop("_window")
+        .parquet(str(folder / f"_bucket={buckets[-1]}"))
+        .drop("_bucket")
         .toArrow()
         .to_pandas()
     )
+    latest = bucket[bucket["window_start"] == bucket["window_start"].max()].reset_index(drop=True)
     stats = window_tables.resource_balance(latest, "broker_id", hot_threshold)
     ((_, outcome),) = score_windows(latest, ("window_start", "window_end"))
     return {
@@ -359,7 +412,7 @@ def latest_window_summary(
         "window_start": pd.Timestamp(latest["window_start"].iloc[0]).isoformat(),
         "window_end": pd.Timestamp(latest["window_end"].iloc[0]).isoformat(),
         "brokers": len(latest),
-        "windows_kept": len(windows),
+        "buckets_kept": len(buckets),
         "resources": {
             str(row["resource"]): {
                 "mean": float(row["mean"]),

@@ -110,6 +110,23 @@ def read_kafka_topics(
     )
 
 
+def read_kafka_stream(
+    spark: SparkSession, kafka: InternalClient, topics: Sequence[str]
+) -> DataFrame:
+    """A streaming read of whole topics (the incremental jobs'): where it starts is the
+    checkpoint's business; a query without one starts from the earliest offsets."""
+    if not topics:
+        raise SourceError("no topic to read")
+    require_topics(kafka, topics)
+    return (
+        spark.readStream.format("kafka")
+        .options(**kafka.spark_options())
+        .option("subscribe", ",".join(topics))
+        .option("startingOffsets", "earliest")
+        .load()
+    )
+
+
 def read_json_lines(spark: SparkSession, path: Path) -> DataFrame:
     """Raw metric records from JSON-lines files, one record per line, as a `value` column."""
     if not path.exists():

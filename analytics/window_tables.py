@@ -64,52 +64,76 @@ def resource_balance(
         raise ValueError(
             f"hot_threshold must be above 1.0 (a multiple of the mean); got {hot_threshold}"
         )
-    long = load.melt(
-        id_vars=[*_WINDOW_KEYS, entity],
-        value_vars=list(RESOURCES),
-        var_name="resource",
-        value_name="value",
-    ).dropna(subset=["value"])
-    long["value"] = long["value"].astype("float64")
-    keys = [*_WINDOW_KEYS, "resource"]
-    grouped = long.groupby(keys, sort=False)["value"]
-    stats = grouped.agg(["count", "sum", "mean", "min", "max"])
-    stats["stddev"] = grouped.std(ddof=0)
-    mean = grouped.transform("mean")
-    hot_rows = long[long["value"] > hot_threshold * mean]
-    hot = (
-        hot_rows.sort_values(entity)
-        .groupby(keys, sort=False)[entity]
-        .agg(lambda ids: [str(each) for each in ids])
-    )
-    stats = stats.join(hot.rename("hot"))
-    positive = stats["mean"] > 0
-    stats["cv"] = np.where(positive, stats["stddev"] / stats["mean"].where(positive, 1.0), 0.0)
-    stats["max_over_mean"] = np.where(
-        positive, stats["max"] / stats["mean"].where(positive, 1.0), 1.0
-    )
-    stats["hot"] = [
-        list(listed) if is_positive and isinstance(listed, list) else []
-        for listed, is_positive in zip(stats["hot"], positive, strict=True)
-    ]
-    stats["hot_count"] = stats["hot"].map(len).astype("int32")
-    result = stats.reset_index().rename(columns={"count": "entities", "sum": "total"})
-    return result[
-        [
-            *_WINDOW_KEYS,
-            "resource",
-            "entities",
-            "total",
-            "mean",
-            "stddev",
-            "min",
-            "max",
-            "cv",
-            "max_over_mean",
-            "hot",
-            "hot_count",
+    # Grouped by one integer per window (the keys factorised once, on the wide table):
+    # melting to one row per window, entity and resource first and grouping by three
+    # keys and the resource name cost most of the job's driver time at 10M records.
+    window_code = load.groupby(_WINDOW_KEYS, sort=False, dropna=False).ngroup().to_numpy()
+    values = load[list(RESOURCES)].astype("float64")
+    values.index = pd.RangeIndex(len(values))
+    by_window = values.groupby(window_code, sort=False)
+    means = by_window.transform("mean")
+    first_rows = pd.Series(np.arange(len(load))).groupby(window_code, sort=False).first()
+    window_keys = load[_WINDOW_KEYS].iloc[first_rows.to_numpy()].reset_index(drop=True)
+    entity_ids = load[entity].to_numpy()
+    parts = []
+    for resource in RESOURCES:
+        column = by_window[resource]
+        stats = pd.DataFrame(
+            {
+                "entities": column.count(),
+                "total": column.sum(),
+                "mean": column.mean(),
+                "stddev": column.std(ddof=0),
+                "min": column.min(),
+                "max": column.max(),
+            }
+        )
+        stats = stats[stats["entities"] > 0]
+        hot_mask = (values[resource] > hot_threshold * means[resource]).to_numpy()
+        hot_lists = (
+            pd.DataFrame({"window": window_code[hot_mask], "entity": entity_ids[hot_mask]})
+            .sort_values(["window", "entity"], kind="stable")
+            .groupby("window", sort=False)["entity"]
+            .agg(list)
+        )
+        positive = stats["mean"] > 0
+        stats["cv"] = np.where(positive, stats["stddev"] / stats["mean"].where(positive, 1.0), 0.0)
+        stats["max_over_mean"] = np.where(
+            positive, stats["max"] / stats["mean"].where(positive, 1.0), 1.0
+        )
+        listed = hot_lists.reindex(stats.index)
+        stats["hot"] = [
+            [str(each) for each in ids] if is_positive and isinstance(ids, list) else []
+            for ids, is_positive in zip(listed, positive, strict=True)
         ]
-    ]
+        stats["hot_count"] = stats["hot"].map(len).astype("int32")
+        stats["resource"] = resource
+        parts.append(
+            pd.concat(
+                [window_keys.iloc[stats.index.to_numpy()].reset_index(drop=True),
+                 stats.reset_index(drop=True)],
+                axis=1,
+            )
+        )  # fmt: skip
+    if not parts:
+        return pd.DataFrame(columns=[*_WINDOW_KEYS, "resource", *_BALANCE_STATS])
+    result = pd.concat(parts, ignore_index=True)
+    result["entities"] = result["entities"].astype("int64")
+    return result[[*_WINDOW_KEYS, "resource", *_BALANCE_STATS]]
+
+
+_BALANCE_STATS = (
+    "entities",
+    "total",
+    "mean",
+    "stddev",
+    "min",
+    "max",
+    "cv",
+    "max_over_mean",
+    "hot",
+    "hot_count",
+)
 
 
 def partition_load(replicas: pd.DataFrame, topic_rates: pd.DataFrame) -> pd.DataFrame:
@@ -120,11 +144,33 @@ def partition_load(replicas: pd.DataFrame, topic_rates: pd.DataFrame) -> pd.Data
     log grew in the window (equal shares when none grew); sizes come from every replica;
     two leaders in one window (a leadership change) both count.
     """
-    rate_keys = [*_WINDOW_KEYS, "broker_id", "topic"]
-    partition_keys = [*_WINDOW_KEYS, "topic", "partition"]
-    leaders = replicas[replicas["leader"].fillna(False).astype(bool)].merge(
-        topic_rates, on=rate_keys, how="left"
+    # Windows and topics are turned into integer codes shared by both tables first:
+    # joining and grouping on three string and timestamp keys cost most of this at 10M.
+    window_codes, windows = _shared_codes(replicas, topic_rates, _WINDOW_KEYS)
+    topic_codes, topics = _shared_codes(replicas, topic_rates, ["topic"])
+    replica_rows = pd.DataFrame(
+        {
+            "_w": window_codes[0],
+            "_t": topic_codes[0],
+            "broker_id": replicas["broker_id"].to_numpy(),
+            "partition": replicas["partition"].to_numpy(),
+            "leader": replicas["leader"].fillna(False).astype(bool).to_numpy(),
+            "size_bytes": replicas["size_bytes"].to_numpy(),
+            "growth_bytes": replicas["growth_bytes"].to_numpy(),
+        }
     )
+    rates = pd.DataFrame(
+        {
+            "_w": window_codes[1],
+            "_t": topic_codes[1],
+            "broker_id": topic_rates["broker_id"].to_numpy(),
+            "topic_bytes_in_per_s": topic_rates["topic_bytes_in_per_s"].to_numpy(),
+            "topic_bytes_out_per_s": topic_rates["topic_bytes_out_per_s"].to_numpy(),
+        }
+    )
+    rate_keys = ["_w", "broker_id", "_t"]
+    partition_keys = ["_w", "_t", "partition"]
+    leaders = replica_rows[replica_rows["leader"]].merge(rates, on=rate_keys, how="left")
     growth = leaders["growth_bytes"].fillna(0).clip(lower=0).astype("float64")
     by_led_topic = growth.groupby([leaders[key] for key in rate_keys], sort=False)
     total_growth = by_led_topic.transform("sum")
@@ -138,7 +184,7 @@ def partition_load(replicas: pd.DataFrame, topic_rates: pd.DataFrame) -> pd.Data
             BYTES_OUT: leaders["topic_bytes_out_per_s"].fillna(0.0) * share,
         }
     )
-    sizes = replicas.groupby(partition_keys, sort=False)["size_bytes"].max()
+    sizes = replica_rows.groupby(partition_keys, sort=False)["size_bytes"].max()
     grouped = leaders.groupby(partition_keys, sort=False)
     top = leaders.loc[grouped[BYTES_IN].idxmax(), [*partition_keys, "broker_id"]]
     led = (
@@ -146,11 +192,39 @@ def partition_load(replicas: pd.DataFrame, topic_rates: pd.DataFrame) -> pd.Data
         .sum()
         .join(top.set_index(partition_keys)["broker_id"].rename("leader_broker_id"))
     )
-    result = sizes.to_frame().join(led, how="left").reset_index()
+    coded = sizes.to_frame().join(led, how="left").reset_index()
+    result = pd.concat(
+        [
+            windows.iloc[coded["_w"].to_numpy()].reset_index(drop=True),
+            pd.DataFrame(
+                {
+                    "topic": topics["topic"].to_numpy()[coded["_t"].to_numpy()],
+                    "partition": coded["partition"].to_numpy(),
+                }
+            ),
+            coded[["leader_broker_id", "size_bytes", BYTES_IN, BYTES_OUT]],
+        ],
+        axis=1,
+    )
     result[BYTES_IN] = result[BYTES_IN].fillna(0.0)
     result[BYTES_OUT] = result[BYTES_OUT].fillna(0.0)
     result["leader_broker_id"] = result["leader_broker_id"].astype("Int32")
-    return result[[*partition_keys, "leader_broker_id", "size_bytes", BYTES_IN, BYTES_OUT]]
+    return result[
+        [*_WINDOW_KEYS, "topic", "partition", "leader_broker_id", "size_bytes", BYTES_IN, BYTES_OUT]
+    ]
+
+
+def _shared_codes(
+    first: pd.DataFrame, second: pd.DataFrame, keys: list[str]
+) -> tuple[tuple[np.ndarray, np.ndarray], pd.DataFrame]:
+    """One integer per distinct value of `keys` across both frames, each frame's codes,
+    and the distinct values (row i holds code i's keys)."""
+    both = pd.concat([first[keys], second[keys]], ignore_index=True)
+    codes = both.groupby(keys, sort=False, dropna=False).ngroup().to_numpy()
+    distinct_rows = pd.Series(np.arange(len(both))).groupby(codes, sort=True).first().to_numpy()
+    return (codes[: len(first)], codes[len(first) :]), both.iloc[distinct_rows].reset_index(
+        drop=True
+    )
 
 
 def partition_measured_load(partition_load: pd.DataFrame) -> pd.DataFrame:

@@ -29,7 +29,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import cast
@@ -65,6 +65,8 @@ class Measurement:
     cpu_seconds: float = 0.0
     """CPU time this process and its children (the JVM) used in the span: on a shared
     machine the wall time depends on the other load, this much less."""
+    phases: dict[str, float] = field(default_factory=dict)
+    """The job's own split of its time (the summary's `phases_s`)."""
 
 
 class PeakMemory:
@@ -377,7 +379,8 @@ def timed_spark_job(
     """
     with measured(include_children=True) as measurement:
         options = BalanceOptions(window=WINDOW, write_normalised=parsed_here)
-        run_balance(spark, read(), options, out)
+        result = run_balance(spark, read(), options, out)
+    measurement.phases = result.summary["phases_s"]
     return measurement
 
 
@@ -548,6 +551,11 @@ def main(argv: list[str]) -> int:
                     f"  {label:<34} {run.seconds:7.1f} {records / run.seconds:11,.0f} "
                     f"{run.cpu_seconds:7.1f} {run.peak_rss_bytes / 2**20:9,.0f} "
                     f"{run.seconds / (cold_floor if 'cold' in label else floor_run).seconds:8.2f}"
+                )
+            for label, run in (("cold", spark_run), ("warm", warm_run)):
+                print(
+                    f"  Spark {label}, the job's phases (s): "
+                    + ", ".join(f"{name} {seconds:.1f}" for name, seconds in run.phases.items())
                 )
             for label, run in table[4:]:
                 print(

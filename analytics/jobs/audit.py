@@ -2,6 +2,7 @@
 behind are the consumer groups?
 
     kaas analytics audit --bootstrap-servers HOST:PORT --ledger LEDGER.jsonl --out DIR
+        [--state DIR --cluster NAME]   (incremental: count only what arrived since the last run)
     spark-submit --jars JARS analytics/jobs/audit.py --bootstrap-servers HOST:PORT --ledger ... --out DIR
 
 Exit status: 0 when completeness is 100%, 3 when messages are missing (unless
@@ -26,9 +27,16 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from analytics import audit, kafka_offsets
+from analytics.incremental_audit import audit_options, kept_counts, run_incremental_audit
 from analytics.jobs.common import EXIT_OK, run_with_session
 from analytics.session import SparkSettings, launched_by_spark_submit
-from analytics.sources import SourceError, ensure_kafka_connector, read_kafka_topics, read_ledger
+from analytics.sources import (
+    SourceError,
+    ensure_kafka_connector,
+    read_kafka_stream,
+    read_kafka_topics,
+    read_ledger,
+)
 from planner.pki.authority import PkiError
 from planner.pki.client_settings import InternalClient, admin_client_in
 
@@ -59,6 +67,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--allow-incomplete", action="store_true", help="exit 0 even when messages are missing"
     )
+    parser.add_argument(
+        "--state",
+        type=Path,
+        help="incremental mode: keep a checkpoint and the counts per window here (under "
+        "STATE/CLUSTER/audit) and read only the records that arrived since the last run "
+        "(needs --cluster)",
+    )
+    parser.add_argument("--cluster", help="with --state: the audited cluster's name")
     return parser
 
 
@@ -77,6 +93,14 @@ def completeness_tables(
 
 
 @dataclass(frozen=True)
+class IncrementalAudit:
+    """--state: where the incremental counts live, and whose they are."""
+
+    state_dir: Path
+    cluster: str
+
+
+@dataclass(frozen=True)
 class AuditOptions:
     kafka: InternalClient
     ledger: Path
@@ -86,6 +110,8 @@ class AuditOptions:
     groups: tuple[str, ...] = ()
     """Consumer groups whose lag to report; empty means every group."""
     allow_incomplete: bool = False
+    incremental: IncrementalAudit | None = None
+    """Count only what arrived since the last run, into the kept counts (None: read all)."""
 
 
 @dataclass(frozen=True)
@@ -127,10 +153,25 @@ def run_audit(spark: SparkSession, options: AuditOptions) -> AuditResult:
     )
     if not topics:
         raise SourceError(f"ledger {options.ledger} names no topic")
-    records = read_kafka_topics(spark, options.kafka, topics).select(
-        "topic", "partition", "offset", "timestamp"
-    )
-    counted, _ = completeness_tables(ledger.where(F.col("topic").isin(topics)), records, window_s)
+    produced = audit.produced_counts(ledger.where(F.col("topic").isin(topics)))
+    incremental: dict[str, Any] | None = None
+    if options.incremental is None:
+        records = read_kafka_topics(spark, options.kafka, topics).select(
+            "topic", "partition", "offset", "timestamp"
+        )
+        counted = audit.completeness(produced, audit.kafka_counts(records, window_s))
+    else:
+        state = audit_options(options.incremental.state_dir, options.incremental.cluster, window_s)
+        run = run_incremental_audit(spark, read_kafka_stream(spark, options.kafka, topics), state)
+        incremental = {
+            "state": str(state.cluster_dir),
+            "records_read": run.records_read,
+            "counted": run.valid,
+            "quarantined": run.quarantined,
+            "late": run.late,
+            "windows_updated": len(run.windows_updated),
+        }
+        counted = audit.completeness(produced, kept_counts(spark, state))
     out = options.out
     out.mkdir(parents=True, exist_ok=True)
     # Written once and read back: the totals and the missing windows then come from the
@@ -156,6 +197,7 @@ def run_audit(spark: SparkSession, options: AuditOptions) -> AuditResult:
             .collect()
         ],
         "consumer_groups": groups,
+        "incremental": incremental,
         "outputs": {"completeness": str(out / "completeness"), "lag": str(out / "lag")},
     }
     (out / "summary.json").write_text(
@@ -167,6 +209,12 @@ def run_audit(spark: SparkSession, options: AuditOptions) -> AuditResult:
         f"acknowledged messages in Kafka, {total['missing']} missing, {total['extra']} unledgered "
         f"({', '.join(topics)})"
     )
+    if incremental is not None:
+        print(
+            f"incremental: {incremental['records_read']} records read since the last run, "
+            f"{incremental['quarantined']} quarantined, {incremental['late']} late "
+            f"({incremental['windows_updated']} windows updated; state {incremental['state']})"
+        )
     for group in groups:
         print(
             f"group {group['group']}: lag {group['total_lag']} (worst partition {group['max_partition_lag']}, "
@@ -179,6 +227,12 @@ def run_audit(spark: SparkSession, options: AuditOptions) -> AuditResult:
 
 def main(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
+    if args.state is not None and not args.cluster:
+        print(
+            "kaas analytics audit: error: --state needs --cluster (whose counts it keeps)",
+            file=sys.stderr,
+        )
+        return 2
     if not args.ledger.exists():
         print(f"kaas analytics audit: error: ledger {args.ledger} does not exist", file=sys.stderr)
         return 2
@@ -194,6 +248,7 @@ def main(argv: list[str]) -> int:
         topics=tuple(_split(args.topics)),
         groups=tuple(_split(args.groups)),
         allow_incomplete=args.allow_incomplete,
+        incremental=IncrementalAudit(args.state, args.cluster) if args.state is not None else None,
     )
     return run_with_session("audit", lambda spark: run_audit(spark, options).exit_code)
 

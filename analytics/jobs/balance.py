@@ -42,9 +42,9 @@ from analytics.sources import (
     SourceError,
     ensure_kafka_connector,
     read_json_lines,
+    read_kafka_stream,
     read_kafka_topics,
     read_normalised_parquet,
-    require_topics,
 )
 from analytics.writeback import (
     StatsdScoreSender,
@@ -259,14 +259,7 @@ def _incremental(spark: SparkSession, args: argparse.Namespace) -> int:
     )
     ensure_kafka_connector(SparkSettings.from_env().jars_dir, launched_by_spark_submit())
     kafka = admin_client_in(args.client_dir, args.bootstrap_servers)
-    require_topics(kafka, [args.topic])
-    stream = (
-        spark.readStream.format("kafka")
-        .options(**kafka.spark_options())
-        .option("subscribe", args.topic)
-        .option("startingOffsets", "earliest")
-        .load()
-    )
+    stream = read_kafka_stream(spark, kafka, [args.topic])
 
     def report(counts: RunCounts) -> None:
         summary = latest_window_summary(spark, options, args.hot_threshold)

@@ -130,7 +130,7 @@ def test_second_run_reads_only_new_records_and_windows_equal_a_batch_run(
 def test_state_of_another_window_length_is_refused(spark: SparkSession, tmp_path: Path) -> None:
     (tmp_path / "state" / "demo").mkdir(parents=True)
     (tmp_path / "state" / "demo" / "progress.json").write_text(
-        json.dumps({"schema_version": 1, "window": "1 minute", "lateness": "1 minute", "runs": []})
+        json.dumps({"schema_version": 2, "window": "1 minute", "lateness": "1 minute", "runs": []})
     )
     options = IncrementalOptions(state_dir=tmp_path / "state", cluster="demo")
     with pytest.raises(IncrementalStateError, match="holds windows of 1 minute, not 5 minutes"):

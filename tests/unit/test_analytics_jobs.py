@@ -214,6 +214,22 @@ def test_balance_job_refuses_an_unknown_cluster(
             ],
             "does not exist",
         ),
+        (
+            [
+                "audit",
+                "--bootstrap-servers",
+                "x:9092",
+                "--client-dir",
+                "c",
+                "--ledger",
+                "l.jsonl",
+                "--out",
+                "o",
+                "--state",
+                "s",
+            ],
+            "--state needs --cluster",
+        ),
         (["balance", "--json", "m.jsonl", "--out", "o", "--follow"], "--follow needs --state"),
         (
             ["balance", "--json", "m.jsonl", "--out", "o", "--state", "s"],
