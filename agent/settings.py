@@ -138,6 +138,10 @@ class AgentSettings:
     statsd_port: int = 8125
     metrics_topic: str = "_kaas_metrics"
     metrics_interval_s: float = 30.0
+    logs_topic: str = "_kaas_logs"
+    log_poll_s: float = 2.0
+    """How often the VM's Kafka, controller and ZooKeeper log files are looked at for new
+    entries of the error classes (to `logs_topic`)."""
     mirror_rest_port: int = 8083
     """MirrorMaker 2's internal REST server (mutual TLS), on the VM's address."""
     mirror_heap: str = "-Xms256m -Xmx512m"

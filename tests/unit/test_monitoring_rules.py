@@ -73,6 +73,7 @@ def test_default_rules_file_parses_with_every_required_rule() -> None:
         "offline_log_directories",
         "disk_free",
         "messages_in_band",
+        "log_errors",
     } <= names
     controllers = next(r for r in rules.rules if r.name == "active_controllers")
     assert controllers.comparison is Comparison.NOT_EQUAL and controllers.threshold == 1
