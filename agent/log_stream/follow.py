@@ -65,16 +65,18 @@ def next_read(
     rotated: Sequence[FileState],
     first_look: bool,
     max_bytes: int,
+    history_bytes: int = 0,
 ) -> FollowStep:
     """The next read of a followed log file. `position`: the stored one (None: never read);
     `live`: the live file (None: not there); `rotated`: its rolled files (any order);
-    `first_look`: the agent just started with no stored position for this file, so an
-    existing file's past is skipped (a new VM's file is first seen empty, so nothing of it
-    is lost; an upgraded agent does not resend days of history)."""
+    `first_look`: the agent just started with no stored position at all, so an existing
+    file longer than `history_bytes` is skipped to its end (an upgraded agent does not
+    resend days of history) while a new VM's files, which its ZooKeeper and controller
+    started writing a little before the agent, are read from their start."""
     if live is None:
         return FollowStep(None, position, FollowNote.NONE)
     if position is None:
-        if first_look:
+        if first_look and live.size > history_bytes:
             return FollowStep(None, Position(live.inode, live.size), FollowNote.STARTED_AT_END)
         position = Position(live.inode, 0)
     if position.inode == live.inode:
@@ -90,7 +92,7 @@ def next_read(
     if old is None or old.size <= position.offset:
         # Rolled past the last kept file, or read to its end: go on with the live file.
         note = FollowNote.ROTATED_AWAY if old is None else FollowNote.ROTATED
-        step = next_read(Position(live.inode, 0), live, rotated, False, max_bytes)
+        step = next_read(Position(live.inode, 0), live, rotated, False, max_bytes, history_bytes)
         return FollowStep(step.read, step.position, note)
     end = min(old.size, position.offset + max_bytes)
     read = Read(old.path, old.inode, position.offset, end, final=end == old.size)

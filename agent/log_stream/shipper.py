@@ -197,7 +197,9 @@ class LogShipper:
         live = _stat(self.logs_dir / followed.name)
         rotated = _rotated(self.logs_dir, followed.name)
         position = self._positions.get(followed.name)
-        step = next_read(position, live, rotated, self._first_look, self.max_read_bytes)
+        step = next_read(
+            position, live, rotated, self._first_look, self.max_read_bytes, self.max_read_bytes
+        )
         if step.note not in (FollowNote.NONE, FollowNote.STARTED_AT_END):
             log.info("log_followed", file=followed.name, note=step.note.value)
         if step.read is None:

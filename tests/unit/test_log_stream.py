@@ -136,8 +136,10 @@ ROLLED = FileState("server.log.1", inode=9, size=300)
 @pytest.mark.parametrize(
     ("position", "live", "rotated", "first_look", "read", "after", "note"),
     [
-        # never read, first look: the past is skipped
+        # never read, first look: a long past is skipped
         (None, LIVE, [], True, None, Position(10, 500), FollowNote.STARTED_AT_END),
+        # never read, first look at a short file (a new VM's): from its start
+        (None, FileState("server.log", 10, 50), [], True, Read("server.log", 10, 0, 50, False), Position(10, 50), FollowNote.NONE),
         # never read, found later: from its start
         (None, LIVE, [], False, Read("server.log", 10, 0, 100, False), Position(10, 100), FollowNote.NONE),
         # same inode, grown: from the offset, at most max_bytes
@@ -165,7 +167,7 @@ def test_next_read(
     after: Position,
     note: FollowNote,
 ) -> None:
-    step = next_read(position, live, rotated, first_look, max_bytes=100)
+    step = next_read(position, live, rotated, first_look, max_bytes=100, history_bytes=100)
     assert (step.read, step.position, step.note) == (read, after, note)
 
 
@@ -283,9 +285,12 @@ def test_shipper_follows_across_rotation_and_restart(tmp_path: Path) -> None:
     (tmp_path / "state").mkdir()
     clock = Clock()
     server = tmp_path / "logs" / "server.log"
-    append(server, KAFKA_ERROR, at=clock.now)  # before the agent: skipped
+    # Written before the agent's first look: a short file is read from its start, a long one
+    # (an agent upgraded on a VM with history) from its end.
+    append(server, KAFKA_ERROR, at=clock.now - 5)
     ship, sent = shipper(tmp_path, clock)
-    assert ship.poll() == 0
+    assert ship.poll() == 1 and [r.error_class for r in sent] == [LogErrorClass.ERROR]
+    sent.clear()
     # zookeeper-server.log appears after the first look: read from its start
     append(tmp_path / "logs" / "zookeeper-server.log", ZK_INFO, ZK_ERROR, at=clock.now)
     append(server, KAFKA_INFO, FETCHER_WARN, "\tat trace(X.java:1)", at=clock.now)
@@ -297,7 +302,7 @@ def test_shipper_follows_across_rotation_and_restart(tmp_path: Path) -> None:
         (LogProcess.ZOOKEEPER, LogErrorClass.ERROR, 1),
         (LogProcess.KAFKA, LogErrorClass.REPLICA_FETCHER, 2),
     }
-    assert ship.rate.per_minute(clock.now)["errors_per_minute"] == 2
+    assert ship.rate.per_minute(clock.now)["errors_per_minute"] == 3  # with the first
     sent.clear()
     # A line, then a roll by renaming (server.log -> server.log.1) and a new live file.
     append(server, KAFKA_ERROR.replace("13:07:48", "13:08:00"), at=clock.now)
