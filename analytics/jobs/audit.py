@@ -29,6 +29,7 @@ from analytics import audit, kafka_offsets
 from analytics.jobs.common import EXIT_OK, run_with_session
 from analytics.session import SparkSettings, launched_by_spark_submit
 from analytics.sources import SourceError, ensure_kafka_connector, read_kafka_topics, read_ledger
+from analytics.writeback import audit_gauges, parse_statsd_address, send_gauges
 from planner.pki.authority import PkiError
 from planner.pki.client_settings import InternalClient, admin_client_in
 
@@ -59,6 +60,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--allow-incomplete", action="store_true", help="exit 0 even when messages are missing"
     )
+    parser.add_argument(
+        "--statsd",
+        help="send the completeness to this statsd HOST:PORT as kaas.<cluster>.audit.* gauges",
+    )
+    parser.add_argument("--cluster", help="the cluster's name in the gauges (with --statsd)")
     return parser
 
 
@@ -86,6 +92,9 @@ class AuditOptions:
     groups: tuple[str, ...] = ()
     """Consumer groups whose lag to report; empty means every group."""
     allow_incomplete: bool = False
+    statsd: tuple[str, int] | None = None
+    """Where the completeness gauges go (with `cluster`); None: nowhere."""
+    cluster: str | None = None
 
 
 @dataclass(frozen=True)
@@ -173,12 +182,26 @@ def run_audit(spark: SparkSession, options: AuditOptions) -> AuditResult:
             f"{group['partitions_without_commit']} partitions without a commit)"
         )
     print(f"summary: {out / 'summary.json'}")
+    if options.statsd is not None and options.cluster is not None:
+        gauges = audit_gauges(total)
+        send_gauges(*options.statsd, options.cluster, gauges)
+        print(f"completeness sent to statsd {options.statsd[0]}:{options.statsd[1]}")
     incomplete = total["missing"] > 0 and not options.allow_incomplete
     return AuditResult(summary=summary, exit_code=EXIT_INCOMPLETE if incomplete else EXIT_OK)
 
 
 def main(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
+    statsd = None
+    if args.statsd:
+        if not args.cluster:
+            print("kaas analytics audit: error: --statsd needs --cluster", file=sys.stderr)
+            return 2
+        try:
+            statsd = parse_statsd_address(args.statsd)
+        except ValueError as exc:
+            print(f"kaas analytics audit: error: {exc}", file=sys.stderr)
+            return 2
     if not args.ledger.exists():
         print(f"kaas analytics audit: error: ledger {args.ledger} does not exist", file=sys.stderr)
         return 2
@@ -194,6 +217,8 @@ def main(argv: list[str]) -> int:
         topics=tuple(_split(args.topics)),
         groups=tuple(_split(args.groups)),
         allow_incomplete=args.allow_incomplete,
+        statsd=statsd,
+        cluster=args.cluster,
     )
     return run_with_session("audit", lambda spark: run_audit(spark, options).exit_code)
 
