@@ -64,6 +64,8 @@ def start_metrics_loop(
         s.metrics_interval_s,
         agent_version=agent_version,
         jolokia_context=client_context(s.identity),
+        controller_jolokia_url=s.controller_jolokia_url,
+        kraft=s.kraft,
     )
     publisher = MetricsPublisher(
         s.statsd_host,

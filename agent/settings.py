@@ -125,6 +125,9 @@ class AgentSettings:
     controller_data_dir: Path | None = None
     """The controller's metadata log dir (formatted before its first start)."""
     controller_heap: str = "-Xms192m -Xmx192m"
+    controller_jolokia_port: int = 8779
+    """The controller's own Jolokia (HTTPS, the nodes' certificates), for the controller-only
+    metrics the broker does not have."""
     quorum_check_interval_s: float = 10.0
     """How often the controller quorum is described (two short JVM runs of Kafka's tool) and
     at most one voter change made."""
@@ -174,6 +177,13 @@ class AgentSettings:
         return f"https://{self.address}:{self.jolokia_port}/jolokia/"
 
     @property
+    def controller_jolokia_url(self) -> str | None:
+        """The VM's KRaft controller's Jolokia; None when the VM runs no controller."""
+        if not self.runs_controller:
+            return None
+        return f"https://{self.address}:{self.controller_jolokia_port}/jolokia/"
+
+    @property
     def local_state_dir(self) -> Path:
         return self.state_dir or self.data_dir.parent
 
@@ -206,6 +216,7 @@ def parse_settings(value: object, source: str = "settings") -> AgentSettings:
         "kafka_port",
         "kafka_tenant_port",
         "jolokia_port",
+        "controller_jolokia_port",
         "statsd_port",
         "controller_port",
     ):

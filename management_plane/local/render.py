@@ -30,6 +30,7 @@ from planner.contracts.vm_config import (
     voting_roles,
 )
 from planner.contracts.vm_config.jolokia import (
+    CONTROLLER_JOLOKIA_PROPERTIES,
     JOLOKIA_POLICY,
     JOLOKIA_PROPERTIES,
     JolokiaTls,
@@ -134,6 +135,14 @@ def jolokia_files(vm: VmLayout) -> dict[str, str]:
             role_distinguished_name(Role.NODE),
         ),
         JOLOKIA_POLICY: render_jolokia_access_policy(),
+        # Used by the VM's KRaft controller, if it runs one.
+        CONTROLLER_JOLOKIA_PROPERTIES: render_jolokia_properties(
+            vm.address,
+            vm.ports.controller_jolokia,
+            JolokiaTls(identity.trust_bundle, identity.certificate, identity.key),
+            vm.config_dir / JOLOKIA_POLICY,
+            role_distinguished_name(Role.NODE),
+        ),
     }
 
 
@@ -244,6 +253,7 @@ def agent_settings(
         "kafka_port": vm.ports.kafka_internal,
         "kafka_tenant_port": vm.ports.kafka_tenant,
         "jolokia_port": vm.ports.jolokia,
+        "controller_jolokia_port": vm.ports.controller_jolokia,
         "mirror_rest_port": vm.ports.mirror_rest,
         "kafka_heap": " ".join(KAFKA_HEAP),
         "host_sizing": HOST_SIZING.value,
