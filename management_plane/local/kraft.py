@@ -114,6 +114,7 @@ def config_files(layout: ClusterLayout, vm: VmLayout, kafka_version: str) -> dic
         files[CONTROLLER_PROPERTIES] = server_properties_text(
             render_controller_properties(spec, broker, controller_facts(vm), bootstrap)
         )
+        files.update(render.jolokia_files(vm, controller=True))
     return files
 
 

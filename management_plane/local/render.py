@@ -122,28 +122,25 @@ ZOOKEEPER_DYNAMIC = "zoo.cfg.dynamic"
 ZOOKEEPER_LOGBACK = "zookeeper-logback.xml"
 
 
-def jolokia_files(vm: VmLayout) -> dict[str, str]:
+def jolokia_files(vm: VmLayout, controller: bool = False) -> dict[str, str]:
     """What the VM's agent writes before it starts the broker (agent.broker_config.rendering
-    .jolokia_files, from the settings agent_settings writes); `kaas up` writes it first."""
+    .jolokia_files, from the settings agent_settings writes); `kaas up` writes it first.
+    `controller`: the VM runs a KRaft controller, which gets a Jolokia of its own."""
     identity = vm_identity(vm)
-    return {
+    tls = JolokiaTls(identity.trust_bundle, identity.certificate, identity.key)
+    policy = vm.config_dir / JOLOKIA_POLICY
+    node = role_distinguished_name(Role.NODE)
+    files = {
         JOLOKIA_PROPERTIES: render_jolokia_properties(
-            vm.address,
-            vm.ports.jolokia,
-            JolokiaTls(identity.trust_bundle, identity.certificate, identity.key),
-            vm.config_dir / JOLOKIA_POLICY,
-            role_distinguished_name(Role.NODE),
+            vm.address, vm.ports.jolokia, tls, policy, node
         ),
         JOLOKIA_POLICY: render_jolokia_access_policy(),
-        # Used by the VM's KRaft controller, if it runs one.
-        CONTROLLER_JOLOKIA_PROPERTIES: render_jolokia_properties(
-            vm.address,
-            vm.ports.controller_jolokia,
-            JolokiaTls(identity.trust_bundle, identity.certificate, identity.key),
-            vm.config_dir / JOLOKIA_POLICY,
-            role_distinguished_name(Role.NODE),
-        ),
     }
+    if controller:
+        files[CONTROLLER_JOLOKIA_PROPERTIES] = render_jolokia_properties(
+            vm.address, vm.ports.controller_jolokia, tls, policy, node
+        )
+    return files
 
 
 def config_files(layout: ClusterLayout, vm: VmLayout, kafka_version: str) -> dict[str, str]:
