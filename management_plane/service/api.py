@@ -42,8 +42,12 @@ class LogLimitsIn(BaseModel):
     max_file_mb and `files` rolled ones are kept (checked by the spec's parser)."""
 
     model_config = ConfigDict(extra="forbid")
-    max_file_mb: int = Field(100, description="size at which a log file rolls, 1-10240 MB")
-    files: int = Field(10, description="rolled files kept beside the live one, 1-100")
+    max_file_mb: int | None = Field(
+        None, description="size at which a log file rolls, 1-10240 MB (absent: 100, or kept)"
+    )
+    files: int | None = Field(
+        None, description="rolled files kept beside the live one, 1-100 (absent: 10, or kept)"
+    )
 
 
 class ClusterCreate(BaseModel):
@@ -330,7 +334,9 @@ def create_app(service: Service) -> FastAPI:
 
     @app.patch("/v1/clusters/{name}/logs", status_code=202, responses=ERRORS)
     def change_logs(name: str, body: LogLimitsIn, who: Admin) -> OperationOut:
-        return operation_out(service.change_logs(name, body.model_dump(), who.name))
+        return operation_out(
+            service.change_logs(name, body.model_dump(exclude_none=True), who.name)
+        )
 
     @app.patch("/v1/clusters/{name}/config", status_code=202, responses=ERRORS)
     def change_config(name: str, body: ConfigRequest, who: Admin) -> OperationOut:

@@ -548,6 +548,9 @@ def run(args: argparse.Namespace) -> int:
             {"broker_config": _config_pairs(args.settings, True)},
         )
     elif args.action == "logs":
+        if args.max_file_mb is None and args.files is None:
+            print("kaas cluster logs: give --max-file-mb, --files or both", file=sys.stderr)
+            return 2
         op = client.call("PATCH", f"/v1/clusters/{name}/logs", _log_limits_body(args))
     elif args.action == "delete":
         op = client.call("DELETE", f"/v1/clusters/{name}")

@@ -175,7 +175,8 @@ class Service:
             tuple(self.provider.instance_types),
         )
         validate_batch_size(body["batch_size"])
-        logs = validated_log_limits(body["logs"]) if body.get("logs") is not None else None
+        given = {k: v for k, v in (body.get("logs") or {}).items() if v is not None}
+        logs = validated_log_limits(given) if given else None
         existing = self.db.cluster(request.name)
         if existing is not None and existing["status"] != "deleted":
             raise ApiError(409, "exists", f"cluster {request.name} exists already")
@@ -302,10 +303,13 @@ class Service:
         )
 
     def change_logs(self, name: str, logs: dict[str, Any], caller: str) -> OperationRow:
-        """Queue new log file bounds (spec.logs): the agents render them into every process's
-        logging config; refused, nothing queued, when a bound is out of range."""
-        self._cluster(name)
-        limits = validated_log_limits(logs)
+        """Queue new log file bounds (spec.logs; a bound not given keeps its value): the agents'
+        own logs take them at once, Kafka's and ZooKeeper's on VMs made after the change.
+        Refused, nothing queued, when a bound is out of range."""
+        current = parse_spec(self._cluster(name)["spec"]).log_limits
+        if not logs:
+            raise ValidationError("logs must name max_file_mb, files or both")
+        limits = validated_log_limits(logs, current)
         self._idle(name)
         return self._queue(
             name, "change_config", {"spec_changes": {"logs": limits.to_json()}}, caller

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from management_plane.errors import Refusal, RequestRefused
 from planner.contracts.fields import ContractError
-from planner.contracts.log_limits import LogLimits, parse_log_limits
+from planner.contracts.log_limits import DEFAULT_LOG_LIMITS, LogLimits, parse_log_limits
 from planner.contracts.vm_config.validation import spec_broker_config_problems
 
 # Explicit ASCII classes and full matches: "abc\n" and other scripts' digits are refused.
@@ -72,11 +72,13 @@ def validate_batch_size(size: int) -> int:
     return size
 
 
-def validated_log_limits(value: object) -> LogLimits:
+def validated_log_limits(
+    value: dict[str, object], current: LogLimits = DEFAULT_LOG_LIMITS
+) -> LogLimits:
     """spec.logs from a request, through the spec's own parser: the refusal names the field
-    (`logs.files must be an integer 1-100, got 0`)."""
+    (`logs.files must be an integer 1-100, got 0`). A bound not given keeps `current`'s."""
     try:
-        return parse_log_limits(value, "logs")
+        return parse_log_limits({**current.to_json(), **value}, "logs")
     except ContractError as exc:
         raise ValidationError(str(exc)) from None
 

@@ -19,7 +19,9 @@ from management_plane.service.auth import ADMIN_KEY_FILE
 from management_plane.service.db import Database
 from management_plane.service.main import DATABASE_FILE, admin_key_notice
 from management_plane.service.tenant_service import _admits
+from management_plane.service.validation import ValidationError, validated_log_limits
 from management_plane.tenants.model import PLANS, Tenant, TenantError
+from planner.contracts.log_limits import LogLimits
 from planner.contracts.vm_config.validation import (
     SECURITY_KEYS,
     broker_config_problems,
@@ -160,8 +162,17 @@ def test_log_bounds_are_checked_at_the_boundary_and_stored_in_the_spec(api: Runn
     assert spec["logs"] == {"max_file_mb": 20, "files": 4}
     before = _stored(api)
     _refused(api.call("PATCH", "/v1/clusters/logs1/logs", {"files": 0}), 400, "logs.files")
+    _refused(api.call("PATCH", "/v1/clusters/logs1/logs", {}), 400, "logs must name")
     _refused(api.call("PATCH", "/v1/clusters/nope/logs", {"files": 2}), 404, "nope")
     assert _stored(api) == before
+
+
+def test_a_log_bound_not_given_keeps_its_current_value() -> None:
+    current = LogLimits(max_file_mb=20, files=4)
+    assert validated_log_limits({"files": 2}, current) == LogLimits(20, 2)
+    assert validated_log_limits({"max_file_mb": 5}) == LogLimits(5, 10)  # a new cluster
+    with pytest.raises(ValidationError, match=r"logs\.files must be an integer 1-100, got 0"):
+        validated_log_limits({"files": 0}, current)
 
 
 @pytest.mark.parametrize("path", ["/openapi.json", "/docs", "/redoc"])
