@@ -41,6 +41,7 @@ from tests.mp_service import ServiceHandle, free_port
 pytestmark = pytest.mark.integration
 
 METRICS_INTERVAL_S = 10  # the local agents' metrics_interval_s (management_plane/local/render.py)
+PROBES = 12  # requests naming no API sent to one broker: each makes it log an ERROR or two
 
 
 def _series(graphite_url: str, target: str, since: str = "-5min") -> dict[str, list[float]]:
@@ -98,17 +99,26 @@ def _a_broker_error_reaches_the_logs_topic_and_graphite(
     handle: ClusterHandle, graphite_url: str
 ) -> None:
     """A request whose header names no API makes vm1's broker log an ERROR with its stack
-    trace (kafka.network.Processor); vm1's agent streams it to _kaas_logs and counts it."""
+    trace (kafka.network.Processor); vm1's agent streams it to _kaas_logs and counts it.
+    Sent PROBES times, so the rate Graphite shows is the probes', not a start-up error's."""
     vm = handle.layout.vms[0]
-    sent = time.monotonic()
+    target = f"kaas.{handle.layout.name}.brokers.*.logs.errors_per_minute"
+    graphite = GraphiteReader(graphite_url)
+    before = {
+        name: [v for v, _ in points]
+        for name, points in graphite.timed_series(target, "-2min").items()
+    }
+    print(f"errors per minute before the probes: {before}")
+    sent, sent_at = time.monotonic(), time.time()
     context = client_context(handle.admin_identity)
-    with (
-        socket.create_connection((vm.address, vm.ports.kafka_internal), timeout=10) as raw,
-        context.wrap_socket(raw, server_hostname=vm.address) as tls,
-    ):
-        header = struct.pack(">hhi", 32000, 0, 7) + b"\x00\x00"  # api key 32000, no client id
-        tls.sendall(struct.pack(">i", len(header)) + header)
-        assert tls.recv(64) == b""  # the broker closes the connection
+    for _ in range(PROBES):
+        with (
+            socket.create_connection((vm.address, vm.ports.kafka_internal), timeout=10) as raw,
+            context.wrap_socket(raw, server_hostname=vm.address) as tls,
+        ):
+            header = struct.pack(">hhi", 32000, 0, 7) + b"\x00\x00"  # api key 32000, no client id
+            tls.sendall(struct.pack(">i", len(header)) + header)
+            assert tls.recv(64) == b""  # the broker closes the connection
     consumer = Consumer(
         handle.client_config(**{"group.id": "log-check", "auto.offset.reset": "earliest"})
     )
@@ -132,13 +142,19 @@ def _a_broker_error_reaches_the_logs_topic_and_graphite(
     )
     assert found.lines > 1 and "\tat " in found.message  # the stack trace joined its entry
     print(f"broker ERROR in _kaas_logs: {time.monotonic() - sent:.1f}s")
-    target = f"kaas.{handle.layout.name}.brokers.*.logs.errors_per_minute"
-    while time.monotonic() - sent < 60 + 3 * METRICS_INTERVAL_S:
-        if any(points and max(points) > 0 for points in _series(graphite_url, target).values()):
-            break
+
+    def counted() -> bool:
+        """A point taken after the probes counts them all (each logs at least one ERROR)."""
+        rates = graphite.timed_series(target, "-2min")
+        return any(
+            value is not None and value >= PROBES and at >= sent_at  # a bucket after the probes
+            for points in rates.values()
+            for value, at in points
+        )
+
+    while time.monotonic() - sent < 60 + 3 * METRICS_INTERVAL_S and not counted():
         time.sleep(1)
-    rates = _series(graphite_url, target)
-    assert any(points and max(points) > 0 for points in rates.values()), rates
+    assert counted(), graphite.timed_series(target, "-2min")
     print(f"errors per minute in Graphite: {time.monotonic() - sent:.1f}s")
 
 

@@ -69,6 +69,17 @@ def one_entry(line: str) -> LogEntry:
         (ZK_ERROR, LogErrorClass.ERROR),
         (ZK_FSYNC, LogErrorClass.SLOW_FSYNC),
         (ZK_INFO, None),
+        # harmless: a super user's create with an auth ACL (ZooKeeper's own quirk)
+        (
+            "2026-11-24 14:05:47,025 [myid:] ERROR [ProcessThread(sid:3 cport:-1):] "
+            "o.a.z.s.PrepRequestProcessor - Missing AuthenticationProvider for super",
+            None,
+        ),
+        (
+            "2026-11-24 14:05:47,025 [myid:] ERROR [ProcessThread(sid:3 cport:-1):] "
+            "o.a.z.s.PrepRequestProcessor - Missing AuthenticationProvider for digest",
+            LogErrorClass.ERROR,
+        ),
         ("[2026-11-24 13:07:51,000] INFO Truncating t-0 to offset 3 (kafka.log.UnifiedLog)", None),
     ],
 )
