@@ -41,7 +41,8 @@ from tests.mp_service import ServiceHandle, free_port
 pytestmark = pytest.mark.integration
 
 METRICS_INTERVAL_S = 10  # the local agents' metrics_interval_s (management_plane/local/render.py)
-PROBES = 12  # requests naming no API sent to one broker: each makes it log an ERROR or two
+PROBES = 30  # requests naming no API sent to one broker: each makes it log an ERROR or two; a
+# start-up minute logs up to ~16 (fetchers meeting leaders not up yet)
 
 
 def _series(graphite_url: str, target: str, since: str = "-5min") -> dict[str, list[float]]:
