@@ -65,7 +65,8 @@ demo: setup
 	  bootstrap=$$(echo "$$status" | $(BIN)/python -c 'import json, sys; print(json.load(sys.stdin)["bootstrap_servers"])'); \
 	  client=$$(echo "$$status" | $(BIN)/python -c 'import json, sys; print(json.load(sys.stdin)["client"]["directory"])'); \
 	  identity=$$(echo "$$status" | $(BIN)/python -c 'import json, sys; s = json.load(sys.stdin); print(s["home"] + "/" + s["vms"][0]["name"] + "/tls")'); \
-	  $(BIN)/kaas analytics audit --bootstrap-servers $$bootstrap --client-dir $$client --ledger build/demo/ledger --out build/demo/audit && \
+	  statsd=$$(echo "$$status" | $(BIN)/python -c 'import json, sys; s = json.load(sys.stdin); m = s["monitoring"]; print(m["statsd"] + " --cluster " + s["name"] if m else "")'); \
+	  $(BIN)/kaas analytics audit --bootstrap-servers $$bootstrap --client-dir $$client --ledger build/demo/ledger --out build/demo/audit $${statsd:+--statsd $$statsd} && \
 	  $(BIN)/kaas plan export --bootstrap-server $${bootstrap%%,*} --client-dir $$client --node-identity $$identity --output build/demo/LAYOUT.json && \
 	  $(BIN)/kaas analytics balance --bootstrap-servers $$bootstrap --client-dir $$client --out build/demo/analytics --layout build/demo/LAYOUT.json
 	@url=$$($(BIN)/kaas status --json | $(BIN)/python -c 'import json, sys; print(json.load(sys.stdin)["service_url"] or "")'); \

@@ -10,6 +10,7 @@ Everything the agent talks to comes through the ports of agent/ports.py, injecte
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -39,6 +40,7 @@ from agent.kraft_keeper import (
 )
 from agent.kraft_quorum import ControllerIdentity
 from agent.kraft_quorum_tool import ControllerQuorum
+from agent.log_stream.shipper import LogShipper, followed_logs, start_log_shipper
 from agent.member_state import member_state
 from agent.metrics.agent_stats import AgentStats
 from agent.metrics_loop import start_metrics_loop
@@ -565,6 +567,22 @@ class Agent:
                 return None
             return good.monitoring.statsd_host, good.monitoring.statsd_port
 
+        s = self.settings
+        logs = followed_logs(
+            kafka=True, controller=s.runs_controller, zookeeper=s.zookeeper_server_id is not None
+        )
+        shipper = LogShipper(
+            s.cluster,
+            s.vm_id,
+            s.logs_dir,
+            s.local_state_dir,
+            logs,
+            s.kafka_client,
+            lambda: self.broker_id if self.broker_id >= 0 else None,
+            topic=s.logs_topic,
+            topic_replication_factor=replication,
+        )
+        start_log_shipper(shipper, s.log_poll_s, stop)
         return start_metrics_loop(
             self.settings,
             self.broker_id,
@@ -575,6 +593,7 @@ class Agent:
             statsd_target,
             stats=self.stats,
             is_planner=lambda: self.planner_role.is_planner,
+            log_rates=lambda: shipper.rate.per_minute(time.time()),
         )
 
     def close(self) -> None:

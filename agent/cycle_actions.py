@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from agent.broker_config.rendering import desired_controller_properties
+from agent.broker_config.rendering import desired_controller_properties, jolokia_files
 from agent.controller_restart import ControllerRestartSettings, restart_controller
 from agent.decide import (
     Action,
@@ -29,7 +29,7 @@ from agent.errors import AgentError
 from agent.kraft_keeper import QuorumKeeper
 from agent.ports import AgentZooKeeper, BrokerAdmin, BrokerSupervisor, Clock, EnsembleMembership
 from agent.restart import LaunchKind
-from agent.restart_runner import RestartRunner, write_properties
+from agent.restart_runner import RestartRunner, write_properties, write_text
 from agent.settings import AgentSettings
 from planner.contracts.spec import ClusterSpec
 from planner.contracts.vm_config import BrokerConfigError
@@ -135,6 +135,8 @@ class ActionRunner:
             return
         if properties is not None:
             write_properties(self.settings.config_dir / "controller.properties", properties)
+        for name, text in jolokia_files(self.settings).items():
+            write_text(self.settings.config_dir / name, text)
         try:
             controller.start(action.kafka_version)
         except (AgentError, OSError) as exc:

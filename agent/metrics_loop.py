@@ -5,7 +5,7 @@ metric and a note for the cycle sentence, never a crash."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from agent.metrics import MetricsCollector, MetricsPublisher
 from agent.metrics.agent_stats import AgentStats
@@ -26,11 +26,13 @@ def start_metrics_loop(
     statsd_target: Callable[[], tuple[str, int] | None] = lambda: None,
     stats: AgentStats | None = None,
     is_planner: Callable[[], bool] = lambda: False,
+    log_rates: Callable[[], Mapping[str, float]] = dict,
 ) -> threading.Thread:
     """`on_sample(problem)` after every interval; `problem` is None when all went out.
     `statsd_target()`, asked every interval: the spec's statsd address, which wins over the
     settings' (None: the settings' own). Beside the record: the VM's ZooKeeper server
-    (`mntr`), the agent's own `stats`, and while `is_planner()`, every group's lag."""
+    (`mntr`), the agent's own `stats`, while `is_planner()` every group's lag, and the log
+    stream's `log_rates()` (errors per minute)."""
     s = settings
     zookeeper = (
         ZookeeperProbe(s.address, s.zookeeper_client_port, s.identity)
@@ -50,7 +52,8 @@ def start_metrics_loop(
             lags, problem = lag_reader.read()
             problems += [problem] if problem else []
         agent = stats.take() if stats is not None else {}
-        return extra_gauges(s.cluster, broker_id, zk_values, agent, lags), problems
+        gauges = extra_gauges(s.cluster, broker_id, zk_values, agent, lags, log_rates())
+        return gauges, problems
 
     collector = MetricsCollector(
         s.cluster,
@@ -61,6 +64,8 @@ def start_metrics_loop(
         s.metrics_interval_s,
         agent_version=agent_version,
         jolokia_context=client_context(s.identity),
+        controller_jolokia_url=s.controller_jolokia_url,
+        kraft=s.kraft,
     )
     publisher = MetricsPublisher(
         s.statsd_host,

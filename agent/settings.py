@@ -125,6 +125,9 @@ class AgentSettings:
     controller_data_dir: Path | None = None
     """The controller's metadata log dir (formatted before its first start)."""
     controller_heap: str = "-Xms192m -Xmx192m"
+    controller_jolokia_port: int = 8779
+    """The controller's own Jolokia (HTTPS, the nodes' certificates), for the controller-only
+    metrics the broker does not have."""
     quorum_check_interval_s: float = 10.0
     """How often the controller quorum is described (two short JVM runs of Kafka's tool) and
     at most one voter change made."""
@@ -138,6 +141,10 @@ class AgentSettings:
     statsd_port: int = 8125
     metrics_topic: str = "_kaas_metrics"
     metrics_interval_s: float = 30.0
+    logs_topic: str = "_kaas_logs"
+    log_poll_s: float = 2.0
+    """How often the VM's Kafka, controller and ZooKeeper log files are looked at for new
+    entries of the error classes (to `logs_topic`)."""
     mirror_rest_port: int = 8083
     """MirrorMaker 2's internal REST server (mutual TLS), on the VM's address."""
     mirror_heap: str = "-Xms256m -Xmx512m"
@@ -168,6 +175,13 @@ class AgentSettings:
     @property
     def jolokia_url(self) -> str:
         return f"https://{self.address}:{self.jolokia_port}/jolokia/"
+
+    @property
+    def controller_jolokia_url(self) -> str | None:
+        """The VM's KRaft controller's Jolokia; None when the VM runs no controller."""
+        if not self.runs_controller:
+            return None
+        return f"https://{self.address}:{self.controller_jolokia_port}/jolokia/"
 
     @property
     def local_state_dir(self) -> Path:
@@ -202,6 +216,7 @@ def parse_settings(value: object, source: str = "settings") -> AgentSettings:
         "kafka_port",
         "kafka_tenant_port",
         "jolokia_port",
+        "controller_jolokia_port",
         "statsd_port",
         "controller_port",
     ):

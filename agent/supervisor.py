@@ -18,7 +18,11 @@ import psutil
 from agent.errors import AgentError
 from agent.ports import PAUSED, RUNNING, STOPPED, BrokerSupervisor, ProcessState
 from agent.settings import AgentSettings
-from planner.contracts.vm_config.jolokia import jolokia_agent_option
+from planner.contracts.vm_config.jolokia import (
+    CONTROLLER_JOLOKIA_PROPERTIES,
+    JOLOKIA_PROPERTIES,
+    jolokia_agent_option,
+)
 from planner.contracts.vm_config.kraft import log_file_option
 
 __all__ = [
@@ -155,11 +159,12 @@ class LocalProcessSupervisor:
             "-Djava.awt.headless=true",
             f"-Dkafka.logs.dir={s.logs_dir}",
             *logging,
-            # Jolokia on the broker only: the controller's metrics are read over its own port.
-            *(
-                ()
-                if controller
-                else (jolokia_agent_option(jolokia_agent(s.image_root), s.config_dir),)
+            # Each process its own Jolokia port: the controller-only metrics (active
+            # controller, offline partitions) are in the controller's JVM.
+            jolokia_agent_option(
+                jolokia_agent(s.image_root),
+                s.config_dir,
+                CONTROLLER_JOLOKIA_PROPERTIES if controller else JOLOKIA_PROPERTIES,
             ),
             "-cp",
             f"{kafka_libs(s.image_root, kafka_version)}/*",

@@ -106,6 +106,32 @@ class StatsdScoreSender:
         return sent
 
 
+def audit_gauges(totals: Mapping[str, Any]) -> list[tuple[str, float]]:
+    """The audit's completeness as gauges under kaas.<cluster>.audit: the percentage (100
+    when nothing was produced) and the counts it comes from (received = in Kafka)."""
+    names = {
+        "completeness_percent": "completeness_percent",
+        "produced": "produced",
+        "in_kafka": "received",
+        "missing": "missing",
+    }
+    return [
+        (f"audit.{gauge}", float(totals[key]))
+        for key, gauge in names.items()
+        if totals.get(key) is not None
+    ]
+
+
+def send_gauges(host: str, port: int, cluster: str, gauges: list[tuple[str, float]]) -> None:
+    """Gauges (names under kaas.<cluster>) in one statsd pipeline."""
+    from statsd import StatsClient
+
+    client = StatsClient(host, port, prefix=f"kaas.{cluster}")
+    with client.pipeline() as pipe:
+        for name, value in gauges:
+            pipe.gauge(name, value)
+
+
 def parse_statsd_address(address: str) -> tuple[str, int]:
     """HOST:PORT of a statsd server."""
     host, separator, port = address.rpartition(":")

@@ -9,6 +9,7 @@ from planner.contracts.paths import ClusterPaths
 from planner.contracts.spec import ClusterSpec
 from planner.contracts.vm_config import BrokerFacts, render_server_properties, sizing_properties
 from planner.contracts.vm_config.jolokia import (
+    CONTROLLER_JOLOKIA_PROPERTIES,
     JOLOKIA_POLICY,
     JOLOKIA_PROPERTIES,
     JolokiaTls,
@@ -92,13 +93,15 @@ def jolokia_files(settings: AgentSettings) -> dict[str, str]:
     identity = settings.identity
     tls = JolokiaTls(identity.trust_bundle, identity.certificate, identity.key)
     policy = settings.config_dir / JOLOKIA_POLICY
-    return {
+    node = role_distinguished_name(Role.NODE)
+    files = {
         JOLOKIA_PROPERTIES: render_jolokia_properties(
-            settings.address,
-            settings.jolokia_port,
-            tls,
-            policy,
-            role_distinguished_name(Role.NODE),
+            settings.address, settings.jolokia_port, tls, policy, node
         ),
         JOLOKIA_POLICY: render_jolokia_access_policy(),
     }
+    if settings.runs_controller:
+        files[CONTROLLER_JOLOKIA_PROPERTIES] = render_jolokia_properties(
+            settings.address, settings.controller_jolokia_port, tls, policy, node
+        )
+    return files

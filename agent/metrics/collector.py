@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable, Sequence
 
 from agent.metrics.host import read_host
-from agent.metrics.jmx import JMX_READS
+from agent.metrics.jmx import JMX_READS, merge_results, split_reads
 from agent.metrics.jolokia import JolokiaBulkReader
 from agent.metrics.record import (
     Baseline,
@@ -41,11 +41,15 @@ class MetricsCollector:
         jolokia_timeout_s: float | None = None,
         jolokia_context: ssl.SSLContext | None = None,
         read_host_values: Callable[[Sequence[str]], HostReading] = read_host,
+        controller_jolokia_url: str | None = None,
+        kraft: bool = False,
     ) -> None:
         """`interval_s` is the agent's collection interval: the record's interval_s on the
         first collect (later ones record the measured time since the previous collect).
         `jolokia_timeout_s` bounds the Jolokia read; default: the smaller of 5 s and half
-        the interval, so a hung broker cannot hold up the agent's cycle."""
+        the interval, so a hung broker cannot hold up the agent's cycle.
+        `kraft`: the controller MBeans are not the broker's; they are read from
+        `controller_jolokia_url` (the VM's controller), or not at all on a VM without one."""
         if interval_s <= 0:
             raise ValueError(f"interval_s must be positive, got {interval_s}")
         if broker_id < 0:
@@ -55,12 +59,21 @@ class MetricsCollector:
         self.interval_s = interval_s
         timeout = jolokia_timeout_s or min(DEFAULT_JOLOKIA_TIMEOUT_S, interval_s / 2)
         self.jolokia = JolokiaBulkReader(jolokia_url, timeout, jolokia_context)
+        self.broker_reads, self.controller_reads = split_reads(JMX_READS, kraft)
+        self.controller_jolokia = (
+            JolokiaBulkReader(controller_jolokia_url, timeout, jolokia_context)
+            if controller_jolokia_url is not None and self.controller_reads
+            else None
+        )
         self._read_host_values = read_host_values
         self._baseline: Baseline | None = None
 
     def collect(self) -> MetricsSample:
         started = time.perf_counter()
-        jmx = self.jolokia.read(JMX_READS)
+        jmx = self.jolokia.read(self.broker_reads)
+        if self.controller_jolokia is not None:
+            controller = self.controller_jolokia.read(self.controller_reads)
+            jmx = merge_results(jmx, controller, self.controller_reads)
         at_s = time.monotonic()
         host = self._read_host_values(self.log_dirs)
         built = build_record(

@@ -56,17 +56,21 @@ def extra_gauges(
     zookeeper: Mapping[str, float],
     agent: Mapping[str, float],
     lags: Mapping[str, Any],
+    log_rates: Mapping[str, float] | None = None,
 ) -> list[tuple[str, float]]:
     """The gauges beside the record's: the VM's ZooKeeper server, the agent's own figures
-    and (from the elected planner only) every consumer group's lag.
+    (from the elected planner only) every consumer group's lag, and the VM's log entries of
+    the error classes per minute.
 
         <cluster>.brokers.<id>.zookeeper.<name>
         <cluster>.brokers.<id>.agent.<name>
+        <cluster>.brokers.<id>.logs.{errors_per_minute,<class>_per_minute}
         <cluster>.groups.<group>.{lag,max_partition_lag,partitions}
     """
     base = f"{segment(cluster)}.brokers.{broker_id}"
     gauges = [(f"{base}.zookeeper.{k}", float(v)) for k, v in sorted(zookeeper.items())]
     gauges += [(f"{base}.agent.{k}", float(v)) for k, v in sorted(agent.items())]
+    gauges += [(f"{base}.logs.{k}", float(v)) for k, v in sorted((log_rates or {}).items())]
     for group, lag in sorted(lags.items()):
         name = f"{segment(cluster)}.groups.{segment(group)}"
         gauges += [

@@ -187,6 +187,26 @@ JMX_READS: tuple[JmxRead, ...] = (
     ),
 )
 
+CONTROLLER_READ_KEYS: frozenset[str] = frozenset(
+    {"offline_partitions_count", "active_controller_count"}
+)
+"""Reads of the controller's MBeans: on a KRaft cluster they exist only in a controller
+process (brokers register none), so they are read from the VM's controller, if it runs one."""
+
+
+def split_reads(
+    reads: Sequence[JmxRead], kraft: bool
+) -> tuple[tuple[JmxRead, ...], tuple[JmxRead, ...]]:
+    """(the broker's reads, the controller's): in ZooKeeper mode the broker that is the
+    controller has every MBean, so everything is the broker's."""
+    if not kraft:
+        return tuple(reads), ()
+    return (
+        tuple(r for r in reads if r.key not in CONTROLLER_READ_KEYS),
+        tuple(r for r in reads if r.key in CONTROLLER_READ_KEYS),
+    )
+
+
 MBeanValues = Mapping[str, Mapping[str, Any]]
 """Object name -> attribute name -> value, as Jolokia returned it."""
 
@@ -272,3 +292,18 @@ def object_name_properties(name: str) -> dict[str, str]:
 def _describe(value: object) -> str:
     text = repr(value)
     return f"{type(value).__name__} {text[:80]}{'...' if len(text) > 80 else ''}"
+
+
+def merge_results(
+    broker: JmxResult, controller: JmxResult, controller_reads: Sequence[JmxRead]
+) -> JmxResult:
+    """One result of the broker's and the controller's reads: an unreachable controller is a
+    failure of each of its reads (the broker's values stay), and the other way round."""
+    failures = {**broker.failures, **controller.failures}
+    if controller.unreachable is not None:
+        failures.update({read.key: controller.unreachable for read in controller_reads})
+    return JmxResult(
+        values={**broker.values, **controller.values},
+        failures=failures,
+        unreachable=broker.unreachable,
+    )

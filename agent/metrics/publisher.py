@@ -14,11 +14,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient
 from statsd import StatsClient
 
 from agent.metrics.gauges import statsd_gauges
 from agent.metrics.record import MetricsSample
+from agent.metrics.topic import ensure_topic
 from planner.pki.client_settings import InternalClient
 
 METRICS_TOPIC = "_kaas_metrics"
@@ -218,26 +219,15 @@ class MetricsPublisher:
             self._admin = AdminClient(
                 kafka.librdkafka(**{"socket.timeout.ms": 5000}), logger=_RDKAFKA_LOG
             )
-        admin = self._admin
-        new_topic = NewTopic(
+        problem = ensure_topic(
+            self._admin,
             self.topic,
-            num_partitions=self.topic_partitions,
-            replication_factor=self.topic_replication_factor,
-            config={"retention.ms": str(self.topic_retention_ms)},
+            self.topic_partitions,
+            self.topic_replication_factor,
+            self.topic_retention_ms,
+            self.topic_timeout_s,
         )
-        futures = admin.create_topics(
-            [new_topic],
-            operation_timeout=self.topic_timeout_s,
-            request_timeout=self.topic_timeout_s,
-        )
-        try:
-            futures[self.topic].result(timeout=self.topic_timeout_s)
-        except KafkaException as exc:
-            error = exc.args[0]
-            if error.code() != KafkaError.TOPIC_ALREADY_EXISTS:
-                problems.append(f"cannot create topic {self.topic}: {error.str()}")
-                return
-        except Exception as exc:  # the future timed out: the cluster did not answer in time
-            problems.append(f"cannot create topic {self.topic}: {exc or 'timed out'}")
+        if problem is not None:
+            problems.append(problem)
             return
         self._topic_ready = True

@@ -3,6 +3,7 @@ behind are the consumer groups?
 
     kaas analytics audit --bootstrap-servers HOST:PORT --ledger LEDGER.jsonl --out DIR
         [--state DIR --cluster NAME]   (incremental: count only what arrived since the last run)
+        [--statsd HOST:PORT --cluster NAME]   (the completeness as statsd gauges)
     spark-submit --jars JARS analytics/jobs/audit.py --bootstrap-servers HOST:PORT --ledger ... --out DIR
 
 Exit status: 0 when completeness is 100%, 3 when messages are missing (unless
@@ -37,6 +38,7 @@ from analytics.sources import (
     read_kafka_topics,
     read_ledger,
 )
+from analytics.writeback import audit_gauges, parse_statsd_address, send_gauges
 from planner.pki.authority import PkiError
 from planner.pki.client_settings import InternalClient, admin_client_in
 
@@ -74,7 +76,14 @@ def build_parser() -> argparse.ArgumentParser:
         "STATE/CLUSTER/audit) and read only the records that arrived since the last run "
         "(needs --cluster)",
     )
-    parser.add_argument("--cluster", help="with --state: the audited cluster's name")
+    parser.add_argument(
+        "--statsd",
+        help="send the completeness to this statsd HOST:PORT as kaas.<cluster>.audit.* gauges",
+    )
+    parser.add_argument(
+        "--cluster",
+        help="the audited cluster's name (whose counts --state keeps; in --statsd's gauges)",
+    )
     return parser
 
 
@@ -112,6 +121,9 @@ class AuditOptions:
     allow_incomplete: bool = False
     incremental: IncrementalAudit | None = None
     """Count only what arrived since the last run, into the kept counts (None: read all)."""
+    statsd: tuple[str, int] | None = None
+    """Where the completeness gauges go (with `cluster`); None: nowhere."""
+    cluster: str | None = None
 
 
 @dataclass(frozen=True)
@@ -221,6 +233,10 @@ def run_audit(spark: SparkSession, options: AuditOptions) -> AuditResult:
             f"{group['partitions_without_commit']} partitions without a commit)"
         )
     print(f"summary: {out / 'summary.json'}")
+    if options.statsd is not None and options.cluster is not None:
+        gauges = audit_gauges(total)
+        send_gauges(*options.statsd, options.cluster, gauges)
+        print(f"completeness sent to statsd {options.statsd[0]}:{options.statsd[1]}")
     incomplete = total["missing"] > 0 and not options.allow_incomplete
     return AuditResult(summary=summary, exit_code=EXIT_INCOMPLETE if incomplete else EXIT_OK)
 
@@ -233,6 +249,16 @@ def main(argv: list[str]) -> int:
             file=sys.stderr,
         )
         return 2
+    statsd = None
+    if args.statsd:
+        if not args.cluster:
+            print("kaas analytics audit: error: --statsd needs --cluster", file=sys.stderr)
+            return 2
+        try:
+            statsd = parse_statsd_address(args.statsd)
+        except ValueError as exc:
+            print(f"kaas analytics audit: error: {exc}", file=sys.stderr)
+            return 2
     if not args.ledger.exists():
         print(f"kaas analytics audit: error: ledger {args.ledger} does not exist", file=sys.stderr)
         return 2
@@ -249,6 +275,8 @@ def main(argv: list[str]) -> int:
         groups=tuple(_split(args.groups)),
         allow_incomplete=args.allow_incomplete,
         incremental=IncrementalAudit(args.state, args.cluster) if args.state is not None else None,
+        statsd=statsd,
+        cluster=args.cluster,
     )
     return run_with_session("audit", lambda spark: run_audit(spark, options).exit_code)
 

@@ -71,6 +71,7 @@ from management_plane.monitoring.pipeline import (
     stop_pipeline,
 )
 from management_plane.workload import create_topic
+from planner.contracts.log_record import LOGS_TOPIC
 from planner.contracts.monitoring import MonitoringTargets
 from planner.contracts.paths import ClusterPaths
 from planner.pki.files import has_authority
@@ -203,9 +204,9 @@ class LocalCluster:
                 if agents:
                     # Made here, once every broker is up, rather than by the first agent to
                     # publish (which may find fewer brokers than the replication factor).
-                    create_topic(
-                        admin_client(layout).librdkafka(), METRICS_TOPIC, 6, min(3, len(layout.vms))
-                    )
+                    connection = admin_client(layout).librdkafka()
+                    for topic in (METRICS_TOPIC, LOGS_TOPIC):
+                        create_topic(connection, topic, 6, min(3, len(layout.vms)))
             except BaseException:
                 # Leave nothing half-started behind.
                 self._stop_all(state)

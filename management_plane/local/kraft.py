@@ -19,7 +19,7 @@ from management_plane.local.layout import ClusterLayout, VmLayout, zookeeper_par
 from planner.contracts.kraft_quorum_state import QuorumReplica, QuorumRole
 from planner.contracts.spec import ClusterSpec
 from planner.contracts.vm_config import server_properties_text
-from planner.contracts.vm_config.jolokia import jolokia_agent_option
+from planner.contracts.vm_config.jolokia import CONTROLLER_JOLOKIA_PROPERTIES, jolokia_agent_option
 from planner.contracts.vm_config.kraft import (
     ControllerFacts,
     InitialVoter,
@@ -114,6 +114,7 @@ def config_files(layout: ClusterLayout, vm: VmLayout, kafka_version: str) -> dic
         files[CONTROLLER_PROPERTIES] = server_properties_text(
             render_controller_properties(spec, broker, controller_facts(vm), bootstrap)
         )
+        files.update(render.jolokia_files(vm, controller=True))
     return files
 
 
@@ -179,9 +180,10 @@ def _kafka_jvm(java: str, heap: tuple[str, ...], vm: VmLayout, controller: bool)
     ]
 
 
-def controller_command(java: str, vm: VmLayout, libs: str) -> list[str]:
+def controller_command(java: str, vm: VmLayout, libs: str, jolokia_agent: str) -> list[str]:
     return [
         *_kafka_jvm(java, CONTROLLER_HEAP, vm, controller=True),
+        jolokia_agent_option(PurePath(jolokia_agent), vm.config_dir, CONTROLLER_JOLOKIA_PROPERTIES),
         "-cp",
         f"{libs}/*",
         "kafka.Kafka",

@@ -28,6 +28,7 @@ class Ports:
     kafka_internal: int = 9092  # mutual TLS: inter-broker, agents, management plane, tools
     kafka_tenant: int = 9094  # SASL_SSL with SCRAM-SHA-512: tenants (docs/tenants.md)
     jolokia: int = 8778
+    controller_jolokia: int = 8779  # a KRaft controller's own Jolokia (first VMs only)
     kafka_controller: int = 9093  # KRaft clusters' controller listener (first VMs only)
     mirror_rest: int = 8083  # MirrorMaker 2's internal REST (mutual TLS), when flows run here
 
@@ -39,6 +40,7 @@ class Ports:
             "kafka_internal": self.kafka_internal,
             "kafka_tenant": self.kafka_tenant,
             "jolokia": self.jolokia,
+            "controller_jolokia": self.controller_jolokia,
             "kafka_controller": self.kafka_controller,
             "mirror_rest": self.mirror_rest,
         }

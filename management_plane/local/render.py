@@ -30,6 +30,7 @@ from planner.contracts.vm_config import (
     voting_roles,
 )
 from planner.contracts.vm_config.jolokia import (
+    CONTROLLER_JOLOKIA_PROPERTIES,
     JOLOKIA_POLICY,
     JOLOKIA_PROPERTIES,
     JolokiaTls,
@@ -121,20 +122,25 @@ ZOOKEEPER_DYNAMIC = "zoo.cfg.dynamic"
 ZOOKEEPER_LOGBACK = "zookeeper-logback.xml"
 
 
-def jolokia_files(vm: VmLayout) -> dict[str, str]:
+def jolokia_files(vm: VmLayout, controller: bool = False) -> dict[str, str]:
     """What the VM's agent writes before it starts the broker (agent.broker_config.rendering
-    .jolokia_files, from the settings agent_settings writes); `kaas up` writes it first."""
+    .jolokia_files, from the settings agent_settings writes); `kaas up` writes it first.
+    `controller`: the VM runs a KRaft controller, which gets a Jolokia of its own."""
     identity = vm_identity(vm)
-    return {
+    tls = JolokiaTls(identity.trust_bundle, identity.certificate, identity.key)
+    policy = vm.config_dir / JOLOKIA_POLICY
+    node = role_distinguished_name(Role.NODE)
+    files = {
         JOLOKIA_PROPERTIES: render_jolokia_properties(
-            vm.address,
-            vm.ports.jolokia,
-            JolokiaTls(identity.trust_bundle, identity.certificate, identity.key),
-            vm.config_dir / JOLOKIA_POLICY,
-            role_distinguished_name(Role.NODE),
+            vm.address, vm.ports.jolokia, tls, policy, node
         ),
         JOLOKIA_POLICY: render_jolokia_access_policy(),
     }
+    if controller:
+        files[CONTROLLER_JOLOKIA_PROPERTIES] = render_jolokia_properties(
+            vm.address, vm.ports.controller_jolokia, tls, policy, node
+        )
+    return files
 
 
 def config_files(layout: ClusterLayout, vm: VmLayout, kafka_version: str) -> dict[str, str]:
@@ -244,6 +250,7 @@ def agent_settings(
         "kafka_port": vm.ports.kafka_internal,
         "kafka_tenant_port": vm.ports.kafka_tenant,
         "jolokia_port": vm.ports.jolokia,
+        "controller_jolokia_port": vm.ports.controller_jolokia,
         "mirror_rest_port": vm.ports.mirror_rest,
         "kafka_heap": " ".join(KAFKA_HEAP),
         "host_sizing": HOST_SIZING.value,

@@ -133,7 +133,7 @@ def start_controller(state: ClusterState, vm: VmLayout, java: Path, image: Local
         vm.name,
         "controller",
         start_process(
-            kraft.controller_command(str(java), vm, libs),
+            kraft.controller_command(str(java), vm, libs, str(image.jolokia_agent)),
             vm.logs_dir / "controller.log",
             vm.directory,
         ),

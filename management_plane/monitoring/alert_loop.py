@@ -125,7 +125,8 @@ class AlertLoop:
         segment = graphite_segment(cluster)
         for rule in self.rules.rules:
             try:
-                series = graphite.timed_series(rule.target_for(segment), window)
+                read_back = f"-{int(rule.window_s)}s" if rule.window_s is not None else window
+                series = graphite.timed_series(rule.target_for(segment), read_back)
             except KaasError as exc:
                 log.warning("alert_rule_unread", cluster=cluster, rule=rule.name, error=str(exc))
                 continue

@@ -70,6 +70,9 @@ class Rule:
     severity: Severity
     line: int  # where the rule starts in its file, for messages
     aggregate: Aggregate | None = None  # cluster rules over per-broker series
+    window_s: float | None = None
+    """How far back the render reads (None: the loop's few intervals): a batch job's gauge
+    (the audit's completeness) is one point per run, still the latest hours later."""
 
     def breached(self, value: float) -> bool:
         match self.comparison:
@@ -153,6 +156,7 @@ RULE_KEYS = {
     "for_s",
     "severity",
     "aggregate",
+    "window_s",
 }
 
 
@@ -190,6 +194,9 @@ def _parse_rule(table: Any, line: int, index: int) -> Rule:
         raise RulesError(
             f"{where}: aggregate combines brokers into one series: scope must be cluster"
         )
+    window_s = _number(table, "window_s", where) if "window_s" in table else None
+    if window_s is not None and not 60 <= window_s <= 7 * 86400:
+        raise RulesError(f"{where}: window_s must be 60-604800 seconds, got {window_s:g}")
     return Rule(
         name=name,
         summary=summary,
@@ -203,6 +210,7 @@ def _parse_rule(table: Any, line: int, index: int) -> Rule:
         severity=_enum(Severity, table, "severity", where),
         line=line,
         aggregate=aggregate,
+        window_s=window_s,
     )
 
 

@@ -37,6 +37,19 @@ class ErrorOut(BaseModel):
     message: str
 
 
+class LogLimitsIn(BaseModel):
+    """How much log each Kafka, controller and ZooKeeper process of a VM keeps: files roll at
+    max_file_mb and `files` rolled ones are kept (checked by the spec's parser)."""
+
+    model_config = ConfigDict(extra="forbid")
+    max_file_mb: int | None = Field(
+        None, description="size at which a log file rolls, 1-10240 MB (absent: 100, or kept)"
+    )
+    files: int | None = Field(
+        None, description="rolled files kept beside the live one, 1-100 (absent: 10, or kept)"
+    )
+
+
 class ClusterCreate(BaseModel):
     model_config = ConfigDict(extra="forbid")
     name: str = Field(max_length=64, description="lower-case letters, digits and '-'")
@@ -46,6 +59,7 @@ class ClusterCreate(BaseModel):
     kafka_version: str | None = Field(None, description="default: the newest available")
     broker_config: dict[str, str] = Field(default_factory=dict)
     batch_size: int = Field(1, description="VMs replaced at a time by later operations")
+    logs: LogLimitsIn | None = Field(None, description="log file bounds (default 100 MB x 10)")
 
 
 class ScaleRequest(BaseModel):
@@ -316,6 +330,12 @@ def create_app(service: Service) -> FastAPI:
                 body.batch_size,
                 who.name,
             )
+        )
+
+    @app.patch("/v1/clusters/{name}/logs", status_code=202, responses=ERRORS)
+    def change_logs(name: str, body: LogLimitsIn, who: Admin) -> OperationOut:
+        return operation_out(
+            service.change_logs(name, body.model_dump(exclude_none=True), who.name)
         )
 
     @app.patch("/v1/clusters/{name}/config", status_code=202, responses=ERRORS)

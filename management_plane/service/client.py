@@ -207,6 +207,7 @@ def add_commands(commands: Any) -> None:
     create.add_argument("--kafka-version", default=None)
     create.add_argument("--config", action="append", default=[], help="KEY=VALUE broker config")
     create.add_argument("--wait", action="store_true", help="watch the operation to its end")
+    _add_log_limit_arguments(create, "--log-")
     with_api(actions.add_parser("list", help="list clusters"))
     get = with_api(actions.add_parser("get", help="one cluster and its VMs"))
     get.add_argument("name")
@@ -257,6 +258,12 @@ def add_commands(commands: Any) -> None:
     config.add_argument("name")
     config.add_argument("settings", nargs="+", help="KEY=VALUE (KEY= removes it)")
     config.add_argument("--wait", action="store_true")
+    logs = with_api(
+        actions.add_parser("logs", help="bound each VM's Kafka and ZooKeeper log files")
+    )
+    logs.add_argument("name")
+    _add_log_limit_arguments(logs, "--")
+    logs.add_argument("--wait", action="store_true")
     delete = with_api(actions.add_parser("delete", help="delete a cluster and its VMs"))
     delete.add_argument("name")
     delete.add_argument("--wait", action="store_true")
@@ -509,6 +516,8 @@ def run(args: argparse.Namespace) -> int:
         }
         if args.zones:
             body["zones"] = [z.strip() for z in args.zones.split(",") if z.strip()]
+        if args.max_file_mb is not None or args.files is not None:
+            body["logs"] = _log_limits_body(args)
         op = client.call("POST", "/v1/clusters", body)
     elif args.action == "scale":
         op = client.call(
@@ -538,6 +547,11 @@ def run(args: argparse.Namespace) -> int:
             f"/v1/clusters/{name}/config",
             {"broker_config": _config_pairs(args.settings, True)},
         )
+    elif args.action == "logs":
+        if args.max_file_mb is None and args.files is None:
+            print("kaas cluster logs: give --max-file-mb, --files or both", file=sys.stderr)
+            return 2
+        op = client.call("PATCH", f"/v1/clusters/{name}/logs", _log_limits_body(args))
     elif args.action == "delete":
         op = client.call("DELETE", f"/v1/clusters/{name}")
     assert op is not None
@@ -548,6 +562,30 @@ def run(args: argparse.Namespace) -> int:
         return watch_operation(client, int(op["op_id"]))
     print(f"follow it with: kaas op watch {op['op_id']}")
     return 0
+
+
+def _add_log_limit_arguments(parser: argparse.ArgumentParser, prefix: str) -> None:
+    parser.add_argument(
+        f"{prefix}max-file-mb",
+        dest="max_file_mb",
+        type=int,
+        default=None,
+        help="a log file rolls at this size (default 100)",
+    )
+    parser.add_argument(
+        f"{prefix}files",
+        dest="files",
+        type=int,
+        default=None,
+        help="rolled log files kept beside the live one (default 10)",
+    )
+
+
+def _log_limits_body(args: argparse.Namespace) -> dict[str, int]:
+    """The bounds given; the service fills the others with the defaults and checks them."""
+    return {
+        k: v for k, v in (("max_file_mb", args.max_file_mb), ("files", args.files)) if v is not None
+    }
 
 
 def _print_tenant(tenant: dict[str, Any]) -> None:

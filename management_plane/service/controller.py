@@ -56,6 +56,7 @@ from management_plane.service.steps import (
     UnknownStep,
 )
 from planner.contracts.ensemble_repair import EnsembleRepairRequest
+from planner.contracts.log_limits import parse_log_limits
 from planner.contracts.member import MemberReadings
 from planner.contracts.mirror_flow import MirrorFlow, MirrorFlowReadings
 from planner.contracts.spec import ClusterSpec, parse_spec
@@ -271,6 +272,8 @@ class Controller:
         changes: dict[str, Any] = dict(op.params.get("spec_changes", {}))
         if "zones" in changes:
             changes["zones"] = tuple(changes["zones"])
+        if "logs" in changes:
+            changes["logs"] = parse_log_limits(changes["logs"])
         written = self._write_spec(op.cluster, **changes)
         return done(
             f"spec generation {written.generation} written", spec_generation=written.generation

@@ -43,6 +43,7 @@ from management_plane.service.validation import (
     validate_instance_type,
     validate_kafka_version,
     validate_name,
+    validated_log_limits,
     zookeeper_participants,
 )
 from planner.contracts.kraft_migration import (
@@ -174,6 +175,8 @@ class Service:
             tuple(self.provider.instance_types),
         )
         validate_batch_size(body["batch_size"])
+        given = {k: v for k, v in (body.get("logs") or {}).items() if v is not None}
+        logs = validated_log_limits(given) if given else None
         existing = self.db.cluster(request.name)
         if existing is not None and existing["status"] != "deleted":
             raise ApiError(409, "exists", f"cluster {request.name} exists already")
@@ -190,6 +193,7 @@ class Service:
             zones=request.zones,
             zookeeper_participants=zookeeper_participants(request.broker_count),
             broker_config=request.broker_config,
+            logs=logs,
         )
         try:
             self.db.add_cluster(
@@ -296,6 +300,19 @@ class Service:
             caller,
             batch_count=len(groups),
             context={"batches": groups},
+        )
+
+    def change_logs(self, name: str, logs: dict[str, Any], caller: str) -> OperationRow:
+        """Queue new log file bounds (spec.logs; a bound not given keeps its value): the agents'
+        own logs take them at once, Kafka's and ZooKeeper's on VMs made after the change.
+        Refused, nothing queued, when a bound is out of range."""
+        current = parse_spec(self._cluster(name)["spec"]).log_limits
+        if not logs:
+            raise ValidationError("logs must name max_file_mb, files or both")
+        limits = validated_log_limits(logs, current)
+        self._idle(name)
+        return self._queue(
+            name, "change_config", {"spec_changes": {"logs": limits.to_json()}}, caller
         )
 
     def change_config(self, name: str, config: dict[str, str | None], caller: str) -> OperationRow:

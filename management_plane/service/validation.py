@@ -12,6 +12,8 @@ import re
 from dataclasses import dataclass
 
 from management_plane.errors import Refusal, RequestRefused
+from planner.contracts.fields import ContractError
+from planner.contracts.log_limits import DEFAULT_LOG_LIMITS, LogLimits, parse_log_limits
 from planner.contracts.vm_config.validation import spec_broker_config_problems
 
 # Explicit ASCII classes and full matches: "abc\n" and other scripts' digits are refused.
@@ -68,6 +70,17 @@ def validate_batch_size(size: int) -> int:
     if isinstance(size, bool) or not isinstance(size, int) or not 1 <= size <= MAX_BATCH:
         raise ValidationError(f"batch_size must be an integer from 1 to {MAX_BATCH}, got {size!r}")
     return size
+
+
+def validated_log_limits(
+    value: dict[str, object], current: LogLimits = DEFAULT_LOG_LIMITS
+) -> LogLimits:
+    """spec.logs from a request, through the spec's own parser: the refusal names the field
+    (`logs.files must be an integer 1-100, got 0`). A bound not given keeps `current`'s."""
+    try:
+        return parse_log_limits({**current.to_json(), **value}, "logs")
+    except ContractError as exc:
+        raise ValidationError(str(exc)) from None
 
 
 def validate_kafka_version(version: str, known: tuple[str, ...]) -> str:

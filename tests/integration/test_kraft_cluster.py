@@ -26,6 +26,10 @@ from management_plane.local.layout import VmLayout
 from management_plane.local.processes import is_alive
 from management_plane.local.state import require_state
 from management_plane.local.up_choice import UpChoice
+from management_plane.monitoring.graphite import GraphiteReader
+from management_plane.monitoring.pipeline import plan_pipeline
+from management_plane.monitoring.rules import load_rules
+from management_plane.monitoring.series import rule_values
 from management_plane.security.probes import probe_tls
 from management_plane.security.verdict import TlsOutcome
 from management_plane.service.cluster_io import ClusterIO
@@ -82,6 +86,38 @@ def _quorum_status(handle: ClusterHandle) -> dict[str, str]:
         key, _, value = line.partition(":")
         status[key.strip()] = value.strip()
     return status
+
+
+def test_the_controller_rules_read_the_controllers_own_metrics(
+    kraft_cluster: ClusterHandle,
+) -> None:
+    """KRaft brokers register no controller MBeans: each VM's agent reads them from its
+    controller's own Jolokia, so the shipped active_controllers and offline_partitions rules
+    have data (one active controller, nothing offline) over the real render API."""
+    handle = kraft_cluster
+    pipeline = plan_pipeline(handle.home, handle.layout.vms[0].address.rsplit(".", 1)[0])
+    graphite = GraphiteReader(pipeline.graphite_url)
+    rules = {r.name: r for r in load_rules().rules}
+    cluster = handle.layout.name
+    started = time.monotonic()
+    seen: dict[str, dict[str, float | None]] = {}
+    while time.monotonic() - started < 90:
+        seen = {
+            name: rule_values(
+                rules[name], graphite.timed_series(rules[name].target_for(cluster), "-60s")
+            )
+            for name in ("active_controllers", "offline_partitions")
+        }
+        if seen == {"active_controllers": {"cluster": 1.0}, "offline_partitions": {"cluster": 0.0}}:
+            break
+        time.sleep(2)
+    assert seen == {
+        "active_controllers": {"cluster": 1.0},
+        "offline_partitions": {"cluster": 0.0},
+    }, seen
+    per_vm = graphite.timed_series(f"kaas.{cluster}.brokers.*.active_controller_count", "-60s")
+    assert len(per_vm) == 3, per_vm  # every VM of three runs a controller
+    print(f"controller rules with data {time.monotonic() - started:.1f}s into the test")
 
 
 def test_the_quorum_has_three_voters_and_every_broker_observes(

@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import json
 import socket
+import struct
 import time
 import urllib.parse
 import urllib.request
 from pathlib import Path
 
 import pytest
+from confluent_kafka import Consumer
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
@@ -21,8 +23,16 @@ from management_plane.monitoring.pipeline import pipeline_records, plan_pipeline
 from management_plane.monitoring.rules import load_rules
 from management_plane.monitoring.series import rule_values
 from management_plane.service.tls import service_identity
+from planner.contracts.log_record import (
+    LOGS_TOPIC,
+    LogErrorClass,
+    LogProcess,
+    LogRecord,
+    parse_log_record,
+)
 from planner.contracts.paths import ClusterPaths
 from planner.contracts.spec import parse_spec
+from planner.pki.tls import client_context
 from tests import harness
 from tests.browser import console_errors, headless_chromium
 from tests.harness import ClusterHandle
@@ -31,6 +41,8 @@ from tests.mp_service import ServiceHandle, free_port
 pytestmark = pytest.mark.integration
 
 METRICS_INTERVAL_S = 10  # the local agents' metrics_interval_s (management_plane/local/render.py)
+PROBES = 30  # requests naming no API sent to one broker: each makes it log an ERROR or two; a
+# start-up minute logs up to ~16 (fetchers meeting leaders not up yet)
 
 
 def _series(graphite_url: str, target: str, since: str = "-5min") -> dict[str, list[float]]:
@@ -82,6 +94,69 @@ def _dashboard_in_browser(handle: ClusterHandle, work: Path) -> None:
             assert console_errors(browser) == []
     finally:
         service.stop()
+
+
+def _a_broker_error_reaches_the_logs_topic_and_graphite(
+    handle: ClusterHandle, graphite_url: str
+) -> None:
+    """A request whose header names no API makes vm1's broker log an ERROR with its stack
+    trace (kafka.network.Processor); vm1's agent streams it to _kaas_logs and counts it.
+    Sent PROBES times, so the rate Graphite shows is the probes', not a start-up error's."""
+    vm = handle.layout.vms[0]
+    target = f"kaas.{handle.layout.name}.brokers.*.logs.errors_per_minute"
+    graphite = GraphiteReader(graphite_url)
+    before = {
+        name: [v for v, _ in points]
+        for name, points in graphite.timed_series(target, "-2min").items()
+    }
+    print(f"errors per minute before the probes: {before}")
+    sent, sent_at = time.monotonic(), time.time()
+    context = client_context(handle.admin_identity)
+    for _ in range(PROBES):
+        with (
+            socket.create_connection((vm.address, vm.ports.kafka_internal), timeout=10) as raw,
+            context.wrap_socket(raw, server_hostname=vm.address) as tls,
+        ):
+            header = struct.pack(">hhi", 32000, 0, 7) + b"\x00\x00"  # api key 32000, no client id
+            tls.sendall(struct.pack(">i", len(header)) + header)
+            assert tls.recv(64) == b""  # the broker closes the connection
+    consumer = Consumer(
+        handle.client_config(**{"group.id": "log-check", "auto.offset.reset": "earliest"})
+    )
+    found: LogRecord | None = None
+    try:
+        consumer.subscribe([LOGS_TOPIC])
+        while found is None and time.monotonic() - sent < 60:
+            message = consumer.poll(1)
+            if message is None or message.error():
+                continue
+            record = parse_log_record(message.value() or b"")
+            if message.key() == f"{vm.name}/kafka".encode() and "InvalidRequest" in record.message:
+                found = record
+    finally:
+        consumer.close()
+    assert found is not None, "no ERROR entry of vm1's broker in _kaas_logs within 60 s"
+    assert (found.process, found.error_class, found.level) == (
+        LogProcess.KAFKA,
+        LogErrorClass.ERROR,
+        "ERROR",
+    )
+    assert found.lines > 1 and "\tat " in found.message  # the stack trace joined its entry
+    print(f"broker ERROR in _kaas_logs: {time.monotonic() - sent:.1f}s")
+
+    def counted() -> bool:
+        """A point taken after the probes counts them all (each logs at least one ERROR)."""
+        rates = graphite.timed_series(target, "-2min")
+        return any(
+            value is not None and value >= PROBES and at >= sent_at  # a bucket after the probes
+            for points in rates.values()
+            for value, at in points
+        )
+
+    while time.monotonic() - sent < 60 + 3 * METRICS_INTERVAL_S and not counted():
+        time.sleep(1)
+    assert counted(), graphite.timed_series(target, "-2min")
+    print(f"errors per minute in Graphite: {time.monotonic() - sent:.1f}s")
 
 
 def test_graphite_holds_every_brokers_under_replicated_series_soon_after_up(
@@ -161,6 +236,8 @@ def test_graphite_holds_every_brokers_under_replicated_series_soon_after_up(
         time.sleep(0.5)
     assert _series(layout.graphite_url, probe, "-2min").get(probe) == [42.0]
     print(f"metric delay (statsd to render API): {time.monotonic() - sent:.1f}s")
+
+    _a_broker_error_reaches_the_logs_topic_and_graphite(handle, layout.graphite_url)
 
     started = time.monotonic()
     _dashboard_in_browser(handle, tmp_path)

@@ -117,8 +117,13 @@ def test_process_commands(tmp_path: Path) -> None:
     assert broker_command[-1] == "/etc/kaas/kafka/server.properties"
     assert controller_command[-1] == "/etc/kaas/kafka/controller.properties"
     assert any(a.startswith("-Dlog4j2.configurationFile=") for a in broker_command)
-    assert any(a.startswith("-javaagent:") for a in broker_command)
-    assert not any(a.startswith("-javaagent:") for a in controller_command)
+    assert any(a.endswith("=config=/etc/kaas/kafka/jolokia.properties") for a in broker_command)
+    # The controller's own Jolokia (its own port): the controller-only MBeans live there.
+    assert any(
+        a.startswith("-javaagent:")
+        and a.endswith("=config=/etc/kaas/kafka/jolokia-controller.properties")
+        for a in controller_command
+    )
     assert "-Xmx192m" in controller_command
 
 

@@ -18,10 +18,10 @@ import pytest
 
 from agent.metrics import MetricsCollector, MetricsPublisher
 from agent.metrics.host import read_host
-from agent.metrics.jmx import JMX_READS
+from agent.metrics.jmx import JMX_READS, JmxResult, merge_results, split_reads
 from agent.metrics.jolokia import JolokiaBulkReader
 from agent.metrics.record import HostReading, MetricsSample
-from tests.unit.test_agent_metrics_record import SCHEMA, answer, build, healthy_values
+from tests.unit.test_agent_metrics_record import SCHEMA, answer, build, healthy_values, ok
 
 pytestmark = pytest.mark.unit
 
@@ -259,3 +259,77 @@ def test_publish_after_close_is_a_programming_error() -> None:
     assert publisher.close() == 0
     with pytest.raises(RuntimeError, match="after close"):
         publisher.publish(build(answer(healthy_values())))
+
+
+# -- KRaft: the controller's own Jolokia --------------------------------------------------------
+
+
+def _reply_for(values: dict[str, object]) -> Reply:
+    """A Jolokia that answers the reads it is asked (in their order) from `values`."""
+
+    def reply(request: bytes) -> tuple[int, bytes]:
+        by_mbean = {read.mbean: read.key for read in JMX_READS}
+        keys = [by_mbean[r["mbean"]] for r in json.loads(request)]
+        return 200, json.dumps([ok(key, values[key]) for key in keys]).encode()
+
+    return reply
+
+
+def test_split_reads_sends_the_controller_mbeans_to_the_controller_on_kraft() -> None:
+    broker, controller = split_reads(JMX_READS, kraft=True)
+    assert {r.key for r in controller} == {"offline_partitions_count", "active_controller_count"}
+    assert not {r.key for r in broker} & {r.key for r in controller}
+    assert len(broker) + len(controller) == len(JMX_READS)
+    assert split_reads(JMX_READS, kraft=False) == (tuple(JMX_READS), ())
+
+
+def test_merge_keeps_the_brokers_values_when_the_controller_is_unreachable() -> None:
+    broker_reads, controller_reads = split_reads(JMX_READS, kraft=True)
+    broker = JmxResult(values={"leader_count": {}}, failures={"isr_shrinks": "x"})
+    merged = merge_results(broker, JmxResult.failed("refused"), controller_reads)
+    assert merged.values == {"leader_count": {}}
+    assert merged.failures == {
+        "isr_shrinks": "x",
+        "offline_partitions_count": "refused",
+        "active_controller_count": "refused",
+    }
+    both = merge_results(
+        JmxResult.failed("broker down"), JmxResult(values={"active_controller_count": {}}), ()
+    )
+    assert both.unreachable == "broker down" and "active_controller_count" in both.values
+    assert len(broker_reads) == len(JMX_READS) - 2
+
+
+def test_on_kraft_the_collector_reads_the_controller_mbeans_from_the_controller(
+    fake_jolokia: Callable[[Reply], str], tmp_path: Path
+) -> None:
+    broker_values = healthy_values()
+    controller_values = {**broker_values, "active_controller_count": {"Value": 1}}
+    broker_values = {**broker_values, "active_controller_count": {"Value": 7}}  # never asked
+    asked: list[list[str]] = []
+
+    def broker_reply(request: bytes) -> tuple[int, bytes]:
+        asked.append([r["mbean"] for r in json.loads(request)])
+        return _reply_for(broker_values)(request)
+
+    collector = MetricsCollector(
+        "prod",
+        2,
+        None,
+        fake_jolokia(broker_reply),
+        [str(tmp_path)],
+        30.0,
+        controller_jolokia_url=fake_jolokia(_reply_for(controller_values)),
+        kraft=True,
+    )
+    sample = collector.collect()
+    assert sample.errors == ()
+    assert sample.record["broker"]["active_controller_count"] == 1
+    assert sample.record["broker"]["offline_partitions_count"] == 0
+    assert not any("KafkaController" in mbean for mbean in asked[0])
+    # A KRaft VM without a controller: those two are no data, not errors.
+    plain = MetricsCollector(
+        "prod", 3, None, fake_jolokia(_reply_for(broker_values)), [str(tmp_path)], 30.0, kraft=True
+    )
+    sample = plain.collect()
+    assert sample.errors == () and sample.record["broker"]["active_controller_count"] is None

@@ -18,9 +18,11 @@ from analytics.sources import read_json_lines, read_normalised_parquet
 from analytics.testing import metric_record, spark_session_fixture  # noqa: F401
 from analytics.writeback import (
     StatsdScoreSender,
+    audit_gauges,
     parse_statsd_address,
     score_document,
     score_znode_path,
+    send_gauges,
 )
 
 pytestmark = pytest.mark.unit
@@ -230,6 +232,40 @@ def test_balance_job_refuses_an_unknown_cluster(
             ],
             "--state needs --cluster",
         ),
+        (
+            [
+                "audit",
+                "--bootstrap-servers",
+                "x:9092",
+                "--client-dir",
+                "c",
+                "--ledger",
+                "l",
+                "--out",
+                "o",
+                "--statsd",
+                "x:1",
+            ],
+            "--statsd needs --cluster",
+        ),
+        (
+            [
+                "audit",
+                "--bootstrap-servers",
+                "x:9092",
+                "--client-dir",
+                "c",
+                "--ledger",
+                "l",
+                "--out",
+                "o",
+                "--statsd",
+                "x",
+                "--cluster",
+                "c",
+            ],
+            "is not HOST:PORT",
+        ),
         (["balance", "--json", "m.jsonl", "--out", "o", "--follow"], "--follow needs --state"),
         (
             ["balance", "--json", "m.jsonl", "--out", "o", "--state", "s"],
@@ -330,6 +366,32 @@ def test_score_is_sent_to_statsd_as_gauges() -> None:
         "kaas.demo.balance.bytes_in_per_s.hot_count:0.0|g",
     }
     assert document["schema_version"] == 1
+
+
+def test_audit_completeness_is_sent_to_statsd_as_gauges() -> None:
+    totals = {"produced": 1000, "in_kafka": 998, "missing": 2, "extra": 0,
+              "completeness_percent": 99.8}  # fmt: skip
+    gauges = audit_gauges(totals)
+    assert gauges == [
+        ("audit.completeness_percent", 99.8),
+        ("audit.produced", 1000.0),
+        ("audit.received", 998.0),
+        ("audit.missing", 2.0),
+    ]
+    listener = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    listener.bind(("127.0.0.1", 0))
+    listener.settimeout(5)
+    try:
+        send_gauges("127.0.0.1", listener.getsockname()[1], "demo", gauges)
+        received = listener.recv(512).decode().splitlines()
+    finally:
+        listener.close()
+    assert received == [
+        "kaas.demo.audit.completeness_percent:99.8|g",
+        "kaas.demo.audit.produced:1000.0|g",
+        "kaas.demo.audit.received:998.0|g",
+        "kaas.demo.audit.missing:2.0|g",
+    ]
 
 
 def test_score_znode_path_and_statsd_address() -> None:

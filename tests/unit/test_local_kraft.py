@@ -105,8 +105,11 @@ def test_the_cluster_file_keeps_the_controller_port(tmp_path: Path) -> None:
 def test_command_lines_use_log4j2_and_the_config_files(tmp_path: Path) -> None:
     layout = plan_layout("k", tmp_path, 3, "127.0.9")
     vm = layout.vms[0]
-    controller = kraft.controller_command("java", vm, "/libs")
+    controller = kraft.controller_command("java", vm, "/libs", "/jolokia.jar")
     assert controller[-2:] == ["kafka.Kafka", str(vm.config_dir / kraft.CONTROLLER_PROPERTIES)]
+    # The controller has a Jolokia of its own (its own port): the controller-only MBeans.
+    properties = vm.config_dir / "jolokia-controller.properties"
+    assert f"-javaagent:/jolokia.jar=config={properties}" in controller
     broker = kraft.broker_command("java", vm, "/libs", "/jolokia.jar")
     assert broker[-1] == str(vm.config_dir / render.SERVER_PROPERTIES)
     # Jolokia reads its HTTPS settings from the VM's rendered jolokia.properties.
@@ -131,7 +134,7 @@ def test_every_kafka_jvm_gets_the_same_options_but_its_logging(tmp_path: Path) -
     vm = layout.vms[1]
     zookeeper_mode = render.kafka_command("java", layout, vm, "/libs", "/jolokia.jar")
     kraft_broker = kraft.broker_command("java", vm, "/libs", "/jolokia.jar")
-    controller = kraft.controller_command("java", vm, "/libs")
+    controller = kraft.controller_command("java", vm, "/libs", "/jolokia.jar")
     options = [
         "-XX:+UseG1GC",
         "-XX:MaxGCPauseMillis=20",

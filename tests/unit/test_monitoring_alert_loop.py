@@ -65,12 +65,14 @@ class FakeReader:
 class FakeGraphite:
     value: ClassVar[float | None] = 0.0
     targets: ClassVar[list[str]] = []
+    windows: ClassVar[dict[str, str]] = {}
 
     def __init__(self, url: str) -> None:
         assert url == "http://graphite"
 
     def timed_series(self, target: str, since: str) -> dict[str, list[tuple[float | None, float]]]:
         FakeGraphite.targets.append(target)
+        FakeGraphite.windows[target] = since
         return {target: [(FakeGraphite.value, 0.0)]}
 
 
@@ -152,6 +154,31 @@ def test_loop_fires_once_resolves_and_records_history(tmp_path: Path) -> None:
     states = [(e["at"] - 1000.0, e["state"]) for e in loop.history.entries("c1")]
     assert states == [(10, "pending"), (30, "firing"), (50, "resolved")]
     assert loop.active() == []
+
+
+def test_a_rule_with_its_own_window_is_read_back_that_far(tmp_path: Path) -> None:
+    loop, _reader, _now = _loop(tmp_path, None)
+    (tmp_path / "rules.toml").write_text(
+        RULES
+        + """
+[[rules]]
+name = "audit"
+target = "kaas.{cluster}.audit.completeness_percent"
+op = "<"
+threshold = 100
+window_s = 86400
+severity = "critical"
+"""
+    )
+    assert loop.reload_rules() is None
+    FakeGraphite.value = 99.0
+    loop.run_once()
+    assert FakeGraphite.windows["kaas.c1.audit.completeness_percent"] == "-86400s"
+    assert (
+        FakeGraphite.windows["sumSeries(kaas.c1.brokers.*.under_replicated_partitions)"] == "-60s"
+    )
+    states = {a["rule"]: a["state"] for a in loop.active()}
+    assert states["audit"] == "firing"  # for_s 0: at once
 
 
 def test_loop_holds_while_an_agent_restarts_its_broker(tmp_path: Path) -> None:

@@ -73,7 +73,16 @@ def test_default_rules_file_parses_with_every_required_rule() -> None:
         "offline_log_directories",
         "disk_free",
         "messages_in_band",
+        "log_errors",
+        "audit_completeness",
+        "produce_latency_p99",
+        "fetch_consumer_latency_p99",
+        "zookeeper_outstanding_requests",
+        "zookeeper_latency",
     } <= names
+    audit = next(r for r in rules.rules if r.name == "audit_completeness")
+    assert audit.window_s == 86400 and audit.breached(99.9) and not audit.breached(100)
+    assert all(r.window_s is None for r in rules.rules if r.name != "audit_completeness")
     controllers = next(r for r in rules.rules if r.name == "active_controllers")
     assert controllers.comparison is Comparison.NOT_EQUAL and controllers.threshold == 1
 
@@ -115,6 +124,7 @@ def test_parsed_rule_fields() -> None:
         (HEADER + URP.replace("for_s", "fer_s"), "unknown keys fer_s"),
         (HEADER + BAND.replace("low = 10", "low = 1000"), "low 1000 is above high 100"),
         ("schema_version = 1\ninterval_s = 0\n" + URP, "interval_s must be positive"),
+        (HEADER + URP.replace("for_s = 30", "window_s = 10"), "window_s must be 60-604800"),
     ],
 )
 def test_malformed_rules_are_refused_with_line_and_reason(text: str, message: str) -> None:

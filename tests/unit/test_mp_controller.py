@@ -30,6 +30,7 @@ from management_plane.service.operations import (
     expand_steps,
 )
 from management_plane.service.steps import Patience, StepTimeouts
+from planner.contracts.log_limits import LogLimits
 from planner.contracts.monitoring import MonitoringTargets
 from planner.contracts.spec import ClusterSpec
 from tests.unit.fake_cluster import (
@@ -571,6 +572,16 @@ def test_a_config_change_waits_for_every_agent_to_apply_it(world: World) -> None
     assert op.status == SUCCEEDED
     stored = json.loads(world.db.cluster("orders")["spec"])  # type: ignore[index]
     assert stored["broker_config"] == config and stored["generation"] == 2
+
+
+def test_a_log_bound_change_writes_spec_logs(world: World) -> None:
+    world.running_cluster()
+    logs = {"max_file_mb": 5, "files": 3}
+    op = world.run(world.queue(K.CHANGE_CONFIG, {"spec_changes": {"logs": logs}}))
+    assert _at("wait_applied", op)
+    assert world.cluster.spec is not None and world.cluster.spec.log_limits == LogLimits(5, 3)
+    stored = json.loads(world.db.cluster("orders")["spec"])  # type: ignore[index]
+    assert stored["logs"] == logs
 
 
 # -- delete ------------------------------------------------------------------------------

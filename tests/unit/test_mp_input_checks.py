@@ -4,6 +4,7 @@ stores nothing; the OpenAPI document needs a key; the service's files are privat
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 import threading
@@ -18,7 +19,9 @@ from management_plane.service.auth import ADMIN_KEY_FILE
 from management_plane.service.db import Database
 from management_plane.service.main import DATABASE_FILE, admin_key_notice
 from management_plane.service.tenant_service import _admits
+from management_plane.service.validation import ValidationError, validated_log_limits
 from management_plane.tenants.model import PLANS, Tenant, TenantError
+from planner.contracts.log_limits import LogLimits
 from planner.contracts.vm_config.validation import (
     SECURITY_KEYS,
     broker_config_problems,
@@ -139,6 +142,37 @@ def test_a_config_change_the_agent_would_refuse_is_refused_and_the_spec_stays(
         _refused(answer, 400, fragment)
     assert api.service.db.cluster("cfg")["spec"] == spec_before  # type: ignore[index]
     assert _stored(api) == before
+
+
+def test_log_bounds_are_checked_at_the_boundary_and_stored_in_the_spec(api: RunningApi) -> None:
+    before = _stored(api)
+    for logs, fragment in [
+        ({"max_file_mb": 0}, "logs.max_file_mb must be an integer 1-10240, got 0"),
+        ({"files": 101}, "logs.files must be an integer 1-100, got 101"),
+    ]:
+        answer = api.call("POST", "/v1/clusters", {"name": "logs1", "logs": logs})
+        _refused(answer, 400, fragment)
+    _refused(api.call("POST", "/v1/clusters", {"name": "logs1", "logs": {"size": 1}}), 422, "size")
+    assert _stored(api) == before
+    status, op = api.call(
+        "POST", "/v1/clusters", {"name": "logs1", "logs": {"max_file_mb": 20, "files": 4}}
+    )
+    assert status == 202, op
+    spec = json.loads(api.service.db.cluster("logs1")["spec"])  # type: ignore[index]
+    assert spec["logs"] == {"max_file_mb": 20, "files": 4}
+    before = _stored(api)
+    _refused(api.call("PATCH", "/v1/clusters/logs1/logs", {"files": 0}), 400, "logs.files")
+    _refused(api.call("PATCH", "/v1/clusters/logs1/logs", {}), 400, "logs must name")
+    _refused(api.call("PATCH", "/v1/clusters/nope/logs", {"files": 2}), 404, "nope")
+    assert _stored(api) == before
+
+
+def test_a_log_bound_not_given_keeps_its_current_value() -> None:
+    current = LogLimits(max_file_mb=20, files=4)
+    assert validated_log_limits({"files": 2}, current) == LogLimits(20, 2)
+    assert validated_log_limits({"max_file_mb": 5}) == LogLimits(5, 10)  # a new cluster
+    with pytest.raises(ValidationError, match=r"logs\.files must be an integer 1-100, got 0"):
+        validated_log_limits({"files": 0}, current)
 
 
 @pytest.mark.parametrize("path", ["/openapi.json", "/docs", "/redoc"])

@@ -11,6 +11,7 @@ import pytest
 from agent.broker_config.rendering import jolokia_files
 from agent.settings import parse_settings
 from agent.supervisor import LocalProcessSupervisor
+from management_plane.local import kraft
 from management_plane.local import render as local_render
 from management_plane.local.layout import plan_layout
 from planner.contracts.vm_config.jolokia import (
@@ -86,3 +87,14 @@ def test_the_agent_and_kaas_up_write_the_same_jolokia_files_and_the_jvm_reads_th
     command = LocalProcessSupervisor(with_image).command("3.9.2")
     assert any(arg.endswith(f"=config={vm.config_dir / JOLOKIA_PROPERTIES}") for arg in command)
     assert settings.jolokia_url == f"https://{vm.address}:{vm.ports.jolokia}/jolokia/"
+    assert settings.controller_jolokia_url is None  # a ZooKeeper-mode VM runs no controller
+    # A KRaft controller VM: both write the controller's own Jolokia file too.
+    kraft_settings = parse_settings(
+        local_render.agent_settings(
+            layout, vm, "/image", "java", kraft.bootstrap_endpoints(layout), runs_controller=True
+        )
+    )
+    assert jolokia_files(kraft_settings) == local_render.jolokia_files(vm, controller=True)
+    assert kraft_settings.controller_jolokia_url == (
+        f"https://{vm.address}:{vm.ports.controller_jolokia}/jolokia/"
+    )

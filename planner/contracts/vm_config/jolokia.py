@@ -15,6 +15,10 @@ from pathlib import PurePath
 from typing import Final
 
 JOLOKIA_PROPERTIES: Final = "jolokia.properties"
+CONTROLLER_JOLOKIA_PROPERTIES: Final = "jolokia-controller.properties"
+"""A KRaft controller's own Jolokia (its own port): the controller-only MBeans
+(ActiveControllerCount, OfflinePartitionsCount) live in the controller process, not the
+broker."""
 JOLOKIA_POLICY: Final = "jolokia-access.xml"
 # Reads only: no write of an attribute, no exec of an operation, no notification set-up.
 ALLOWED_COMMANDS: Final = ("read", "list", "search", "version")
@@ -27,9 +31,12 @@ class JolokiaTls:
     key: PurePath
 
 
-def jolokia_agent_option(agent_jar: PurePath, config_dir: PurePath) -> str:
-    """The JVM option that attaches Jolokia with the rendered properties file."""
-    return f"-javaagent:{agent_jar}=config={config_dir / JOLOKIA_PROPERTIES}"
+def jolokia_agent_option(
+    agent_jar: PurePath, config_dir: PurePath, properties: str = JOLOKIA_PROPERTIES
+) -> str:
+    """The JVM option that attaches Jolokia with the rendered properties file (the broker's,
+    or CONTROLLER_JOLOKIA_PROPERTIES for a KRaft controller)."""
+    return f"-javaagent:{agent_jar}=config={config_dir / properties}"
 
 
 def render_jolokia_properties(
