@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import urlencode
 
 from management_plane.errors import KaasError
 from planner.contracts.mirror_flow import DEFAULT_WORKERS
@@ -41,6 +42,14 @@ def add_mirror_commands(
     create.add_argument("--wait", action="store_true", help="watch the operation to its end")
     listing = with_api(actions.add_parser("list", help="the flows into a cluster"))
     listing.add_argument("target")
+    failover = with_api(
+        actions.add_parser(
+            "failover", help="a group's offsets on the source beside those synced to the target"
+        )
+    )
+    failover.add_argument("target")
+    failover.add_argument("name")
+    failover.add_argument("--group", required=True, help="the consumer group to move")
     for action, text in (("get", "one flow"), ("delete", "stop and remove a flow")):
         one = with_api(actions.add_parser(action, help=text))
         one.add_argument("target")
@@ -68,6 +77,19 @@ def flow_line(flow: dict[str, Any]) -> str:
     )
 
 
+def failover_text(answer: dict[str, Any]) -> str:
+    """One line per partition: where the group resumes on the target."""
+    lines = [f"group {answer['group']} of flow {answer['flow']}:"]
+    for row in answer["partitions"]:
+        source = "?" if row["source_offset"] is None else row["source_offset"]
+        target = "-" if row["target_offset"] is None else row["target_offset"]
+        lines.append(
+            f"  {row['source_topic']}[{row['partition']}] source {source} -> "
+            f"{row['target_topic']}[{row['partition']}] target {target} {row['state']}"
+        )
+    return "\n".join(lines) + "\n"
+
+
 def run_mirror(client: Any, args: argparse.Namespace, watch: Callable[[Any, int], int]) -> int:
     base = f"/v1/clusters/{args.target}/mirror/flows"
     if args.action == "list":
@@ -87,6 +109,12 @@ def run_mirror(client: Any, args: argparse.Namespace, watch: Callable[[Any, int]
             f"checkpoints every {flow['checkpoint_interval_s']} s, "
             f"replication factor {flow['replication_factor']}"
         )
+        return 0
+    if args.action == "failover":
+        answer = client.call(
+            "GET", f"{base}/{args.name}/failover?{urlencode({'group': args.group})}"
+        )
+        print(failover_text(answer), end="")
         return 0
     if args.action == "delete":
         op = client.call("DELETE", f"{base}/{args.name}")

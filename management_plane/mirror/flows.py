@@ -7,9 +7,18 @@ A refused request stores nothing: every check runs before the operation is added
 
 from __future__ import annotations
 
+import builtins
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from management_plane.errors import ApiError, Refusal, RequestRefused
+from management_plane.mirror.failover import (
+    PartitionOffsets,
+    TopicPartition,
+    failover_report,
+    validate_group,
+)
+from management_plane.mirror.kafka import committed_offsets
 from management_plane.mirror.operation import flow_params
 from management_plane.mirror.request import (
     ClusterFacts,
@@ -28,17 +37,22 @@ from planner.contracts.mirror_flow import (
     SourceKind,
     validate_flow_name,
 )
+from planner.pki.files import IdentityFiles
 
 if TYPE_CHECKING:
     from management_plane.service.service import Service
 
 LIVE_VM_STATES = ("running", "draining", "joining")
 
+GroupOffsets = Callable[[str, IdentityFiles, str], dict[TopicPartition, int]]
+"""(a cluster's bootstrap servers, the identity to present, group) -> committed offsets."""
+
 
 class MirrorFlows:
-    def __init__(self, service: Service) -> None:
+    def __init__(self, service: Service, group_offsets: GroupOffsets = committed_offsets) -> None:
         self.service = service
         self.db = service.db
+        self.group_offsets = group_offsets
 
     def _facts(self) -> dict[str, ClusterFacts]:
         facts = {}
@@ -103,3 +117,24 @@ class MirrorFlows:
         if flow is None:
             raise ApiError(404, "not_found", f"cluster {target} has no flow {name}")
         return flow
+
+    def failover(self, target: str, name: str, group: str) -> builtins.list[PartitionOffsets]:
+        """The group's committed offsets on the flow's source beside those MirrorMaker
+        synced to the target. The source is read only when it is a cluster of this service."""
+        validate_group(group)
+        flow = self.get(target, name)
+        facts = self._facts()
+        identity = client_identity(self.service.provider, target)
+        if identity is None:
+            raise RequestRefused(
+                Refusal.CONFLICT, f"the service holds no client identity of {target}"
+            )
+        on_target = self.group_offsets(facts[target].bootstrap_servers, identity, group)
+        on_source = None
+        if flow.source.kind is SourceKind.KAAS and flow.source.alias in facts:
+            source_identity = client_identity(self.service.provider, flow.source.alias)
+            if source_identity is not None:
+                on_source = self.group_offsets(
+                    facts[flow.source.alias].bootstrap_servers, source_identity, group
+                )
+        return failover_report(flow, group, on_source, on_target)

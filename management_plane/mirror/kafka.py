@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from concurrent.futures import Future
 from typing import Any
 
-from confluent_kafka import KafkaException
+from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException
 from confluent_kafka.admin import (
     AclBinding,
     AclBindingFilter,
@@ -18,7 +18,7 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from management_plane.errors import TemporaryError
+from management_plane.errors import KaasError, TemporaryError
 from management_plane.mirror.acls import PatternKind, SourceGrant
 from planner.client_logs import client_logger
 from planner.pki.client_settings import InternalClient
@@ -73,3 +73,31 @@ class KafkaSourceAcls:
         if grants:
             filters = [AclBindingFilter(*_fields(g)) for g in grants]
             self._settle("revoking", self.admin.delete_acls(filters, request_timeout=TIMEOUT_S))
+
+
+class GroupOffsetsError(KaasError):
+    """A cluster did not answer for a group's committed offsets."""
+
+
+def committed_offsets(
+    bootstrap_servers: str, identity: IdentityFiles, group: str
+) -> dict[tuple[str, int], int]:
+    """The group's committed offsets on the cluster, by topic and partition (none: {})."""
+    admin = AdminClient(
+        InternalClient(bootstrap_servers, identity).librdkafka(), logger=client_logger
+    )
+    futures = admin.list_consumer_group_offsets(
+        [ConsumerGroupTopicPartitions(group)], request_timeout=TIMEOUT_S
+    )
+    try:
+        answer = futures[group].result(timeout=TIMEOUT_S)
+    except KafkaException as exc:
+        raise GroupOffsetsError(
+            f"{bootstrap_servers}: offsets of group {group!r}: "
+            f"{exc.args[0].str() if exc.args else exc}"
+        ) from None
+    return {
+        (tp.topic, tp.partition): tp.offset
+        for tp in answer.topic_partitions or []
+        if tp.offset >= 0 and tp.error is None
+    }

@@ -7,7 +7,7 @@ writes the flow into the target's ZooKeeper (`kaas op watch` follows it).
 
 from typing import Annotated, Any
 
-from fastapi import Depends, FastAPI
+from fastapi import Depends, FastAPI, Query
 from pydantic import BaseModel, ConfigDict, Field
 
 from management_plane.mirror.flows import MirrorFlows
@@ -69,6 +69,21 @@ class FlowList(BaseModel):
     unreadable: dict[str, str] = Field(description="flows this service cannot read, and why")
 
 
+class PartitionFailoverOut(BaseModel):
+    source_topic: str
+    partition: int
+    target_topic: str
+    source_offset: int | None = Field(description="null when the source cannot be read")
+    target_offset: int | None
+    state: str
+
+
+class FailoverOut(BaseModel):
+    flow: str
+    group: str
+    partitions: list[PartitionFailoverOut]
+
+
 def flow_out(flow: MirrorFlow) -> FlowOut:
     value = flow.to_json()
     value.pop("schema_version")
@@ -127,3 +142,26 @@ def add_mirror_routes(
     def delete_flow(cluster: str, flow: str, who: Admin) -> Any:
         validate_name(cluster)
         return operation_out(flows.delete(cluster, flow, who.name))
+
+    @app.get(base + "/{flow}/failover", responses=responses)
+    def failover(
+        cluster: str, flow: str, group: Annotated[str, Query(max_length=249)], _who: Admin
+    ) -> FailoverOut:
+        """The group's committed offsets on the source beside those synced to the target."""
+        validate_name(cluster)
+        report = flows.failover(cluster, flow, group)
+        return FailoverOut(
+            flow=flow,
+            group=group,
+            partitions=[
+                PartitionFailoverOut(
+                    source_topic=row.source_topic,
+                    partition=row.partition,
+                    target_topic=row.target_topic,
+                    source_offset=row.source_offset,
+                    target_offset=row.target_offset,
+                    state=row.state.value,
+                )
+                for row in report
+            ],
+        )

@@ -462,6 +462,7 @@ def test_the_mirror_routes_need_the_admin_key(api: RunningApi) -> None:
         ("GET", "/v1/clusters/backup/mirror/flows"),
         ("GET", "/v1/clusters/backup/mirror/flows/f"),
         ("DELETE", "/v1/clusters/backup/mirror/flows/f"),
+        ("GET", "/v1/clusters/backup/mirror/flows/f/failover?group=g"),
     ):
         code, answer = api.call(method, path, key=None)
         assert code == 401, answer
@@ -521,3 +522,41 @@ def test_the_mirror_principal_reads_and_describes_only() -> None:
         (AclResource.GROUP, PatternKind.PREFIXED, "billing-", AclOperation.DESCRIBE),
     }
     assert {g.principal for g in grants} == {"User:CN=kaas-mirror,O=KaaS"}
+
+
+def test_failover_reads_both_kaas_sides_with_the_service_identities(world: MirrorWorld) -> None:
+    from management_plane.errors import ApiError
+    from management_plane.mirror.failover import PartitionFailover
+
+    flow = check_flow_request(_request(), "backup", world.flows._facts())
+    world.target.flows[flow.name] = flow
+    facts = world.flows._facts()
+    topic = "orders.eu"
+    offsets = {
+        facts["primary"].bootstrap_servers: {(topic, 0): 50, (topic, 1): 70},
+        facts["backup"].bootstrap_servers: {(f"primary.{topic}", 0): 40},
+    }
+    reads: list[tuple[str, str, str]] = []
+
+    def group_offsets(
+        bootstrap: str, identity: IdentityFiles, group: str
+    ) -> dict[tuple[str, int], int]:
+        reads.append((bootstrap, str(identity.directory), group))
+        return offsets[bootstrap]
+
+    world.flows.group_offsets = group_offsets
+    report = world.flows.failover("backup", flow.name, "billing")
+    assert [(r.partition, r.source_offset, r.target_offset, r.state) for r in report] == [
+        (0, 50, 40, PartitionFailover.TRANSLATED),
+        (1, 70, None, PartitionFailover.NOT_TRANSLATED),
+    ]
+    identities = [world.provider.client_identity(c) for c in ("backup", "primary")]
+    assert reads == [
+        (facts[c].bootstrap_servers, str(i.directory), "billing")
+        for c, i in zip(("backup", "primary"), identities, strict=True)
+        if i is not None
+    ]
+    reads.clear()
+    with pytest.raises(ApiError, match="has no flow nope"):
+        world.flows.failover("backup", "nope", "billing")
+    assert reads == [], "an unknown flow is refused before any cluster is read"
