@@ -20,6 +20,8 @@ from planner.state import PlacementState
 
 _NO_SCORE = math.inf
 
+_Stamp = tuple[int, int, int, int]
+
 
 class ReplicaPhases:
     def __init__(self, state: PlacementState, rng: random.Random) -> None:
@@ -58,6 +60,18 @@ class ReplicaPhases:
         self.light: list[list[tuple[int, float, int]]] = [[] for _ in state.rack_names]
         for b in self.active_brokers:
             self._push_light(b)
+        # What a scan between two brokers proved, kept until the placement it read changes:
+        # it reads only the two brokers' replicas, counts and disks, and (across racks) the
+        # racks of their partitions' other replicas. A broker's version counts the moves
+        # onto or off it; its rack version the moves across racks of a partition it holds.
+        self.version = [0] * len(state.broker_ids)
+        self.rack_version = [0] * len(state.broker_ids)
+        self._no_candidate: dict[tuple[int, int], _Stamp] = {}
+        """(src, dst) -> the stamp at which no replica of src could move to dst."""
+        self._partners: dict[tuple[int, int], tuple[_Stamp, list[int]]] = {}
+        self._movable_into: dict[tuple[int, int], tuple[tuple[int, int], list[int]]] = {}
+        """(src, rack) -> the stamp and src's replicas the rack spread lets into rack."""
+        """(src, dst) -> the stamp and what dst could give src back in a topic swap."""
 
     # ----- helpers -----------------------------------------------------------------
 
@@ -71,9 +85,23 @@ class ReplicaPhases:
     def _upper(self, t: int, b: int) -> int:
         return self.upper_of[t][self.s.rack_of[b]]
 
+    def _stamp(self, src: int, dst: int) -> _Stamp:
+        """The placement a scan between src and dst depends on, as four numbers."""
+        version = self.version
+        if self.s.rack_of[src] == self.s.rack_of[dst]:
+            return version[src], version[dst], -1, -1
+        rack_version = self.rack_version
+        return version[src], version[dst], rack_version[src], rack_version[dst]
+
     def _moved(self, p: int, src: int, dst: int) -> None:
         s = self.s
         s.move(p, src, dst)
+        self.version[src] += 1
+        self.version[dst] += 1
+        if s.rack_of[src] != s.rack_of[dst]:
+            for b in s.replicas[p]:
+                self.rack_version[b] += 1
+            self.rack_version[src] += 1
         self._push_light(src)
         self._push_light(dst)
         t = s.topic_of[p]
@@ -160,7 +188,14 @@ class ReplicaPhases:
         s = self.s
         hosted = s.hosted[src]
         sample = s.settings.candidate_sample
-        if exhaustive or len(hosted) <= sample:
+        same_rack = s.rack_of[src] == s.rack_of[dst]
+        rack_checked = False
+        if exhaustive and not same_rack:
+            # Across racks, only the replicas the rack spread lets into dst's rack (in
+            # hosted order, so the choice is the one a full scan would make).
+            candidates = self._movable(src, dst)
+            rack_checked = True
+        elif exhaustive or len(hosted) <= sample:
             candidates = list(hosted)
         else:
             rand, n = self.rng.random, len(hosted)
@@ -170,6 +205,9 @@ class ReplicaPhases:
                 candidates += by_topic[t]
                 if len(candidates) >= 2 * sample:
                     break
+        # (After the sample is drawn: the seeded stream, and so the plan, stays the same.)
+        if self._no_candidate.get((src, dst)) == self._stamp(src, dst):
+            return None
         if not s.active[dst]:
             return None
         ideal = self._ideal_size(src, dst)
@@ -182,7 +220,7 @@ class ReplicaPhases:
         )
         room = s.disk_limit[dst] - s.disk[dst]
         src_rack, dst_rack = s.rack_of[src], s.rack_of[dst]
-        same_rack = src_rack == dst_rack
+        skip_rack_test = same_rack or rack_checked
         even_dst, upper_dst = self.even_by_rack[dst_rack], self.upper_by_rack[dst_rack]
         even_src, upper_src = self.even_by_rack[src_rack], self.upper_by_rack[src_rack]
         topics_dst, topics_src = s.topic_count[dst], s.topic_count[src]
@@ -192,7 +230,7 @@ class ReplicaPhases:
             reps = replicas[p]
             if size[p] > room or dst in reps:
                 continue
-            if not same_rack and not s.rack_allows(p, src, dst):
+            if not skip_rack_test and not s.rack_allows(p, src, dst):
                 continue
             t = topic_of[p]
             gap = abs(size[p] - ideal) / scale
@@ -213,7 +251,25 @@ class ReplicaPhases:
                 best, best_score = p, score
         if best is None and not exhaustive and len(hosted) > sample:
             return self.choose_replica(src, dst, exhaustive=True)
+        if best is None:
+            # Every replica of src failed a hard goal's test (the score is always finite):
+            # no scan between the two finds one until either broker or a rack changes.
+            self._no_candidate[(src, dst)] = self._stamp(src, dst)
         return best
+
+    def _movable(self, src: int, dst: int) -> list[int]:
+        """src's replicas (in hosted order) whose rack spread allows moving them into dst's
+        rack: kept per rack until src's replicas or their racks change."""
+        s = self.s
+        rack = s.rack_of[dst]
+        stamp = (self.version[src], self.rack_version[src])
+        known = self._movable_into.get((src, rack))
+        if known is not None and known[0] == stamp:
+            return known[1]
+        allows = s.rack_allows
+        movable = [p for p in s.hosted[src] if allows(p, src, dst)]
+        self._movable_into[(src, rack)] = (stamp, movable)
+        return movable
 
     def _destinations(self, src: int) -> list[int]:
         """Where src's replicas may go, best first: brokers under their range before those
@@ -270,7 +326,7 @@ class ReplicaPhases:
             rack = s.rack_of[dst]
             if rack != s.rack_of[src]:
                 if rack not in rack_open:
-                    rack_open[rack] = any(s.rack_allows(p, src, dst) for p in s.hosted[src])
+                    rack_open[rack] = bool(self._movable(src, dst))
                 if not rack_open[rack]:
                     continue
             p = self.choose_replica(src, dst, exhaustive=True)
@@ -525,6 +581,25 @@ class ReplicaPhases:
                 best, best_gap = p, gap
         return best
 
+    def _swap_partners(self, src: int, dst: int) -> list[int]:
+        """dst's replicas that may go to src without taking src over a topic's even share.
+        They do not depend on the topic src gives (src holds more than its even share of
+        that one), so one scan serves every topic until either broker or a rack changes."""
+        s = self.s
+        stamp = self._stamp(src, dst)
+        known = self._partners.get((src, dst))
+        if known is not None and known[0] == stamp:
+            return known[1]
+        topic_of, held = s.topic_of, s.topic_count[src]
+        even = self.even_by_rack[s.rack_of[src]]
+        partners = [
+            q
+            for q in s.hosted[dst]
+            if held.get(topic_of[q], 0) + 1 <= even[topic_of[q]] and self._fits(q, dst, src)
+        ]
+        self._partners[(src, dst)] = (stamp, partners)
+        return partners
+
     def _topic_swap(self, src: int, dst: int, mine: list[int]) -> tuple[int, int] | None:
         s = self.s
         t = s.topic_of[mine[0]]
@@ -535,14 +610,7 @@ class ReplicaPhases:
             if not self._fits(p, src, dst):
                 continue
             if partners is None:
-                partners = [
-                    q
-                    for q in s.hosted[dst]
-                    if s.topic_of[q] != t
-                    and s.topic_count[src].get(s.topic_of[q], 0) + 1
-                    <= self._even(s.topic_of[q], src)
-                    and self._fits(q, dst, src)
-                ]
+                partners = [q for q in self._swap_partners(src, dst) if s.topic_of[q] != t]
                 if not partners:
                     return None
             best, best_gap = None, _NO_SCORE
