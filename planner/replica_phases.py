@@ -69,6 +69,13 @@ class ReplicaPhases:
         self._no_candidate: dict[tuple[int, int], _Stamp] = {}
         """(src, dst) -> the stamp at which no replica of src could move to dst."""
         self._partners: dict[tuple[int, int], tuple[_Stamp, list[int]]] = {}
+        self._open: list[list[int] | None] = [None] * len(state.broker_ids)
+        """Per broker (once asked), per rack: its replicas the rack spread lets in."""
+        self._rack_member: list[int | None] = [None] * len(state.rack_names)
+        """A broker of each rack: the rack spread's test reads only the destination's rack."""
+        for b, rack in enumerate(state.rack_of):
+            if self._rack_member[rack] is None:
+                self._rack_member[rack] = b
         self._movable_into: dict[tuple[int, int], tuple[tuple[int, int], list[int]]] = {}
         """(src, rack) -> the stamp and src's replicas the rack spread lets into rack."""
         """(src, dst) -> the stamp and what dst could give src back in a topic swap."""
@@ -95,7 +102,16 @@ class ReplicaPhases:
 
     def _moved(self, p: int, src: int, dst: int) -> None:
         s = self.s
+        open_counts = self._open
+        for b in s.replicas[p]:
+            counts = open_counts[b]
+            if counts is not None:
+                self._count_open(p, b, counts, -1)
         s.move(p, src, dst)
+        for b in s.replicas[p]:
+            counts = open_counts[b]
+            if counts is not None:
+                self._count_open(p, b, counts, 1)
         self.version[src] += 1
         self.version[dst] += 1
         if s.rack_of[src] != s.rack_of[dst]:
@@ -208,6 +224,8 @@ class ReplicaPhases:
         # (After the sample is drawn: the seeded stream, and so the plan, stays the same.)
         if self._no_candidate.get((src, dst)) == self._stamp(src, dst):
             return None
+        if not same_rack and not rack_checked and self._known_closed(src, dst):
+            return None
         if not s.active[dst]:
             return None
         ideal = self._ideal_size(src, dst)
@@ -257,6 +275,27 @@ class ReplicaPhases:
             self._no_candidate[(src, dst)] = self._stamp(src, dst)
         return best
 
+    def _known_closed(self, src: int, dst: int) -> bool:
+        """Whether none of src's replicas may enter dst's rack (the rack spread)."""
+        return self._open_counts(src)[self.s.rack_of[dst]] == 0
+
+    def _open_counts(self, b: int) -> list[int]:
+        """Per rack, how many of b's replicas the rack spread lets into it (b's own rack:
+        all of them). Counted once per broker when first asked, then kept by _moved."""
+        counts = self._open[b]
+        if counts is None:
+            counts = [0] * len(self.s.rack_names)
+            for p in self.s.hosted[b]:
+                self._count_open(p, b, counts, 1)
+            self._open[b] = counts
+        return counts
+
+    def _count_open(self, p: int, b: int, counts: list[int], sign: int) -> None:
+        allows, racks = self.s.rack_allows, self._rack_member
+        for rack, member in enumerate(racks):
+            if member is not None and allows(p, b, member):
+                counts[rack] += sign
+
     def _movable(self, src: int, dst: int) -> list[int]:
         """src's replicas (in hosted order) whose rack spread allows moving them into dst's
         rack: kept per rack until src's replicas or their racks change."""
@@ -266,6 +305,8 @@ class ReplicaPhases:
         known = self._movable_into.get((src, rack))
         if known is not None and known[0] == stamp:
             return known[1]
+        if self._open_counts(src)[rack] == 0:
+            return []
         allows = s.rack_allows
         movable = [p for p in s.hosted[src] if allows(p, src, dst)]
         self._movable_into[(src, rack)] = (stamp, movable)
