@@ -143,6 +143,28 @@ class ReplicaPhases:
             heapq.heappush(heap, entry)
         return found
 
+    def _rack_tops_below(self, rack: int, how_many: int, src: int, t: int, even: int) -> list[int]:
+        """The `how_many` least-loaded active brokers of a rack other than src holding less
+        than `even` of topic t, least loaded first (ties by tiebreak, as a sort by (count,
+        tiebreak) gives); the heap left intact."""
+        heap = self.light[rack]
+        count, held = self.s.count, self.s.topic_count
+        found: list[int] = []
+        seen: set[int] = set()
+        kept: list[tuple[int, float, int]] = []
+        while heap and len(found) < how_many:
+            entry = heapq.heappop(heap)
+            c, _, b = entry
+            if c != count[b] or b in seen:
+                continue  # stale, or a duplicate of a live entry
+            seen.add(b)
+            kept.append(entry)
+            if b != src and held[b].get(t, 0) < even:
+                found.append(b)
+        for entry in kept:
+            heapq.heappush(heap, entry)
+        return found
+
     def _room(self, b: int) -> int:
         return self.s.count_range[b].high - self.s.count[b]
 
@@ -594,9 +616,11 @@ class ReplicaPhases:
             even = self._even(t, brokers[0])  # alike within a rack
             upper = self._upper(t, brokers[0])
             if below_even:
-                room = [d for d in brokers if d != src and counts[d].get(t, 0) < even]
-            else:
-                room = [d for d in brokers if d != src and even <= counts[d].get(t, 0) < upper]
+                # The rack's brokers least loaded first, from its heap, until 20 qualify:
+                # most brokers hold less than a topic's even share, so a few pops suffice.
+                targets += self._rack_tops_below(rack, 20, src, t, even)
+                continue
+            room = [d for d in brokers if d != src and even <= counts[d].get(t, 0) < upper]
             targets += heapq.nsmallest(20, room, key=lambda d: (s.count[d], self.tiebreak[d]))
         return targets
 
