@@ -235,6 +235,13 @@ class ReplicaPhases:
             rack_checked = True
         elif exhaustive or len(hosted) <= sample:
             candidates = list(hosted)
+        elif not same_rack and self._known_closed(src, dst):
+            # No replica of src may enter dst's rack: only the sample's draws are made,
+            # so the seeded stream, and so the plan, stays the same.
+            rand = self.rng.random
+            for _ in range(sample):
+                rand()
+            return None
         else:
             rand, n = self.rng.random, len(hosted)
             candidates = [hosted[int(rand() * n)] for _ in range(sample)]
