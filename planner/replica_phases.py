@@ -68,7 +68,8 @@ class ReplicaPhases:
         self.rack_version = [0] * len(state.broker_ids)
         self._no_candidate: dict[tuple[int, int], _Stamp] = {}
         """(src, dst) -> the stamp at which no replica of src could move to dst."""
-        self._partners: dict[tuple[int, int], tuple[_Stamp, list[int]]] = {}
+        self._no_partners: dict[tuple[int, int], _Stamp] = {}
+        """(src, dst) -> the stamp at which dst had nothing to give src back in a swap."""
         self._open: list[list[int] | None] = [None] * len(state.broker_ids)
         """Per broker (once asked), per rack: its replicas the rack spread lets in."""
         self._rack_member: list[int | None] = [None] * len(state.rack_names)
@@ -656,12 +657,12 @@ class ReplicaPhases:
     def _swap_partners(self, src: int, dst: int) -> list[int]:
         """dst's replicas that may go to src without taking src over a topic's even share.
         They do not depend on the topic src gives (src holds more than its even share of
-        that one), so one scan serves every topic until either broker or a rack changes."""
+        that one), so a scan that found none holds for every topic until either broker or
+        a rack changes. (One that found some is followed by a swap, which changes both.)"""
         s = self.s
         stamp = self._stamp(src, dst)
-        known = self._partners.get((src, dst))
-        if known is not None and known[0] == stamp:
-            return known[1]
+        if self._no_partners.get((src, dst)) == stamp:
+            return []
         topic_of, held = s.topic_of, s.topic_count[src]
         even = self.even_by_rack[s.rack_of[src]]
         partners = [
@@ -669,7 +670,8 @@ class ReplicaPhases:
             for q in s.hosted[dst]
             if held.get(topic_of[q], 0) + 1 <= even[topic_of[q]] and self._fits(q, dst, src)
         ]
-        self._partners[(src, dst)] = (stamp, partners)
+        if not partners:
+            self._no_partners[(src, dst)] = stamp
         return partners
 
     def _topic_swap(self, src: int, dst: int, mine: list[int]) -> tuple[int, int] | None:
