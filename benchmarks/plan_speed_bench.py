@@ -195,8 +195,11 @@ class Run:
 
 def run_generate(tree: Path, layout: Path, out: Path, seed: int) -> Run:
     """`kaas plan generate` as a user runs it, with `tree`'s planner."""
-    summary = out.with_suffix(".summary.json")
+    summary = out.with_suffix(".summary.json").resolve()
     summary.unlink(missing_ok=True)
+    tree, layout = tree.resolve(), layout.resolve()
+    # The child runs in `tree`: `-c` puts the working directory first on sys.path, so
+    # started from another source tree it would import that tree's planner instead.
     env = {**os.environ, "PYTHONPATH": str(tree)}
     code = (
         "import sys; from management_plane.cli import main; "
@@ -206,7 +209,7 @@ def run_generate(tree: Path, layout: Path, out: Path, seed: int) -> Run:
     args += ["--json-summary", str(summary)]
     started = time.perf_counter()
     with out.open("wb") as stdout:
-        child = subprocess.Popen(args, stdout=stdout, stderr=subprocess.DEVNULL, env=env)
+        child = subprocess.Popen(args, stdout=stdout, stderr=subprocess.DEVNULL, env=env, cwd=tree)
         _, status, usage = os.wait4(child.pid, 0)
     wall = time.perf_counter() - started
     child.returncode = os.waitstatus_to_exitcode(status)

@@ -79,14 +79,28 @@ class LeaderPhases:
         return changes
 
     def _give(self, b: int) -> bool:
+        # The hot loop of the leader phase (every partition b leads, every follower):
+        # _cost and _load_key are inlined, their parts that depend on p alone computed
+        # once per partition, in the same floating-point order (the same choice).
         s = self.s
         low, high = s.leader_range.low, s.leader_range.high
+        active, leaders, load = s.active, s.leaders, s.leader_load
+        target, changed = s.leader_load_target, s.changed
+        giver_before = abs(load[b] - target)
         best, best_key, best_rest = None, None, None
         for p in self._led(b):
-            for f in s.replicas[p][1:]:
-                if not s.active[f] or s.leaders[f] >= high:
+            reps, original = s.replicas[p], s.original[p]
+            # b leads p: handing p over costs a change unless p is in the plan anyway.
+            free = b != original[0] or (p in changed and set(reps) != set(original))
+            weight = s.leader_weight[p]
+            giver_after = abs(load[b] - weight - target)
+            for f in reps[1:]:
+                if not active[f] or leaders[f] >= high:
                     continue
-                key = (self._cost(p, f), s.leaders[f] >= low, self._load_key(p, b, f))
+                before = giver_before + abs(load[f] - target)
+                after = giver_after + abs(load[f] + weight - target)
+                cost = 0 if free or original[0] == f else 1
+                key = (cost, leaders[f] >= low, after - before)
                 if best_key is not None and key > best_key:
                     continue
                 # The tie-breaking rest of the key, only for a candidate still in the race.

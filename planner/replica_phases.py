@@ -20,6 +20,8 @@ from planner.state import PlacementState
 
 _NO_SCORE = math.inf
 
+_Stamp = tuple[int, int, int, int]
+
 
 class ReplicaPhases:
     def __init__(self, state: PlacementState, rng: random.Random) -> None:
@@ -58,6 +60,26 @@ class ReplicaPhases:
         self.light: list[list[tuple[int, float, int]]] = [[] for _ in state.rack_names]
         for b in self.active_brokers:
             self._push_light(b)
+        # What a scan between two brokers proved, kept until the placement it read changes:
+        # it reads only the two brokers' replicas, counts and disks, and (across racks) the
+        # racks of their partitions' other replicas. A broker's version counts the moves
+        # onto or off it; its rack version the moves across racks of a partition it holds.
+        self.version = [0] * len(state.broker_ids)
+        self.rack_version = [0] * len(state.broker_ids)
+        self._no_candidate: dict[tuple[int, int], _Stamp] = {}
+        """(src, dst) -> the stamp at which no replica of src could move to dst."""
+        self._no_partners: dict[tuple[int, int], _Stamp] = {}
+        """(src, dst) -> the stamp at which dst had nothing to give src back in a swap."""
+        self._open: list[list[int] | None] = [None] * len(state.broker_ids)
+        """Per broker (once asked), per rack: its replicas the rack spread lets in."""
+        self._rack_member: list[int | None] = [None] * len(state.rack_names)
+        """A broker of each rack: the rack spread's test reads only the destination's rack."""
+        for b, rack in enumerate(state.rack_of):
+            if self._rack_member[rack] is None:
+                self._rack_member[rack] = b
+        self._movable_into: dict[tuple[int, int], tuple[tuple[int, int], list[int]]] = {}
+        """(src, rack) -> the stamp and src's replicas the rack spread lets into rack."""
+        """(src, dst) -> the stamp and what dst could give src back in a topic swap."""
 
     # ----- helpers -----------------------------------------------------------------
 
@@ -71,9 +93,32 @@ class ReplicaPhases:
     def _upper(self, t: int, b: int) -> int:
         return self.upper_of[t][self.s.rack_of[b]]
 
+    def _stamp(self, src: int, dst: int) -> _Stamp:
+        """The placement a scan between src and dst depends on, as four numbers."""
+        version = self.version
+        if self.s.rack_of[src] == self.s.rack_of[dst]:
+            return version[src], version[dst], -1, -1
+        rack_version = self.rack_version
+        return version[src], version[dst], rack_version[src], rack_version[dst]
+
     def _moved(self, p: int, src: int, dst: int) -> None:
         s = self.s
+        open_counts = self._open
+        for b in s.replicas[p]:
+            counts = open_counts[b]
+            if counts is not None:
+                self._count_open(p, b, counts, -1)
         s.move(p, src, dst)
+        for b in s.replicas[p]:
+            counts = open_counts[b]
+            if counts is not None:
+                self._count_open(p, b, counts, 1)
+        self.version[src] += 1
+        self.version[dst] += 1
+        if s.rack_of[src] != s.rack_of[dst]:
+            for b in s.replicas[p]:
+                self.rack_version[b] += 1
+            self.rack_version[src] += 1
         self._push_light(src)
         self._push_light(dst)
         t = s.topic_of[p]
@@ -95,6 +140,28 @@ class ReplicaPhases:
                 continue  # stale, or a duplicate of a live entry
             found.append(b)
             kept.append(entry)
+        for entry in kept:
+            heapq.heappush(heap, entry)
+        return found
+
+    def _rack_tops_below(self, rack: int, how_many: int, src: int, t: int, even: int) -> list[int]:
+        """The `how_many` least-loaded active brokers of a rack other than src holding less
+        than `even` of topic t, least loaded first (ties by tiebreak, as a sort by (count,
+        tiebreak) gives); the heap left intact."""
+        heap = self.light[rack]
+        count, held = self.s.count, self.s.topic_count
+        found: list[int] = []
+        seen: set[int] = set()
+        kept: list[tuple[int, float, int]] = []
+        while heap and len(found) < how_many:
+            entry = heapq.heappop(heap)
+            c, _, b = entry
+            if c != count[b] or b in seen:
+                continue  # stale, or a duplicate of a live entry
+            seen.add(b)
+            kept.append(entry)
+            if b != src and held[b].get(t, 0) < even:
+                found.append(b)
         for entry in kept:
             heapq.heappush(heap, entry)
         return found
@@ -160,8 +227,22 @@ class ReplicaPhases:
         s = self.s
         hosted = s.hosted[src]
         sample = s.settings.candidate_sample
-        if exhaustive or len(hosted) <= sample:
+        same_rack = s.rack_of[src] == s.rack_of[dst]
+        rack_checked = False
+        if exhaustive and not same_rack:
+            # Across racks, only the replicas the rack spread lets into dst's rack (in
+            # hosted order, so the choice is the one a full scan would make).
+            candidates = self._movable(src, dst)
+            rack_checked = True
+        elif exhaustive or len(hosted) <= sample:
             candidates = list(hosted)
+        elif not same_rack and self._known_closed(src, dst):
+            # No replica of src may enter dst's rack: only the sample's draws are made,
+            # so the seeded stream, and so the plan, stays the same.
+            rand = self.rng.random
+            for _ in range(sample):
+                rand()
+            return None
         else:
             rand, n = self.rng.random, len(hosted)
             candidates = [hosted[int(rand() * n)] for _ in range(sample)]
@@ -170,6 +251,11 @@ class ReplicaPhases:
                 candidates += by_topic[t]
                 if len(candidates) >= 2 * sample:
                     break
+        # (After the sample is drawn: the seeded stream, and so the plan, stays the same.)
+        if self._no_candidate.get((src, dst)) == self._stamp(src, dst):
+            return None
+        if not same_rack and not rack_checked and self._known_closed(src, dst):
+            return None
         if not s.active[dst]:
             return None
         ideal = self._ideal_size(src, dst)
@@ -182,7 +268,7 @@ class ReplicaPhases:
         )
         room = s.disk_limit[dst] - s.disk[dst]
         src_rack, dst_rack = s.rack_of[src], s.rack_of[dst]
-        same_rack = src_rack == dst_rack
+        skip_rack_test = same_rack or rack_checked
         even_dst, upper_dst = self.even_by_rack[dst_rack], self.upper_by_rack[dst_rack]
         even_src, upper_src = self.even_by_rack[src_rack], self.upper_by_rack[src_rack]
         topics_dst, topics_src = s.topic_count[dst], s.topic_count[src]
@@ -192,7 +278,7 @@ class ReplicaPhases:
             reps = replicas[p]
             if size[p] > room or dst in reps:
                 continue
-            if not same_rack and not s.rack_allows(p, src, dst):
+            if not skip_rack_test and not s.rack_allows(p, src, dst):
                 continue
             t = topic_of[p]
             gap = abs(size[p] - ideal) / scale
@@ -213,7 +299,48 @@ class ReplicaPhases:
                 best, best_score = p, score
         if best is None and not exhaustive and len(hosted) > sample:
             return self.choose_replica(src, dst, exhaustive=True)
+        if best is None:
+            # Every replica of src failed a hard goal's test (the score is always finite):
+            # no scan between the two finds one until either broker or a rack changes.
+            self._no_candidate[(src, dst)] = self._stamp(src, dst)
         return best
+
+    def _known_closed(self, src: int, dst: int) -> bool:
+        """Whether none of src's replicas may enter dst's rack (the rack spread)."""
+        return self._open_counts(src)[self.s.rack_of[dst]] == 0
+
+    def _open_counts(self, b: int) -> list[int]:
+        """Per rack, how many of b's replicas the rack spread lets into it (b's own rack:
+        all of them). Counted once per broker when first asked, then kept by _moved."""
+        counts = self._open[b]
+        if counts is None:
+            counts = [0] * len(self.s.rack_names)
+            for p in self.s.hosted[b]:
+                self._count_open(p, b, counts, 1)
+            self._open[b] = counts
+        return counts
+
+    def _count_open(self, p: int, b: int, counts: list[int], sign: int) -> None:
+        allows, racks = self.s.rack_allows, self._rack_member
+        for rack, member in enumerate(racks):
+            if member is not None and allows(p, b, member):
+                counts[rack] += sign
+
+    def _movable(self, src: int, dst: int) -> list[int]:
+        """src's replicas (in hosted order) whose rack spread allows moving them into dst's
+        rack: kept per rack until src's replicas or their racks change."""
+        s = self.s
+        rack = s.rack_of[dst]
+        stamp = (self.version[src], self.rack_version[src])
+        known = self._movable_into.get((src, rack))
+        if known is not None and known[0] == stamp:
+            return known[1]
+        if self._open_counts(src)[rack] == 0:
+            return []
+        allows = s.rack_allows
+        movable = [p for p in s.hosted[src] if allows(p, src, dst)]
+        self._movable_into[(src, rack)] = (stamp, movable)
+        return movable
 
     def _destinations(self, src: int) -> list[int]:
         """Where src's replicas may go, best first: brokers under their range before those
@@ -270,7 +397,7 @@ class ReplicaPhases:
             rack = s.rack_of[dst]
             if rack != s.rack_of[src]:
                 if rack not in rack_open:
-                    rack_open[rack] = any(s.rack_allows(p, src, dst) for p in s.hosted[src])
+                    rack_open[rack] = bool(self._movable(src, dst))
                 if not rack_open[rack]:
                     continue
             p = self.choose_replica(src, dst, exhaustive=True)
@@ -497,9 +624,11 @@ class ReplicaPhases:
             even = self._even(t, brokers[0])  # alike within a rack
             upper = self._upper(t, brokers[0])
             if below_even:
-                room = [d for d in brokers if d != src and counts[d].get(t, 0) < even]
-            else:
-                room = [d for d in brokers if d != src and even <= counts[d].get(t, 0) < upper]
+                # The rack's brokers least loaded first, from its heap, until 20 qualify:
+                # most brokers hold less than a topic's even share, so a few pops suffice.
+                targets += self._rack_tops_below(rack, 20, src, t, even)
+                continue
+            room = [d for d in brokers if d != src and even <= counts[d].get(t, 0) < upper]
             targets += heapq.nsmallest(20, room, key=lambda d: (s.count[d], self.tiebreak[d]))
         return targets
 
@@ -525,6 +654,26 @@ class ReplicaPhases:
                 best, best_gap = p, gap
         return best
 
+    def _swap_partners(self, src: int, dst: int) -> list[int]:
+        """dst's replicas that may go to src without taking src over a topic's even share.
+        They do not depend on the topic src gives (src holds more than its even share of
+        that one), so a scan that found none holds for every topic until either broker or
+        a rack changes. (One that found some is followed by a swap, which changes both.)"""
+        s = self.s
+        stamp = self._stamp(src, dst)
+        if self._no_partners.get((src, dst)) == stamp:
+            return []
+        topic_of, held = s.topic_of, s.topic_count[src]
+        even = self.even_by_rack[s.rack_of[src]]
+        partners = [
+            q
+            for q in s.hosted[dst]
+            if held.get(topic_of[q], 0) + 1 <= even[topic_of[q]] and self._fits(q, dst, src)
+        ]
+        if not partners:
+            self._no_partners[(src, dst)] = stamp
+        return partners
+
     def _topic_swap(self, src: int, dst: int, mine: list[int]) -> tuple[int, int] | None:
         s = self.s
         t = s.topic_of[mine[0]]
@@ -535,14 +684,7 @@ class ReplicaPhases:
             if not self._fits(p, src, dst):
                 continue
             if partners is None:
-                partners = [
-                    q
-                    for q in s.hosted[dst]
-                    if s.topic_of[q] != t
-                    and s.topic_count[src].get(s.topic_of[q], 0) + 1
-                    <= self._even(s.topic_of[q], src)
-                    and self._fits(q, dst, src)
-                ]
+                partners = [q for q in self._swap_partners(src, dst) if s.topic_of[q] != t]
                 if not partners:
                     return None
             best, best_gap = None, _NO_SCORE

@@ -12,13 +12,8 @@ from planner.model import Broker, BrokerState, Cluster, Partition, PlannerSettin
 
 pytestmark = pytest.mark.unit
 
-UNIT_INSTANCES = [i for i in SMALL_INSTANCES if i.name != "imbalance-9"]
-"""imbalance-9 is left out: there the planner moves 11 replicas where 10 suffice (it moves
-a partition's replica from one broker where the optimum moves the same partition's replica
-from another); the benchmark reports it."""
 
-
-@pytest.mark.parametrize("instance", UNIT_INSTANCES, ids=lambda i: i.name)
+@pytest.mark.parametrize("instance", SMALL_INSTANCES, ids=lambda i: i.name)
 def test_planner_within_target_of_the_proven_optimum(instance) -> None:
     result = compare(instance, seconds_per_level=60.0, workers=2, levels=1)
     assert result.optimum.status is SolveStatus.OPTIMAL

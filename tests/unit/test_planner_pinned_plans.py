@@ -127,13 +127,16 @@ PINNED = [
     # instance; ties between leadership changes now break the same way every run, and
     # leadership changes moved both ways (draining/1: 6 -> 3, more_replicas_than_racks/1:
     # 13 -> 17, more_replicas_than_racks/2: 18 -> 15; 114 -> 112 over all twelve).
+    # Re-pinned when the chain phase learnt resized stand-ins (p: o -> n, q: x -> o and
+    # p2: o -> n2 become r: x -> n and p2': o -> n2): large_added/1 1,436 -> 1,435, every
+    # other plan unchanged.
     ("imbalance", 1, 0, 85, 16, "bd365c4f0757ea29"),
     ("imbalance", 2, 7, 85, 15, "96c1b85174c8b0ca"),
     ("added", 1, 0, 304, 7, "1bd5dfb90e762bf9"),
     ("added", 2, 7, 302, 4, "8ee8115718b6cbf1"),
     ("draining", 1, 0, 355, 3, "774db1fb5983688e"),
     ("draining", 2, 7, 360, 3, "da65cf049bf456fc"),
-    ("large_added", 1, 0, 1436, 22, "b82199791feb5227"),
+    ("large_added", 1, 0, 1435, 22, "81fcde5985135051"),
     ("large_added", 2, 7, 1415, 0, "55548db8bed01b87"),
     ("more_replicas_than_racks", 1, 0, 46, 17, "81944d0f3d2a6dab"),
     ("more_replicas_than_racks", 2, 7, 56, 15, "cbc7a9dc100690c3"),
