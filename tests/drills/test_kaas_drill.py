@@ -67,18 +67,30 @@ def drill_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterH
         harness.stop_cluster(handle)
 
 
+STEADY_S = 10.0
+
+
 def _wait_healthy(home: Path) -> None:
     from management_plane.drills.health import health_problems
 
     cluster = LocalFaultCluster(home)
     last: list[str] = []
+    healthy_since: list[float] = []
 
-    def healthy() -> bool:
+    def steady() -> bool:
+        # Healthy for STEADY_S in a row: a check before this one may leave an agent about to
+        # restart its broker (a paused broker is restarted after a grace period), and the
+        # drill's own refusal looks at the cluster again a moment later.
         last[:] = health_problems(cluster.status())
-        return not last
+        if last:
+            healthy_since.clear()
+            return False
+        if not healthy_since:
+            healthy_since.append(time.monotonic())
+        return time.monotonic() - healthy_since[0] >= STEADY_S
 
     try:
-        harness.wait_until(healthy, 180, "the cluster healthy again")
+        harness.wait_until(steady, 180, "the cluster healthy again, steadily")
     except AssertionError as exc:
         raise AssertionError(f"{exc}: {'; '.join(last)}") from None
 
