@@ -131,15 +131,15 @@ class ClusterIO:
 
     # -- the spec -------------------------------------------------------------------------
 
-    def read_spec(self) -> ClusterSpec | None:
-        def read(zk: KazooClient) -> ClusterSpec | None:
-            try:
-                raw, _ = zk.get(self.paths.spec)
-            except NoNodeError:
-                return None
-            return parse_spec(raw)
+    def _spec_in(self, zk: KazooClient) -> ClusterSpec | None:
+        try:
+            raw, _ = zk.get(self.paths.spec)
+        except NoNodeError:
+            return None
+        return parse_spec(raw)
 
-        return self._with_zk(read)
+    def read_spec(self) -> ClusterSpec | None:
+        return self._with_zk(self._spec_in)
 
     def write_spec(self, change: Callable[[ClusterSpec | None], ClusterSpec]) -> ClusterSpec:
         """Apply `change` to the current spec and write it with a version check (the
@@ -261,18 +261,22 @@ class ClusterIO:
     def registered_brokers(self) -> set[int]:
         """The brokers Kafka lists as registered: `/brokers/ids` in ZooKeeper mode, the
         unfenced brokers of the controllers' metadata in KRaft mode."""
-        if reads_kafka_from_metadata(self.read_spec()):
-            return self._from_metadata(
-                "registered brokers", lambda admin: set(admin.list_topics(timeout=10).brokers)
-            )
 
-        def read(zk: KazooClient) -> set[int]:
+        def read(zk: KazooClient) -> set[int] | None:
+            # The mode and, in ZooKeeper mode, the registrations in one session.
+            if reads_kafka_from_metadata(self._spec_in(zk)):
+                return None
             try:
                 return {int(c) for c in zk.get_children(self.paths.kafka_broker_ids)}
             except NoNodeError:
                 return set()
 
-        return self._with_zk(read)
+        found = self._with_zk(read)
+        if found is not None:
+            return found
+        return self._from_metadata(
+            "registered brokers", lambda admin: set(admin.list_topics(timeout=10).brokers)
+        )
 
     def release_broker_claim(self, broker_id: int) -> None:
         """Forget a recycled broker's id claim, so that a later VM may claim the id afresh."""
@@ -323,10 +327,10 @@ class ClusterIO:
         ISR, read from Kafka's own znodes: in ZooKeeper mode they are the truth, where a
         broker's metadata cache may lag or answer a topic with an error and no partitions.
         In KRaft mode the brokers' metadata follows the controllers' log: read there."""
-        if reads_kafka_from_metadata(self.read_spec()):
-            return self._from_metadata("partitions", partition_states)
 
-        def read(zk: KazooClient) -> list[PartitionState]:
+        def read(zk: KazooClient) -> list[PartitionState] | None:
+            if reads_kafka_from_metadata(self._spec_in(zk)):
+                return None
             topics_path = f"{self.paths.kafka_chroot}/brokers/topics"
             try:
                 topics = zk.get_children(topics_path)
@@ -352,7 +356,8 @@ class ClusterIO:
                     )
             return found
 
-        return self._with_zk(read)
+        found = self._with_zk(read)
+        return found if found is not None else self._from_metadata("partitions", partition_states)
 
     # -- Kafka's own znodes during a migration to KRaft -------------------------------------
 
