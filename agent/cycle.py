@@ -29,6 +29,7 @@ from agent.decide import (
     ConfigChanges,
     DoNothing,
     Snapshot,
+    awaits_restart,
     decide,
 )
 from agent.identity import volume_id
@@ -319,7 +320,9 @@ class Agent:
         except AdminUnavailable as exc:
             log.warning("running_config_unreadable", error=str(exc))
             return ConfigChanges(rendered=desired)
-        return ConfigChanges(rendered=desired, diff=diff_broker_config(desired, running))
+        return ConfigChanges(
+            rendered=desired, diff=diff_broker_config(desired, running), running_known=True
+        )
 
     def snapshot(self) -> tuple[Snapshot, CycleMemory]:
         """One read of ZooKeeper, the broker and its config, and the memory this cycle
@@ -490,7 +493,7 @@ class Agent:
                     sentence,
                     member_state(snap, action, long_kind),
                     registered=snap.broker.registered,
-                    pending_restart=bool(snap.config.read_only),
+                    pending_restart=awaits_restart(snap),
                     controller_pending_restart=bool(snap.controller_changed),
                 )
             except StoreUnavailable as exc:
