@@ -42,6 +42,7 @@ from agent.kraft_keeper import (
 from agent.kraft_quorum import ControllerIdentity
 from agent.kraft_quorum_tool import ControllerQuorum
 from agent.log_stream.shipper import LogShipper, followed_logs, start_log_shipper
+from agent.logging_files import LoggingFiles
 from agent.member_state import member_state
 from agent.metrics.agent_stats import AgentStats
 from agent.metrics_loop import start_metrics_loop
@@ -136,6 +137,7 @@ class Agent:
         self.metrics_problem: str | None = None
         self.stats = AgentStats()  # the agent's own figures, sent by the metrics loop
         self.certificate_restart: str | None = None
+        self.logging_files = LoggingFiles(settings)
         self.plan_executor = PlanExecutor(
             settings,
             ports.zookeeper,
@@ -473,6 +475,8 @@ class Agent:
         if needed is not None and needed.kind is CertStepKind.RESTART_ZOOKEEPER:
             self._restart_zookeeper(needed.reason)  # the snapshot then sees it running
         snap, self.memory = self.snapshot()
+        if self.memory.last_good_spec is not None:
+            self.logging_files.follow(self.memory.last_good_spec.log_limits)
         action = decide(snap)
         if not isinstance(action, DoNothing):
             self.journal(action.kind, action.reason, "started")
@@ -486,6 +490,8 @@ class Agent:
             sentence += f"; {self.quorum_keeper.sentence}"
         if self.ports.mirror is not None and self.ports.mirror.sentence:
             sentence += f"; {self.ports.mirror.sentence}"
+        if self.logging_files.problem:
+            sentence += f"; {self.logging_files.problem}"
         if self.zk.connected:
             long_kind = self.long_action.name if self.long_action is not None else None
             try:
