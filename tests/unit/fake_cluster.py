@@ -51,6 +51,7 @@ class FakeProvider:
             instance_type=request.instance_type,
             kafka_version=request.kafka_version,
             broker_id=request.reuse_broker_id,
+            controller=request.controller,
         )
         self.vms[info.vm_id] = info
         return info
