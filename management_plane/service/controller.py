@@ -39,6 +39,10 @@ from management_plane.security.rotation_store import (
 )
 from management_plane.service.cluster_io import ClusterIO, ClusterUnreachable, PartitionState
 from management_plane.service.db import Database, OperationRow
+from management_plane.service.metadata_version import (
+    MetadataVersionLevels,
+    raise_metadata_version,
+)
 from management_plane.service.operations import (
     CLUSTER_KINDS,
     DONE,
@@ -57,7 +61,7 @@ from management_plane.service.steps import (
     UnknownStep,
 )
 from planner.contracts.ensemble_repair import EnsembleRepairRequest
-from planner.contracts.kafka_release import KafkaMode
+from planner.contracts.kafka_release import KAFKA_RELEASES, KafkaMode
 from planner.contracts.log_limits import parse_log_limits
 from planner.contracts.member import MemberReadings
 from planner.contracts.mirror_flow import MirrorFlow, MirrorFlowReadings
@@ -91,6 +95,10 @@ class ClusterPort(Protocol):
 
     def partitions(self) -> list[PartitionState]: ...
 
+    def metadata_version(self) -> MetadataVersionLevels: ...
+
+    def raise_metadata_version(self, level: int) -> None: ...
+
     def mirror_flows(self) -> MirrorFlowReadings: ...
 
     def put_mirror_flow(self, flow: MirrorFlow) -> None: ...
@@ -122,6 +130,10 @@ PROTOCOL_KEY = "inter.broker.protocol.version"
 def protocol_version(kafka_version: str) -> str:
     """Kafka 3.8.1 speaks inter-broker protocol 3.8."""
     return ".".join(kafka_version.split(".")[:2])
+
+
+def _upgrades_to_kraft(op: OperationRow) -> bool:
+    return KAFKA_RELEASES.get(op.params.get("kafka_version", "")) is KafkaMode.KRAFT
 
 
 def done(message: str, **context: Any) -> Outcome:
@@ -576,6 +588,14 @@ class Controller:
     @step(StepName.PIN_PROTOCOL, {K.UPGRADE})
     def pin_protocol(self, op: OperationRow, _batch: int) -> Outcome:
         spec = self._io(op.cluster).read_spec() or self._spec(op.cluster)
+        if _upgrades_to_kraft(op):
+            # KRaft brokers have no protocol to pin: the finalised metadata.version keeps
+            # mixed releases compatible until every broker runs the new one (unpin_protocol).
+            return done(
+                f"KRaft: metadata.version stays until every broker runs "
+                f"{op.params['kafka_version']}",
+                pinned_protocol=False,
+            )
         if PROTOCOL_KEY in spec.broker_config:
             return done(
                 f"{PROTOCOL_KEY} is set by the cluster's config "
@@ -594,6 +614,10 @@ class Controller:
 
     @step(StepName.UNPIN_PROTOCOL, {K.UPGRADE})
     def unpin_protocol(self, op: OperationRow, _batch: int) -> Outcome:
+        if _upgrades_to_kraft(op):
+            return raise_metadata_version(
+                self._io(op.cluster), self.db.cluster_vms(op.cluster), op.params["kafka_version"]
+            )
         spec = self._io(op.cluster).read_spec() or self._spec(op.cluster)
         if not op.context.get("pinned_protocol") or PROTOCOL_KEY not in spec.broker_config:
             return done(f"{PROTOCOL_KEY} left as the cluster's config sets it")

@@ -253,6 +253,11 @@ class Service:
                 raise ApiError(409, "mode_change", f"cluster {name}: {refusal}")
             stale = [v["vm_id"] for v in self.db.cluster_vms(name) if v["kafka_version"] != version]
             spec_changes: dict[str, Any] = {"kafka_version": version}
+            if spec.migration is not None and spec.kafka_mode is KafkaMode.KRAFT:
+                # A finalised migration on 4.x is a KRaft cluster like any other: the quorum
+                # keeps its size, the migration's record goes (4.x has no migration mode).
+                spec_changes["migration"] = None
+                spec_changes["kraft_controllers"] = len(spec.migration.voters)
             if spec.kafka_version == version and not stale:
                 raise ApiError(409, "no_change", f"cluster {name} runs Kafka {version} already")
         else:

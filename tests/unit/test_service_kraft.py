@@ -16,7 +16,13 @@ from management_plane.local import kraft
 from management_plane.local.layout import plan_layout
 from management_plane.local.state import ClusterState
 from management_plane.service import client as client_module
-from management_plane.service.operations import OperationKind, OperationStatus
+from management_plane.service.metadata_version import MetadataVersionLevels, raise_metadata_version
+from management_plane.service.operations import (
+    SUCCEEDED,
+    OperationKind,
+    OperationStatus,
+    OutcomeKind,
+)
 from management_plane.service.validation import (
     ValidationError,
     default_kafka_version,
@@ -27,8 +33,9 @@ from management_plane.service.validation import (
 from planner.contracts.kraft_migration import KraftMigration, MigrationPhase
 from planner.contracts.spec import ClusterSpec
 from tests.unit.api_server import running_api
-from tests.unit.fake_cluster import BootstrappingProvider
-from tests.unit.test_mp_controller import ZONES, World, _replace
+from tests.unit.fake_cluster import BootstrappingProvider, FakeCluster
+from tests.unit.test_mp_controller import ZONES, World, _at, _replace
+from tests.unit.test_mp_controller import world as world  # the fixture
 
 pytestmark = pytest.mark.unit
 
@@ -267,3 +274,81 @@ def test_the_cluster_file_keeps_the_controller_names(tmp_path: Path) -> None:
     older = state.to_json()
     del older["controllers"]  # a file written before the names were kept
     assert ClusterState.from_json(older, tmp_path).layout.controllers is None
+
+
+# -- upgrading a migrated cluster to 4.x by replacement: metadata.version raised last ------------
+
+
+def test_metadata_version_is_raised_only_once_every_vm_runs_the_release() -> None:
+    fake = FakeCluster(metadata_levels=MetadataVersionLevels(21, 27))
+    vms = [
+        {"vm_id": "c/vm4", "state": "running", "kafka_version": "4.3.1"},
+        {"vm_id": "c/vm1", "state": "draining", "kafka_version": "3.9.2"},
+        {"vm_id": "c/vm0", "state": "terminated", "kafka_version": "3.9.2"},
+    ]
+    outcome = raise_metadata_version(fake, vms, "4.3.1")
+    assert outcome.kind is OutcomeKind.WAIT and "c/vm1" in outcome.message
+    assert fake.metadata_raises == []
+    outcome = raise_metadata_version(fake, vms[:1] + vms[2:], "4.3.1")
+    assert outcome.kind is OutcomeKind.DONE and "from level 21 to 27" in outcome.message
+    assert fake.metadata_raises == [27]
+    again = raise_metadata_version(fake, vms[:1], "4.3.1")  # run again after a service kill
+    assert again.kind is OutcomeKind.DONE and fake.metadata_raises == [27]
+
+
+def test_a_finalised_migrated_cluster_upgrades_to_4x_by_replacement(world: World) -> None:
+    voters = tuple(f"{3000 + i}@10.0.0.{i + 1}:9093" for i in range(3))
+    world.running_cluster(
+        kafka_version="3.9.2",
+        migration=KraftMigration(MigrationPhase.FINALIZED, "ZkClusterId0", voters),
+    )
+    world.cluster.metadata_levels = MetadataVersionLevels(21, 21)  # what 3.9 brokers support
+    olds = [world.vm_of(b)["vm_id"] for b in range(3)]
+    op = world.queue(
+        K.UPGRADE,
+        {
+            "kafka_version": "4.3.1",
+            "spec_changes": {"kafka_version": "4.3.1", "migration": None, "kraft_controllers": 3},
+        },
+        1,
+        batches=[olds],
+    )
+    op = world.run(op)
+    assert op.context["pinned_protocol"] is False  # KRaft brokers have no protocol to pin
+    assert world.cluster.spec is not None
+    assert "inter.broker.protocol.version" not in world.cluster.spec.broker_config
+    assert _at("wait_joined:0", op), op.message
+    assert {r.kafka_version for r in world.provider.requests[3:]} == {"4.3.1"}
+    for broker_id, vm_id in enumerate(op.context["new_vms"]["0"], start=3):
+        world.cluster.agent_joins(world.db.vm(vm_id)["address"], broker_id)  # type: ignore[index]
+    for old in range(3):
+        del world.cluster.member_znodes[old]
+    world.cluster.place({"orders-0": (3, 4, 5)})
+    world.cluster.metadata_levels = MetadataVersionLevels(21, 27)  # 4.3 brokers support more
+    op = world.run(op)
+    assert op.status == SUCCEEDED, op.message
+    assert world.cluster.metadata_raises == [27]
+    assert world.cluster.spec.kafka_version == "4.3.1" and world.cluster.spec.migration is None
+    journal = [s for s, outcome in world.journal(op) if outcome == "done"]
+    assert journal.index("recycle:0") < journal.index("unpin_protocol")
+
+
+def test_the_upgrade_of_a_finalised_migration_drops_the_migration_record(tmp_path: Path) -> None:
+    voters = [f"{3000 + i}@10.0.0.{i + 1}:9093" for i in range(3)]
+    with running_api(tmp_path / "service") as api:
+        status, op = api.call("POST", "/v1/clusters", {"name": "moved", "kafka_version": "3.9.2"})
+        assert status == 202, op
+        api.service.db.save_operation(op["op_id"], OperationStatus.SUCCEEDED, 0, {}, "test")
+        spec = json.loads(api.service.db.cluster("moved")["spec"])  # type: ignore[index]
+        migration = {"phase": "finalized", "kafka_cluster_id": "ZkClusterId0", "voters": voters}
+        for phase, status_wanted in (("brokers_kraft", 409), ("finalized", 202)):
+            stored = {**spec, "migration": {**migration, "phase": phase}}
+            api.service.db.update_cluster("moved", spec=json.dumps(stored, sort_keys=True))
+            answer = api.call("POST", "/v1/clusters/moved/upgrade", {"kafka_version": "4.3.1"})
+            assert answer[0] == status_wanted, answer
+        (upgrade,) = [o for o in api.service.db.list_operations("moved", 10) if o.unfinished]
+        assert upgrade.params["spec_changes"] == {
+            "kafka_version": "4.3.1",
+            "migration": None,
+            "kraft_controllers": 3,
+        }
