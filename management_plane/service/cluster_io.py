@@ -285,10 +285,10 @@ class ClusterIO:
         """KRaft: the finalised metadata.version and the highest level a broker supports."""
 
         def read(admin: KafkaAdminClient) -> MetadataVersionLevels:
-            features = admin.describe_features()
-            finalized = features["finalized_features"].get(METADATA_VERSION, (0, 0))
-            supported = features["supported_features"][METADATA_VERSION]
-            return MetadataVersionLevels(int(finalized[1]), int(supported[1]))
+            # {feature: {"supported": (min, max), "finalized": (min, max) or absent, ...}}
+            feature = admin.describe_features()[METADATA_VERSION]
+            finalized = feature.get("finalized") or (0, 0)
+            return MetadataVersionLevels(int(finalized[1]), int(feature["supported"][1]))
 
         return self._features("metadata.version", read)
 
