@@ -30,6 +30,7 @@ from agent.kraft_quorum_tool import ControllerQuorum
 from planner.contracts.kafka_state import META_PROPERTIES
 from planner.contracts.kraft_quorum_state import QuorumReplica, QuorumRole
 from planner.contracts.spec import ClusterSpec
+from planner.contracts.vm_config.kraft import CONTROLLER_NODE_ID_OFFSET
 
 log = structlog.get_logger("kaas.agent")
 
@@ -99,10 +100,18 @@ def stale_brokers(
     return frozenset(seen_registered - claimed - registered_now)
 
 
+def recycled_controllers(seen_claimed: frozenset[int], claimed: frozenset[int]) -> frozenset[int]:
+    """The controller node ids of brokers whose id claim this agent saw and that is gone: only
+    a recycled VM's claim is released, so its voter may go at once instead of after the gone
+    threshold. A claim never seen (a cluster still starting) never counts. Pure."""
+    return frozenset(CONTROLLER_NODE_ID_OFFSET + b for b in seen_claimed - claimed)
+
+
 @dataclass
 class QuorumKeeperState:
     unseen_since: dict[int, float] = field(default_factory=dict)
     seen_registered: frozenset[int] = frozenset()
+    seen_claimed: frozenset[int] = frozenset()
     unregistered: frozenset[int] = frozenset()
     sentence: str = ""
     leader_id: int | None = None  # the active controller at the last describe
@@ -165,6 +174,11 @@ class QuorumKeeper:
         )
         me = self.me()
         elected = self.elected()
+        recycled: frozenset[int] = frozenset()
+        if elected:  # removals are the elected agent's only
+            claimed = self.claimed()
+            self.state.seen_claimed |= claimed
+            recycled = recycled_controllers(self.state.seen_claimed, claimed)
         view = QuorumView(
             replicas=replicas,
             high_watermark=status.high_watermark,
@@ -173,6 +187,7 @@ class QuorumKeeper:
             gone_for_s={node: now - t for node, t in self.state.unseen_since.items()},
             gone_threshold_s=self.gone_threshold_s,
             caught_up_within_ms=self.caught_up_within_ms,
+            recycled_node_ids=recycled,
         )
         voters = sum(1 for r in replicas if r.role is not QuorumRole.OBSERVER)
         self.state.sentence = f"controller quorum {voters}/{spec.kraft_controllers} voters"

@@ -18,7 +18,7 @@ import structlog
 from kazoo.exceptions import NodeExistsError
 
 from management_plane.errors import KaasError
-from management_plane.local import probes, render
+from management_plane.local import kraft, probes, render
 from management_plane.local.background_service import stop_background_service
 from management_plane.local.image import LocalImage, find_java, load_image
 from management_plane.local.kraft_storage import format_storage
@@ -71,6 +71,7 @@ from management_plane.monitoring.pipeline import (
     stop_pipeline,
 )
 from management_plane.workload import create_topic
+from planner.contracts.kafka_release import is_kraft
 from planner.contracts.log_record import LOGS_TOPIC
 from planner.contracts.monitoring import MonitoringTargets
 from planner.contracts.paths import ClusterPaths
@@ -108,6 +109,16 @@ def _live_ensemble(layout: ClusterLayout) -> list[str]:
     return [line for line in raw.decode().splitlines() if line.startswith("server.")]
 
 
+def _without(layout: ClusterLayout, vm_name: str) -> ClusterLayout:
+    controllers = kraft.controller_vms(layout)
+    return replace(
+        layout,
+        vms=tuple(v for v in layout.vms if v.name != vm_name),
+        # Named from here on: the positional rule would move the role onto another VM.
+        controllers=tuple(v.name for v in controllers if v.name != vm_name),
+    )
+
+
 class LocalCluster:
     """Operations on the local cluster whose folder is `home`."""
 
@@ -126,6 +137,11 @@ class LocalCluster:
     ) -> None:
         """The local provider stands in for the management plane: it writes the first spec."""
         spec = render.local_spec(layout, kafka_version, monitoring)
+        if is_kraft(kafka_version):  # the quorum size of the controllers this layout runs
+            spec = replace(
+                spec,
+                kraft_controllers=kraft.local_kraft_spec(layout, kafka_version).kraft_controllers,
+            )
         client = zookeeper_client(layout.zookeeper_hosts, admin_identity(layout), timeout=10)
         client.start(timeout=30)
         try:
@@ -153,13 +169,17 @@ class LocalCluster:
         kafka_version: str | None = None,
         agents: bool = False,
         zones: tuple[str, ...] = ZONES,
+        controllers: int | None = None,
     ) -> UpResult:
+        """`controllers`: a KRaft cluster's quorum size (None: as many as vote in ZooKeeper)."""
         started = time.monotonic()
         layout = plan_layout(name, self.home, nodes, address_base, zones)
         java = find_java()
         image = self.image()
         version = kafka_version or image.default_kafka_version
         image.kafka_libs(version)  # an unknown version fails here, before anything starts
+        if is_kraft(version):
+            layout = kraft.with_controllers(layout, controllers or kraft.quorum_size(nodes))
         with locked(self.home):
             existing = read_state(self.home)
             decision = decide_up(self._recorded(existing), nodes, address_base, self.home)
@@ -281,12 +301,16 @@ class LocalCluster:
             if p.name[:2] == "vm" and p.name[2:].isdigit()
         )
 
-    def add_vm(self, zone: str, preferred_broker_id: int | None = None) -> VmLayout:
+    def add_vm(
+        self, zone: str, preferred_broker_id: int | None = None, controller: bool = False
+    ) -> VmLayout:
         """Start one more VM in the running cluster (agents only): its ZooKeeper server starts
         with the live ensemble's config plus itself, and its agent adds it to the ensemble
         (participant or observer, per the spec) and claims a broker id (`preferred_broker_id`
         if it is free: the replacement of a lost VM keeps its id); this returns once the
-        server serves and the agent runs, without waiting for the broker."""
+        server serves and the agent runs, without waiting for the broker. On KRaft its
+        storage is formatted first, with `controller` a controller's too (an observer, which
+        its agent makes a voter once it has caught up)."""
         with locked(self.home):
             state = require_state(self.home)
             if not state.agents:
@@ -297,9 +321,16 @@ class LocalCluster:
             java = find_java()
             image = self.image()
             vm = next_vm(state.layout, zone, self.retired_indexes())
+            if state.kraft and preferred_broker_id is not None:
+                # The volume's node id is the one its agent claims: format it with the
+                # preferred one.
+                vm = replace(vm, broker_id=preferred_broker_id)
             check_ports_free((vm,))
             ensemble = _live_ensemble(state.layout)
             layout = replace(state.layout, vms=(*state.layout.vms, vm))
+            if state.kraft and controller:
+                hosts = kraft.controller_vms(state.layout)
+                layout = replace(layout, controllers=(*(v.name for v in hosts), vm.name))
             state.layout = layout
             make_vm_folders(vm)
             (vm.config_dir / render.ZOOKEEPER_DYNAMIC).write_text(
@@ -307,6 +338,9 @@ class LocalCluster:
             )
             write_vm_files(layout, vm, state.kafka_version, agents=True)
             try:
+                if state.kraft:
+                    libs = str(image.kafka_libs(state.kafka_version))
+                    format_storage(self.home, layout, str(java), libs, joining=vm)
                 start_zookeeper(state, vm, java, image)
                 write_state(state)
                 wait_zookeeper(state, (vm,))
@@ -314,7 +348,7 @@ class LocalCluster:
             except BaseException:
                 stop_vm_processes(state, vm, tuple(reversed(state.kinds)))
                 stop_mirror_maker(vm)
-                state.layout = replace(layout, vms=layout.vms[:-1])
+                state.layout = _without(layout, vm.name)
                 write_state(state)
                 raise
             write_state(state)
@@ -334,9 +368,7 @@ class LocalCluster:
                 raise KaasError(f"{vm_name} is the last VM of {state.layout.name}: use `kaas down`")
             stop_vm_processes(state, vm, tuple(reversed(state.kinds)))
             stop_mirror_maker(vm)
-            state.layout = replace(
-                state.layout, vms=tuple(v for v in state.layout.vms if v.name != vm_name)
-            )
+            state.layout = _without(state.layout, vm_name)
             state.processes.pop(vm.name, None)
             write_state(state)
             retired = self.home / RETIRED_DIR / vm.name

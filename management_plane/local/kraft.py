@@ -14,8 +14,10 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import PurePath
 
+from management_plane.errors import KaasError
 from management_plane.local import render
 from management_plane.local.layout import ClusterLayout, VmLayout, zookeeper_participants
+from planner.contracts.kafka_release import KRAFT_QUORUM_SIZES
 from planner.contracts.kraft_quorum_state import QuorumReplica, QuorumRole
 from planner.contracts.spec import ClusterSpec
 from planner.contracts.vm_config import server_properties_text
@@ -50,11 +52,28 @@ def quorum_size(nodes: int) -> int:
 
 def local_kraft_spec(layout: ClusterLayout, kafka_version: str) -> ClusterSpec:
     spec = render.local_spec(layout, kafka_version)
-    return replace(spec, kraft_controllers=quorum_size(len(layout.vms)))
+    # During a controller VM's replacement both VMs run a controller: the quorum keeps its size.
+    hosted = len(controller_vms(layout))
+    return replace(
+        spec, kraft_controllers=max(s for s in KRAFT_QUORUM_SIZES if s <= max(hosted, 1))
+    )
 
 
 def controller_vms(layout: ClusterLayout) -> tuple[VmLayout, ...]:
-    return layout.vms[: quorum_size(len(layout.vms))]
+    if layout.controllers is None:
+        return layout.vms[: quorum_size(len(layout.vms))]
+    return tuple(vm for vm in layout.vms if vm.name in layout.controllers)
+
+
+def with_controllers(layout: ClusterLayout, count: int) -> ClusterLayout:
+    """`layout` whose first `count` VMs run a controller (a new cluster's initial voters)."""
+    if count not in KRAFT_QUORUM_SIZES or count > len(layout.vms):
+        sizes = ", ".join(str(s) for s in KRAFT_QUORUM_SIZES)
+        raise KaasError(
+            f"a controller quorum of {count} on {len(layout.vms)} VMs cannot be: one of "
+            f"{sizes}, at most one controller per VM"
+        )
+    return replace(layout, controllers=tuple(vm.name for vm in layout.vms[:count]))
 
 
 def is_controller_vm(layout: ClusterLayout, vm: VmLayout) -> bool:
@@ -138,13 +157,15 @@ def format_commands(
     vm: VmLayout,
     cluster_id: str,
     voters: tuple[InitialVoter, ...],
+    joining: bool = False,
 ) -> list[list[str]]:
-    """The `kafka-storage format` runs of one VM of a new cluster: its controller's metadata
-    dir (an initial voter), then its broker's log dir."""
+    """The `kafka-storage format` runs of one VM: its controller's metadata dir (an initial
+    voter of a new cluster; an observer when `joining` a running one), then its broker's
+    log dir."""
     commands = []
     tool = [java, *tool_jvm_options(vm), "-cp", f"{libs}/*", STORAGE_TOOL]
     if is_controller_vm(layout, vm):
-        how = storage_format(False, True, len(voters))
+        how = storage_format(joining, True, len(voters))
         commands.append(
             tool
             + format_arguments(cluster_id, str(vm.config_dir / CONTROLLER_PROPERTIES), how, voters)

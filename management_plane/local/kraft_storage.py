@@ -14,7 +14,7 @@ from pathlib import Path
 
 from management_plane.errors import KaasError
 from management_plane.local import kraft
-from management_plane.local.layout import ClusterLayout
+from management_plane.local.layout import ClusterLayout, VmLayout
 from planner.contracts.vm_config.kraft import random_kafka_uuid
 
 IDS_FILE = "kraft.json"
@@ -42,15 +42,21 @@ def cluster_ids(home: Path, layout: ClusterLayout) -> tuple[str, dict[str, str]]
     return cluster_id, directory_ids
 
 
-def format_storage(home: Path, layout: ClusterLayout, java: str, libs: str) -> None:
+def format_storage(
+    home: Path, layout: ClusterLayout, java: str, libs: str, joining: VmLayout | None = None
+) -> None:
     """Format every VM's controller and broker dirs (those already formatted are left as they
-    are); the runs go in parallel, each a short JVM."""
+    are), or only those of `joining`, a VM added to the running cluster (its controller an
+    observer until the agents make it a voter); the runs go in parallel, each a short JVM."""
     cluster_id, directory_ids = cluster_ids(home, layout)
-    voters = kraft.initial_voters(layout, directory_ids)
+    voters = () if joining else kraft.initial_voters(layout, directory_ids)
     runs: list[tuple[str, subprocess.Popen[str]]] = []
-    for vm in layout.vms:
+    for vm in (joining,) if joining else layout.vms:
         vm.controller_data_dir.parent.mkdir(parents=True, exist_ok=True)
-        for command in kraft.format_commands(java, libs, layout, vm, cluster_id, voters):
+        commands = kraft.format_commands(
+            java, libs, layout, vm, cluster_id, voters, joining=joining is not None
+        )
+        for command in commands:
             process = subprocess.Popen(
                 command,
                 stdout=subprocess.PIPE,

@@ -99,6 +99,9 @@ class ClusterLayout:
     name: str
     home: Path
     vms: tuple[VmLayout, ...]
+    controllers: tuple[str, ...] | None = None
+    """KRaft: the names of the VMs that run a controller (None: the first VMs, as many as
+    vote in ZooKeeper, which is what cluster files written before this field hold)."""
 
     @property
     def bootstrap_servers(self) -> str:

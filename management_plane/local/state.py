@@ -108,6 +108,7 @@ class ClusterState:
             "home": str(layout.home),
             "kafka_version": self.kafka_version,
             "agents": self.agents,
+            "controllers": None if layout.controllers is None else list(layout.controllers),
             "bootstrap_servers": layout.bootstrap_servers,
             "tenant_bootstrap_servers": layout.tenant_bootstrap_servers,
             # The internal listener wants a client certificate: the operator's is here.
@@ -177,7 +178,13 @@ class ClusterState:
                     for kind, record in entry.get("processes", {}).items()
                     if kind in PROCESS_KINDS
                 }
-            layout = ClusterLayout(name=str(value["name"]), home=home, vms=tuple(vms))
+            controllers = value.get("controllers")
+            layout = ClusterLayout(
+                name=str(value["name"]),
+                home=home,
+                vms=tuple(vms),
+                controllers=None if controllers is None else tuple(str(c) for c in controllers),
+            )
             return ClusterState(
                 layout=layout,
                 kafka_version=str(value["kafka_version"]),

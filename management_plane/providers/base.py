@@ -38,6 +38,10 @@ class VmRequest:
     reuse_broker_id: int | None = None
     """Attach this broker id's network address and data volume (None: fresh ones)."""
     tags: dict[str, str] = field(default_factory=dict)
+    controller: bool = False
+    """KRaft only: the VM runs a controller beside its broker (a new cluster's first VMs, the
+    replacement of a VM that ran one). A new cluster's are its initial voters; a later one
+    joins as an observer, and the agents make it a voter once it has caught up."""
 
 
 @dataclass(frozen=True)
@@ -53,6 +57,8 @@ class VmInfo:
     kafka_version: str
     broker_id: int | None = None
     """The broker id the provider's resources are tagged with, when it knows one."""
+    controller: bool = False
+    """The VM runs a KRaft controller."""
 
 
 class Provider(Protocol):

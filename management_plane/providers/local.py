@@ -22,11 +22,11 @@ from management_plane.local.cluster import LocalCluster
 from management_plane.local.image import LocalImage, load_image
 from management_plane.local.layout import ZONES, VmLayout, address_base_of
 from management_plane.local.processes import is_alive
-from management_plane.local.state import read_state, require_state
+from management_plane.local.state import ClusterState, read_state, require_state
 from management_plane.local.tls import admin_identity_in
 from management_plane.providers.base import ProviderError, VmInfo, VmRequest
 from management_plane.providers.home_authority import HomeAuthorities
-from planner.contracts.kafka_release import KAFKA_RELEASES, KafkaMode
+from planner.contracts.kafka_release import KAFKA_RELEASES
 from planner.contracts.kafka_state import volume_broker_id
 from planner.contracts.mirror_flow import (
     SOURCE_CA_FILE,
@@ -66,13 +66,11 @@ class LocalProvider(HomeAuthorities):
         return self._image
 
     def kafka_versions(self) -> tuple[str, ...]:
-        # The operations engine runs ZooKeeper-mode clusters only so far; KRaft clusters come
-        # from `kaas up --no-agents`.
+        # Both modes: ZooKeeper-mode releases (3.x) and KRaft ones (4.x).
         return tuple(
             sorted(
-                version
-                for version in self.image().kafka_libs_by_version
-                if KAFKA_RELEASES.get(version) is KafkaMode.ZOOKEEPER
+                (v for v in self.image().kafka_libs_by_version if v in KAFKA_RELEASES),
+                key=lambda v: tuple(int(part) for part in v.split(".")),
             )
         )
 
@@ -102,7 +100,7 @@ class LocalProvider(HomeAuthorities):
             "cluster or start the service with more --local-address-base values"
         )
 
-    def _info(self, cluster: str, vm: VmLayout, kafka_version: str, running: bool) -> VmInfo:
+    def _info(self, cluster: str, state: ClusterState, vm: VmLayout, running: bool) -> VmInfo:
         return VmInfo(
             vm_id=f"{cluster}/{vm.name}",
             cluster=cluster,
@@ -110,8 +108,9 @@ class LocalProvider(HomeAuthorities):
             address=vm.address,
             state="running" if running else "stopped",
             instance_type=INSTANCE_TYPES[0],
-            kafka_version=kafka_version,
+            kafka_version=state.kafka_version,
             broker_id=volume_broker_id(vm.kafka_data_dir),
+            controller="controller" in state.vm_kinds(vm.name),
         )
 
     @staticmethod
@@ -136,6 +135,7 @@ class LocalProvider(HomeAuthorities):
             else self._free_address_base()
         )
         zones = tuple(r.zone for r in requests)
+        controllers = sum(r.controller for r in requests)
         try:
             result = self._local(cluster).up(
                 len(requests),
@@ -144,13 +144,11 @@ class LocalProvider(HomeAuthorities):
                 kafka_version=requests[0].kafka_version,
                 agents=True,
                 zones=zones,
+                controllers=controllers or None,
             )
         except KaasError as exc:
             raise ProviderError(f"cannot start cluster {cluster}: {exc}") from None
-        return [
-            self._info(cluster, vm, result.state.kafka_version, True)
-            for vm in result.state.layout.vms
-        ]
+        return [self._info(cluster, result.state, vm, True) for vm in result.state.layout.vms]
 
     def create_vm(self, request: VmRequest) -> VmInfo:
         if request.instance_type not in INSTANCE_TYPES:
@@ -159,10 +157,10 @@ class LocalProvider(HomeAuthorities):
         if read_state(local.home) is None:
             return self.bootstrap_cluster([request])[0]
         try:
-            vm = local.add_vm(request.zone, request.reuse_broker_id)
+            vm = local.add_vm(request.zone, request.reuse_broker_id, request.controller)
         except KaasError as exc:
             raise ProviderError(f"cannot add a VM to {request.cluster}: {exc}") from None
-        return self._info(request.cluster, vm, request.kafka_version, True)
+        return self._info(request.cluster, require_state(local.home), vm, True)
 
     def describe_vm(self, vm_id: str) -> VmInfo:
         cluster, name = self._split(vm_id)
@@ -176,7 +174,7 @@ class LocalProvider(HomeAuthorities):
         running = is_alive(state.record(vm.name, "zookeeper")) or is_alive(
             state.record(vm.name, "agent")
         )
-        return self._info(cluster, vm, state.kafka_version, running)
+        return self._info(cluster, state, vm, running)
 
     def list_vms(self, cluster: str) -> list[VmInfo]:
         state = read_state(self.cluster_home(cluster))

@@ -56,7 +56,14 @@ class ClusterCreate(BaseModel):
     broker_count: int = Field(3, description="number of broker VMs")
     zones: list[str] | None = Field(None, description="availability zones (default: all)")
     instance_type: str | None = None
-    kafka_version: str | None = Field(None, description="default: the newest available")
+    kafka_version: str | None = Field(
+        None, description="default: the newest ZooKeeper-mode release available"
+    )
+    kraft_controllers: int | None = Field(
+        None,
+        description="KRaft versions (4.x) only: the controller quorum's size, 1, 3 or 5, at "
+        "most the broker count (default: 3, or 1 below three brokers)",
+    )
     broker_config: dict[str, str] = Field(default_factory=dict)
     batch_size: int = Field(1, description="VMs replaced at a time by later operations")
     logs: LogLimitsIn | None = Field(None, description="log file bounds (default 100 MB x 10)")

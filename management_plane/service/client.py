@@ -205,6 +205,12 @@ def add_commands(commands: Any) -> None:
     create.add_argument("--zones", default=None, help="comma-separated zones")
     create.add_argument("--instance-type", default=None)
     create.add_argument("--kafka-version", default=None)
+    create.add_argument(
+        "--controllers",
+        type=int,
+        default=None,
+        help="KRaft (Kafka 4.x) only: the controller quorum's size, 1, 3 or 5 (default 3)",
+    )
     create.add_argument("--config", action="append", default=[], help="KEY=VALUE broker config")
     create.add_argument("--wait", action="store_true", help="watch the operation to its end")
     _add_log_limit_arguments(create, "--log-")
@@ -514,6 +520,8 @@ def run(args: argparse.Namespace) -> int:
             "kafka_version": args.kafka_version,
             "broker_config": {k: v or "" for k, v in _config_pairs(args.config, False).items()},
         }
+        if args.controllers is not None:
+            body["kraft_controllers"] = args.controllers
         if args.zones:
             body["zones"] = [z.strip() for z in args.zones.split(",") if z.strip()]
         if args.max_file_mb is not None or args.files is not None:

@@ -17,10 +17,12 @@ from typing import TypeVar
 
 import structlog
 from confluent_kafka.admin import AdminClient
+from kafka import KafkaAdminClient
 from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from management_plane.errors import TemporaryError
+from management_plane.service.metadata_version import MetadataVersionLevels
 from planner.contracts.ensemble_repair import EnsembleRepairRequest
 from planner.contracts.kafka_state import PartitionState
 from planner.contracts.kraft_migration import (
@@ -46,6 +48,7 @@ log = structlog.get_logger("kaas.cluster_io")
 
 ZOOKEEPER_PORT = 2181
 KAFKA_PORT = 9092
+METADATA_VERSION = "metadata.version"  # Kafka's feature name
 ENSEMBLE_CONFIG_PATH = "/zookeeper/config"
 
 T = TypeVar("T")
@@ -277,6 +280,39 @@ class ClusterIO:
         return self._from_metadata(
             "registered brokers", lambda admin: set(admin.list_topics(timeout=10).brokers)
         )
+
+    def metadata_version(self) -> MetadataVersionLevels:
+        """KRaft: the finalised metadata.version and the highest level a broker supports."""
+
+        def read(admin: KafkaAdminClient) -> MetadataVersionLevels:
+            # {feature: {"supported": (min, max), "finalized": (min, max) or absent, ...}}
+            feature = admin.describe_features()[METADATA_VERSION]
+            finalized = feature.get("finalized") or (0, 0)
+            return MetadataVersionLevels(int(finalized[1]), int(feature["supported"][1]))
+
+        return self._features("metadata.version", read)
+
+    def raise_metadata_version(self, level: int) -> None:
+        def write(admin: KafkaAdminClient) -> None:
+            answer = admin.update_features({METADATA_VERSION: level})
+            if answer.get(METADATA_VERSION) != "OK":
+                raise RuntimeError(f"refused: {answer.get(METADATA_VERSION)}")
+
+        self._features(f"raising metadata.version to {level}", write)
+
+    def _features(self, what: str, call: Callable[[KafkaAdminClient], T]) -> T:
+        """Kafka's feature calls (KIP-584) through kafka-python's Admin (librdkafka has
+        none), a short-lived client over the bootstrap servers."""
+        try:
+            admin = KafkaAdminClient(**InternalClient(self.bootstrap, self.identity).kafka_python())
+        except Exception as exc:
+            raise ClusterUnreachable(f"Kafka of {self.cluster}: {what}: {exc}") from None
+        try:
+            return call(admin)
+        except Exception as exc:
+            raise ClusterUnreachable(f"Kafka of {self.cluster}: {what}: {exc}") from None
+        finally:
+            admin.close()
 
     def release_broker_claim(self, broker_id: int) -> None:
         """Forget a recycled broker's id claim, so that a later VM may claim the id afresh."""

@@ -28,6 +28,7 @@ from management_plane.providers.base import (
     BootstrapsClusters,
     DeletesClusters,
     Provider,
+    ProviderError,
     VmInfo,
     VmRequest,
     client_identity,
@@ -38,6 +39,10 @@ from management_plane.security.rotation_store import (
 )
 from management_plane.service.cluster_io import ClusterIO, ClusterUnreachable, PartitionState
 from management_plane.service.db import Database, OperationRow
+from management_plane.service.metadata_version import (
+    MetadataVersionLevels,
+    raise_metadata_version,
+)
 from management_plane.service.operations import (
     CLUSTER_KINDS,
     DONE,
@@ -56,6 +61,7 @@ from management_plane.service.steps import (
     UnknownStep,
 )
 from planner.contracts.ensemble_repair import EnsembleRepairRequest
+from planner.contracts.kafka_release import KAFKA_RELEASES, KafkaMode
 from planner.contracts.log_limits import parse_log_limits
 from planner.contracts.member import MemberReadings
 from planner.contracts.mirror_flow import MirrorFlow, MirrorFlowReadings
@@ -89,6 +95,10 @@ class ClusterPort(Protocol):
 
     def partitions(self) -> list[PartitionState]: ...
 
+    def metadata_version(self) -> MetadataVersionLevels: ...
+
+    def raise_metadata_version(self, level: int) -> None: ...
+
     def mirror_flows(self) -> MirrorFlowReadings: ...
 
     def put_mirror_flow(self, flow: MirrorFlow) -> None: ...
@@ -120,6 +130,10 @@ PROTOCOL_KEY = "inter.broker.protocol.version"
 def protocol_version(kafka_version: str) -> str:
     """Kafka 3.8.1 speaks inter-broker protocol 3.8."""
     return ".".join(kafka_version.split(".")[:2])
+
+
+def _upgrades_to_kraft(op: OperationRow) -> bool:
+    return KAFKA_RELEASES.get(op.params.get("kafka_version", "")) is KafkaMode.KRAFT
 
 
 def done(message: str, **context: Any) -> Outcome:
@@ -227,6 +241,9 @@ class Controller:
     def create_vms(self, op: OperationRow, _batch: int) -> Outcome:
         p = op.params
         zones = p["zones"]
+        spec = self._spec(op.cluster)
+        # A KRaft cluster's first VMs host its controllers, the initial voters.
+        controllers = spec.kraft_controllers if spec.kafka_mode is KafkaMode.KRAFT else 0
         requests = [
             VmRequest(
                 cluster=op.cluster,
@@ -236,6 +253,7 @@ class Controller:
                 # The first brokers' ids are 0..n-1 (agents claim the lowest free): a provider
                 # with per-broker resources (aws: ENI, EBS) makes them now, tagged with the id.
                 reuse_broker_id=i,
+                controller=i < controllers,
             )
             for i in range(p["broker_count"])
         ]
@@ -342,25 +360,43 @@ class Controller:
     def add_vms(self, op: OperationRow, batch: int) -> Outcome:
         count = int(op.params["add"])
         zones = self._zones_for_new(op.cluster, self._spec(op.cluster), count)
-        return self._create_vms(op, batch, zones, reuse_broker_id=None)
+        return self._create_vms(op, batch, zones, [False] * count, reuse_broker_id=None)
 
     @step(StepName.CREATE_VM, REPLACING, Patience.CREATE)
     def create_replacements(self, op: OperationRow, batch: int) -> Outcome:
         olds = op.context["batches"][batch]
         zones = [self.db.vm(v)["zone"] for v in olds]  # type: ignore[index]
-        return self._create_vms(op, batch, zones, reuse_broker_id=None)
+        controllers = [self._runs_controller(v) for v in olds]
+        return self._create_vms(op, batch, zones, controllers, reuse_broker_id=None)
 
     @step(StepName.CREATE_VM, {K.REPLACE_LOST_VM}, Patience.CREATE)
     def create_lost_replacement(self, op: OperationRow, batch: int) -> Outcome:
         olds = op.context["batches"][batch]
         zones = [self.db.vm(v)["zone"] for v in olds]  # type: ignore[index]
+        controllers = [self._runs_controller(v) for v in olds]
         # A lost VM's replacement keeps its broker id (and, on aws, its ENI and EBS).
-        return self._create_vms(op, batch, zones, reuse_broker_id=op.params.get("broker_id"))
+        return self._create_vms(
+            op, batch, zones, controllers, reuse_broker_id=op.params.get("broker_id")
+        )
+
+    def _runs_controller(self, vm_id: str) -> bool:
+        """Whether the provider says `vm_id` runs a KRaft controller: its replacement takes
+        the role over (False for a VM the provider no longer knows)."""
+        try:
+            return self.provider.describe_vm(vm_id).controller
+        except ProviderError:
+            return False
 
     def _create_vms(
-        self, op: OperationRow, batch: int, zones: list[str], reuse_broker_id: int | None
+        self,
+        op: OperationRow,
+        batch: int,
+        zones: list[str],
+        controllers: list[bool],
+        reuse_broker_id: int | None,
     ) -> Outcome:
-        """One new VM per zone in `zones`, for batch `batch`."""
+        """One new VM per zone in `zones`, for batch `batch`; `controllers[i]`: the i-th
+        runs a KRaft controller."""
         new_vms: dict[str, list[str]] = dict(op.context.get("new_vms", {}))
         created = list(new_vms.get(str(batch), []))
         spec = self._spec(op.cluster)
@@ -380,6 +416,7 @@ class Controller:
                 instance_type=op.params.get("instance_type", cluster["instance_type"]),
                 kafka_version=op.params.get("kafka_version", spec.kafka_version),
                 reuse_broker_id=reuse_broker_id,
+                controller=controllers[len(created)],
             )
             info = self.provider.create_vm(request)
             self._record(info, "joining")
@@ -551,6 +588,14 @@ class Controller:
     @step(StepName.PIN_PROTOCOL, {K.UPGRADE})
     def pin_protocol(self, op: OperationRow, _batch: int) -> Outcome:
         spec = self._io(op.cluster).read_spec() or self._spec(op.cluster)
+        if _upgrades_to_kraft(op):
+            # KRaft brokers have no protocol to pin: the finalised metadata.version keeps
+            # mixed releases compatible until every broker runs the new one (unpin_protocol).
+            return done(
+                f"KRaft: metadata.version stays until every broker runs "
+                f"{op.params['kafka_version']}",
+                pinned_protocol=False,
+            )
         if PROTOCOL_KEY in spec.broker_config:
             return done(
                 f"{PROTOCOL_KEY} is set by the cluster's config "
@@ -569,6 +614,10 @@ class Controller:
 
     @step(StepName.UNPIN_PROTOCOL, {K.UPGRADE})
     def unpin_protocol(self, op: OperationRow, _batch: int) -> Outcome:
+        if _upgrades_to_kraft(op):
+            return raise_metadata_version(
+                self._io(op.cluster), self.db.cluster_vms(op.cluster), op.params["kafka_version"]
+            )
         spec = self._io(op.cluster).read_spec() or self._spec(op.cluster)
         if not op.context.get("pinned_protocol") or PROTOCOL_KEY not in spec.broker_config:
             return done(f"{PROTOCOL_KEY} left as the cluster's config sets it")

@@ -36,6 +36,8 @@ from management_plane.service.validation import (
     ClusterRequest,
     ValidationError,
     check_scale_down,
+    default_kafka_version,
+    mode_change_refusal,
     validate_batch_size,
     validate_broker_config,
     validate_broker_count,
@@ -46,6 +48,7 @@ from management_plane.service.validation import (
     validated_log_limits,
     zookeeper_participants,
 )
+from planner.contracts.kafka_release import DEFAULT_KRAFT_QUORUM_SIZE, KafkaMode
 from planner.contracts.kraft_migration import (
     MigrationPhase,
     migration_refusal,
@@ -167,8 +170,9 @@ class Service:
                 broker_count=body["broker_count"],
                 zones=tuple(body["zones"] or self.provider.zones),
                 instance_type=body["instance_type"] or self.provider.instance_types[0],
-                kafka_version=body["kafka_version"] or versions[-1],
+                kafka_version=body["kafka_version"] or default_kafka_version(versions),
                 broker_config=body["broker_config"],
+                kraft_controllers=body.get("kraft_controllers"),
             ),
             versions,
             tuple(self.provider.zones),
@@ -194,6 +198,8 @@ class Service:
             zookeeper_participants=zookeeper_participants(request.broker_count),
             broker_config=request.broker_config,
             logs=logs,
+            # Stored for KRaft versions only (ZooKeeper mode's spec has no "kraft" value).
+            kraft_controllers=request.kraft_controllers or DEFAULT_KRAFT_QUORUM_SIZE,
         )
         try:
             self.db.add_cluster(
@@ -211,6 +217,7 @@ class Service:
             "instance_type": request.instance_type,
             "kafka_version": request.kafka_version,
             "broker_config": request.broker_config,
+            "kraft_controllers": request.kraft_controllers,
         }
         return self._queue(request.name, "create_cluster", params, caller)
 
@@ -241,8 +248,16 @@ class Service:
             version = validate_kafka_version(
                 change["kafka_version"], self.provider.kafka_versions()
             )
+            refusal = mode_change_refusal(spec, version)
+            if refusal:
+                raise ApiError(409, "mode_change", f"cluster {name}: {refusal}")
             stale = [v["vm_id"] for v in self.db.cluster_vms(name) if v["kafka_version"] != version]
             spec_changes: dict[str, Any] = {"kafka_version": version}
+            if spec.migration is not None and spec.kafka_mode is KafkaMode.KRAFT:
+                # A finalised migration on 4.x is a KRaft cluster like any other: the quorum
+                # keeps its size, the migration's record goes (4.x has no migration mode).
+                spec_changes["migration"] = None
+                spec_changes["kraft_controllers"] = len(spec.migration.voters)
             if spec.kafka_version == version and not stale:
                 raise ApiError(409, "no_change", f"cluster {name} runs Kafka {version} already")
         else:
@@ -273,6 +288,11 @@ class Service:
         current = len(vms)
         if broker_count == current:
             raise ApiError(409, "no_change", f"cluster {name} has {current} brokers already")
+        if spec.kafka_mode is KafkaMode.KRAFT and broker_count < spec.kraft_controllers:
+            raise ValidationError(
+                f"broker_count {broker_count} is below the controller quorum's size "
+                f"{spec.kraft_controllers}: every controller runs on a VM of its own"
+            )
         changes = {
             "broker_count": broker_count,
             "zookeeper_participants": zookeeper_participants(broker_count),

@@ -13,7 +13,16 @@ from dataclasses import dataclass
 
 from management_plane.errors import Refusal, RequestRefused
 from planner.contracts.fields import ContractError
+from planner.contracts.kafka_release import (
+    DEFAULT_KRAFT_QUORUM_SIZE,
+    KRAFT_QUORUM_SIZES,
+    KafkaMode,
+    is_kraft,
+    kafka_mode,
+    kraft_quorum_size_problem,
+)
 from planner.contracts.log_limits import DEFAULT_LOG_LIMITS, LogLimits, parse_log_limits
+from planner.contracts.spec import ClusterSpec
 from planner.contracts.vm_config.validation import spec_broker_config_problems
 
 # Explicit ASCII classes and full matches: "abc\n" and other scripts' digits are refused.
@@ -44,6 +53,9 @@ class ClusterRequest:
     instance_type: str
     kafka_version: str
     broker_config: dict[str, str]
+    kraft_controllers: int | None = None
+    """The KRaft controller quorum's size (None: the default for the VM count, or ZooKeeper
+    mode, which has none)."""
 
 
 def validate_name(name: str, field: str = "name") -> str:
@@ -89,6 +101,62 @@ def validate_kafka_version(version: str, known: tuple[str, ...]) -> str:
             f"kafka_version {version!r} is not available; choose one of {', '.join(known)}"
         )
     return version
+
+
+def default_kraft_quorum(broker_count: int) -> int:
+    """The largest quorum size up to the default that the VMs can host (one controller per
+    VM): 1 for one or two VMs, else 3."""
+    room = min(broker_count, DEFAULT_KRAFT_QUORUM_SIZE)
+    return max(size for size in KRAFT_QUORUM_SIZES if size <= room)
+
+
+def validate_kraft_controllers(
+    controllers: int | None, kafka_version: str, broker_count: int
+) -> int | None:
+    """The quorum size to store: None in ZooKeeper mode, else `controllers` or the default.
+    Refused: a size for a ZooKeeper-mode version, a size that is not 1, 3 or 5 (2 or 4
+    tolerate no more failures than one less and need more votes), more controllers than VMs
+    (each controller has a VM of its own)."""
+    if not is_kraft(kafka_version):
+        if controllers is not None:
+            raise ValidationError(
+                f"kraft_controllers is set, but Kafka {kafka_version} runs in ZooKeeper mode, "
+                "which has no controller quorum"
+            )
+        return None
+    if controllers is None:
+        return default_kraft_quorum(broker_count)
+    problem = kraft_quorum_size_problem(controllers, "kraft_controllers")
+    if problem:
+        raise ValidationError(problem)
+    if controllers > broker_count:
+        raise ValidationError(
+            f"kraft_controllers is {controllers}, above the broker count {broker_count}: "
+            "every controller runs on a VM of its own"
+        )
+    return controllers
+
+
+def default_kafka_version(offered: tuple[str, ...]) -> str:
+    """What a request naming no version gets: the newest ZooKeeper-mode release offered (new
+    clusters move to KRaft by default once every drill passes on it), else the newest."""
+    zookeeper_mode = [v for v in offered if not is_kraft(v)]
+    return (zookeeper_mode or list(offered))[-1]
+
+
+def mode_change_refusal(spec: ClusterSpec, version: str) -> str:
+    """Why an upgrade of the cluster of `spec` to Kafka `version` cannot run, or "": an upgrade
+    keeps the cluster's metadata mode (a ZooKeeper-mode cluster reaches KRaft by migrating,
+    and a KRaft cluster has no way back)."""
+    target = kafka_mode(version)
+    if target is spec.kafka_mode:
+        return ""
+    if target is KafkaMode.KRAFT:
+        return (
+            f"Kafka {version} runs in KRaft mode and this cluster keeps its metadata in "
+            "ZooKeeper: migrate it first (kaas cluster migrate-to-kraft), then upgrade"
+        )
+    return f"Kafka {version} runs in ZooKeeper mode and this cluster runs KRaft already"
 
 
 def validate_zones(zones: tuple[str, ...], known: tuple[str, ...]) -> tuple[str, ...]:
@@ -153,6 +221,9 @@ def validate_cluster_request(
     validate_zones(request.zones, known_zones)
     validate_instance_type(request.instance_type, known_instance_types)
     validate_kafka_version(request.kafka_version, known_versions)
+    controllers = validate_kraft_controllers(
+        request.kraft_controllers, request.kafka_version, request.broker_count
+    )
     config = validate_broker_config(request.broker_config, request.broker_count)
     return ClusterRequest(
         name=request.name,
@@ -161,6 +232,7 @@ def validate_cluster_request(
         instance_type=request.instance_type,
         kafka_version=request.kafka_version,
         broker_config=config,
+        kraft_controllers=controllers,
     )
 
 

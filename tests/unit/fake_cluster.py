@@ -10,6 +10,7 @@ from pathlib import Path
 
 from management_plane.providers.base import ProviderError, VmInfo, VmRequest
 from management_plane.service.cluster_io import ClusterUnreachable, PartitionState
+from management_plane.service.metadata_version import MetadataVersionLevels
 from planner.contracts.ensemble_repair import EnsembleRepairRequest
 from planner.contracts.member import MemberReadings, MemberRecord, MemberRole, MemberState
 from planner.contracts.mirror_flow import MirrorFlow, MirrorFlowReadings, parse_mirror_flows
@@ -51,6 +52,7 @@ class FakeProvider:
             instance_type=request.instance_type,
             kafka_version=request.kafka_version,
             broker_id=request.reuse_broker_id,
+            controller=request.controller,
         )
         self.vms[info.vm_id] = info
         return info
@@ -123,6 +125,11 @@ class FakeCluster:
     identities_seen: list[IdentityFiles | None] = field(default_factory=list)
     flows: dict[str, MirrorFlow] = field(default_factory=dict)
     """/kaas/<cluster>/mirror/flows by name."""
+    metadata_levels: MetadataVersionLevels = field(
+        default_factory=lambda: MetadataVersionLevels(21, 21)
+    )
+    """KRaft's finalised metadata.version and the brokers' highest."""
+    metadata_raises: list[int] = field(default_factory=list)
 
     def connect(
         self, cluster: str, addresses: list[str], identity: IdentityFiles | None
@@ -203,6 +210,15 @@ class FakeCluster:
 
     def withdraw_ensemble_repair(self) -> None:
         self.repair_withdrawn += 1
+
+    def metadata_version(self) -> MetadataVersionLevels:
+        if not self.reachable:
+            raise ClusterUnreachable("Kafka: connection refused")
+        return self.metadata_levels
+
+    def raise_metadata_version(self, level: int) -> None:
+        self.metadata_raises.append(level)
+        self.metadata_levels = replace(self.metadata_levels, finalized=level)
 
     def partitions(self) -> list[PartitionState]:
         return list(self.partition_states)

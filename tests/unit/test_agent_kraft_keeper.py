@@ -11,6 +11,7 @@ from agent.kraft_keeper import (
     QuorumKeeper,
     allowed,
     metadata_directory_id,
+    recycled_controllers,
     stale_brokers,
     track_unseen,
 )
@@ -230,3 +231,38 @@ def test_the_elected_agent_unregisters_a_recycled_broker_once() -> None:
     assert quorum.calls == ["unregister 3"]
     assert journal == [("unregister_broker", journal[0][1], "done")]
     assert "broker 3 is claimed by no VM" in journal[0][1]
+
+
+def test_a_recycled_vms_voter_goes_at_once_and_a_never_claimed_one_waits() -> None:
+    """Claims 0-3 seen, then 3's released (its VM recycled): voter 3003 is removed on the next
+    look, before the gone threshold. A voter whose claim was never seen stays."""
+    quorum = FakeQuorum(
+        [
+            replica(3000, LEADER),
+            replica(3001, FOLLOWER),
+            replica(3002, FOLLOWER),
+            replica(3003, FOLLOWER, ago=None),
+            replica(3004, FOLLOWER, ago=None),
+        ]
+    )
+    claimed = {0, 1, 2, 3}
+    journal: list[tuple[str, str, str]] = []
+    elected = QuorumKeeper(
+        quorum,
+        lambda: None,
+        lambda: SPEC,
+        lambda: True,
+        lambda: frozenset({0, 1, 2}),
+        lambda: frozenset(claimed),
+        lambda *entry: journal.append(entry),
+        Clock(),
+        60.0,
+        5000,
+    )
+    assert elected.tick() is None
+    claimed.discard(3)
+    change = elected.tick()
+    assert change is not None and (change.kind, change.node_id) == (QuorumChangeKind.REMOVE, 3003)
+    assert "its VM is recycled" in change.reason
+    assert recycled_controllers(frozenset({0, 1, 3}), frozenset({0, 1})) == {3003}
+    assert recycled_controllers(frozenset(), frozenset({0})) == frozenset()
