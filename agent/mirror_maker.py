@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import KazooException, NoNodeError
+from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError
 
 from agent.errors import AgentError
 from agent.ports import STOPPED, StoreUnavailable
@@ -150,6 +150,18 @@ class KazooMirrorFlows:
         except KazooException as exc:
             raise StoreUnavailable(str(exc)) from exc
         return frozenset(int(c) for c in children if c.isdigit())
+
+    def write_lag(self, flow: str, value: bytes) -> None:
+        path = self.paths.mirror_lag(flow)
+        try:
+            try:
+                self.client.set(path, value)
+            except NoNodeError:
+                self.client.create(path, value, makepath=True)
+        except NodeExistsError:
+            self.client.set(path, value)  # another reporter made it in between
+        except KazooException as exc:
+            raise StoreUnavailable(str(exc)) from exc
 
 
 class VmMirrorCredentials:

@@ -20,7 +20,9 @@ from agent.adapters import (
 from agent.cert_keeper import CertificateKeeper, KazooCertificateExchange, presented_serial
 from agent.cycle import Agent, AgentPorts
 from agent.kraft_quorum_tool import MetadataQuorumTool
+from agent.metrics.mirror_offsets import KafkaMirrorOffsets
 from agent.mirror_keeper import Journal, MirrorKeeper
+from agent.mirror_lag_monitor import MirrorLagMonitor
 from agent.mirror_maker import KazooMirrorFlows, LocalMirrorProcess, VmMirrorCredentials
 from agent.planner_role import PlannerRole
 from agent.ports import BrokerSupervisor, ReassignmentAdmin
@@ -82,15 +84,22 @@ def mirror_keeper(
     has no systemd unit for it yet."""
     if settings.supervisor != "local":
         return None
+    flows = KazooMirrorFlows(client, ClusterPaths(settings.cluster))
     return MirrorKeeper(
         settings.cluster,
-        KazooMirrorFlows(client, ClusterPaths(settings.cluster)),
+        flows,
         LocalMirrorProcess(settings),
         VmMirrorCredentials(settings),
         settings.address,
         settings.mirror_rest_port,
         time.monotonic,
         journal,
+        lag=MirrorLagMonitor(
+            settings.cluster,
+            KafkaMirrorOffsets(settings.kafka_client),
+            flows,
+            time.time,
+        ),
     )
 
 
