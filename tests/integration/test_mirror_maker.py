@@ -21,6 +21,7 @@ import pytest
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from management_plane.local.mirror_sources import MirrorSourceStore
 from management_plane.local.processes import ProcessRecord, is_alive, send_signal
 from management_plane.local.state import mirror_maker_record
 from management_plane.local.tls import authority_dir_in
@@ -28,18 +29,14 @@ from management_plane.mirror.acls import SourceGrant, mirror_source_grants
 from management_plane.mirror.kafka import KafkaSourceAcls
 from management_plane.monitoring.graphite import GraphiteReader
 from planner.contracts.mirror_flow import (
-    SOURCE_CA_FILE,
-    SOURCE_CLIENT_FILE,
     MirrorFlow,
     MirrorSource,
     SourceKind,
-    source_credentials_dir,
 )
 from planner.contracts.paths import ClusterPaths
 from planner.contracts.spec import parse_spec
 from planner.pki.authority import Role, issue
 from planner.pki.files import load_authority
-from planner.private_files import private_dir, write_private
 from tests import harness
 from tests.harness import ClusterHandle, kaas_cli, wait_until
 from tests.mp_service import ServiceHandle, free_port
@@ -111,10 +108,14 @@ def _give_source_credentials(source: ClusterHandle, target: ClusterHandle) -> li
     KafkaSourceAcls(source.bootstrap_servers, source.admin_identity).grant(grants)
     authority = load_authority(authority_dir_in(source.home))
     issued = issue(authority, Role.MIRROR, (), dt.datetime.now(dt.UTC))
-    for vm in target.layout.vms:
-        folder = private_dir(source_credentials_dir(vm.directory, FLOW))
-        write_private(folder / SOURCE_CLIENT_FILE, issued.key_pem + issued.certificate_pem)
-        write_private(folder / SOURCE_CA_FILE, source.admin_identity.trust_bundle.read_bytes())
+    # Kept in the target's folder too, as the local provider keeps a KaaS source's: a VM
+    # added to the target later gets them.
+    MirrorSourceStore(target.home).deliver(
+        [vm.directory for vm in target.layout.vms],
+        FLOW,
+        issued.key_pem + issued.certificate_pem,
+        source.admin_identity.trust_bundle.read_bytes(),
+    )
     return grants
 
 
