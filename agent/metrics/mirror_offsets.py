@@ -137,7 +137,7 @@ class KafkaMirrorOffsets:
                         position = max(position, (message.offset() or 0) + 1)
             self._syncs[alias], _ = latest_syncs(known, records)
         except KafkaException as exc:
-            if "UNKNOWN_TOPIC" in str(exc):
+            if "UNKNOWN_TOPIC" in str(exc) or "UNKNOWN_PARTITION" in str(exc):
                 return {}  # MirrorMaker has mirrored nothing yet
             raise MirrorOffsetsUnreadable(f"offset syncs of {alias}: {exc}") from None
         return dict(self._syncs[alias])

@@ -202,6 +202,7 @@ class FakeOffsets:
         self.source: dict[tuple[str, int], int] = {("orders.a", 0): 100, ("orders.a", 1): 40}
         self.target: dict[tuple[str, int], int] = {("primary.orders.a", 0): 60}
         self.syncs: dict[tuple[str, int], OffsetSync] = {}
+        self.syncs_readable = True
         self.reachable = True
         self.read_with: list[MirrorEndpoint] = []
 
@@ -215,6 +216,8 @@ class FakeOffsets:
         return {tp: end for tp, end in self.target.items() if tp[0].startswith(f"{alias}.")}
 
     def offset_syncs(self, alias: str) -> dict[tuple[str, int], OffsetSync]:
+        if not self.syncs_readable:
+            raise StoreUnavailable("offset syncs of primary: timed out")
         return dict(self.syncs)
 
 
@@ -255,6 +258,14 @@ def test_the_monitor_measures_stores_and_gauges_the_lag_and_the_rate() -> None:
     gauges, problems = monitor.measure(0, [(_flow(), ENDPOINT)])
     assert dict(gauges)["backup.mirror.orders-dr.lag_records"] == 25.0
     assert parse_mirror_lag(store.values["orders-dr"]).method is LagMethod.OFFSET_SYNCS
+
+    offsets.syncs_readable = False  # measured by end offsets alone, and said
+    gauges, problems = monitor.measure(0, [(_flow(), ENDPOINT)])
+    assert problems == ["mirror lag of orders-dr: offset syncs of primary: timed out"]
+    assert dict(gauges)["backup.mirror.orders-dr.lag_records"] == 0.0  # 125 - 130: hidden
+    assert parse_mirror_lag(store.values["orders-dr"]).method is LagMethod.END_OFFSETS
+    offsets.syncs_readable = True
+    monitor.measure(0, [(_flow(), ENDPOINT)])
 
     offsets.reachable = False
     gauges, problems = monitor.measure(0, [(_flow(), ENDPOINT)])
