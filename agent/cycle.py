@@ -603,6 +603,9 @@ class Agent:
             stats=self.stats,
             is_planner=lambda: self.planner_role.is_planner,
             log_rates=lambda: shipper.rate.per_minute(time.time()),
+            mirror_lags=(
+                self.ports.mirror.lag_gauges if self.ports.mirror is not None else lambda: ([], [])
+            ),
         )
 
     def close(self) -> None:

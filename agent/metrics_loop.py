@@ -27,12 +27,14 @@ def start_metrics_loop(
     stats: AgentStats | None = None,
     is_planner: Callable[[], bool] = lambda: False,
     log_rates: Callable[[], Mapping[str, float]] = dict,
+    mirror_lags: Callable[[], tuple[list[tuple[str, float]], list[str]]] = lambda: ([], []),
 ) -> threading.Thread:
     """`on_sample(problem)` after every interval; `problem` is None when all went out.
     `statsd_target()`, asked every interval: the spec's statsd address, which wins over the
     settings' (None: the settings' own). Beside the record: the VM's ZooKeeper server
     (`mntr`), the agent's own `stats`, while `is_planner()` every group's lag, and the log
-    stream's `log_rates()` (errors per minute)."""
+    stream's `log_rates()` (errors per minute), and the lag of the mirror flows this VM
+    reports (`mirror_lags()`: gauges and problems)."""
     s = settings
     zookeeper = (
         ZookeeperProbe(s.address, s.zookeeper_client_port, s.identity)
@@ -53,7 +55,8 @@ def start_metrics_loop(
             problems += [problem] if problem else []
         agent = stats.take() if stats is not None else {}
         gauges = extra_gauges(s.cluster, broker_id, zk_values, agent, lags, log_rates())
-        return gauges, problems
+        mirror, mirror_problems = mirror_lags()
+        return gauges + mirror, problems + mirror_problems
 
     collector = MetricsCollector(
         s.cluster,

@@ -68,6 +68,14 @@ def select_flows(
     return FlowSelection(tuple(chosen), skipped)
 
 
+def reports_lag(flow: MirrorFlow, broker_id: int, live_broker_ids: frozenset[int]) -> bool:
+    """Whether this VM measures the flow's lag: it runs the flow, and no live agent of a
+    lower broker id does (one reporter per flow, and another takes over when it is gone)."""
+    live = live_broker_ids | {broker_id}
+    runners = [b for b in sorted(live) if flow.runs_on(b, live_broker_ids)]
+    return bool(runners) and runners[0] == broker_id
+
+
 @dataclass(frozen=True)
 class MirrorObservation:
     desired: str | None

@@ -21,8 +21,10 @@ from agent.mirror_decide import (
     MirrorMemory,
     MirrorObservation,
     decide_mirror,
+    reports_lag,
     select_flows,
 )
+from agent.mirror_lag_monitor import MirrorLagMonitor
 from agent.ports import (
     MirrorCredentials,
     MirrorFlowSource,
@@ -30,8 +32,8 @@ from agent.ports import (
     StoreUnavailable,
 )
 from planner.contracts.journal import JournalAction
-from planner.contracts.mirror_flow import parse_mirror_flows
-from planner.contracts.vm_config.mirror import render_mirror_maker_properties
+from planner.contracts.mirror_flow import MirrorFlow, parse_mirror_flows
+from planner.contracts.vm_config.mirror import MirrorEndpoint, render_mirror_maker_properties
 from planner.contracts.vm_config.properties import server_properties_text
 from planner.errors import PlannerError
 
@@ -53,7 +55,9 @@ class MirrorKeeper:
         rest_port: int,
         clock: Callable[[], float],
         journal: Journal,
+        lag: MirrorLagMonitor | None = None,
     ) -> None:
+        """`lag`: measures the lag of the flows this VM reports (None: no measurement)."""
         self.cluster = cluster
         self.flows = flows
         self.process = process
@@ -65,6 +69,9 @@ class MirrorKeeper:
         self.memory = MirrorMemory()
         self.sentence = ""
         self._reported_unreadable: set[tuple[str, str]] = set()
+        self.lag = lag
+        # Set by the keeper's thread, read by the metrics thread: replaced whole, never changed.
+        self._reporting: tuple[int, tuple[tuple[MirrorFlow, MirrorEndpoint], ...]] = (-1, ())
 
     def tick(self, broker_id: int | None, kafka_version: str | None) -> str:
         """One look and at most one action; the sentence for the member record ('' when no
@@ -75,12 +82,21 @@ class MirrorKeeper:
             readings = parse_mirror_flows(self.flows.read_flows())
             live = self.flows.live_broker_ids()
         except (StoreUnavailable, KazooException) as exc:
+            self._reporting = (broker_id, ())
             return self._say(f"MirrorMaker: flows unreadable ({exc}), left as it is")
         for name, reason in readings.unreadable.items():
             if (name, reason) not in self._reported_unreadable:
                 self._reported_unreadable.add((name, reason))
                 log.warning("mirror_flow_unreadable", flow=name, reason=reason)
         selection = select_flows(readings.flows, broker_id, live, self.credentials.sources_held())
+        self._reporting = (
+            broker_id,
+            tuple(
+                (f, self.credentials.source(f))
+                for f in selection.flows
+                if reports_lag(f, broker_id, live)
+            ),
+        )
         properties = None
         if selection.flows:
             try:
@@ -110,6 +126,14 @@ class MirrorKeeper:
         outcome = self._execute(decision, properties, kafka_version)
         skipped = "; ".join(f"flow {n}: {why}" for n, why in selection.skipped.items())
         return self._say("; ".join(part for part in (outcome, skipped) if part))
+
+    def lag_gauges(self) -> tuple[list[tuple[str, float]], list[str]]:
+        """The statsd gauges of the flows this VM reports the lag of (the metrics thread
+        asks every interval), and what could not be measured."""
+        broker_id, flows = self._reporting
+        if self.lag is None or not flows:
+            return [], []
+        return self.lag.measure(broker_id, flows)
 
     def _execute(
         self, decision: MirrorDecision, properties: dict[str, str] | None, kafka_version: str

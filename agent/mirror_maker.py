@@ -4,7 +4,9 @@ the keeper (agent/mirror_keeper.py) runs it through.
 The process runs Kafka's own MirrorMaker driver (dedicated mode) from the image's mirror
 libraries of the cluster's Kafka version, with the properties the single renderer produced
 (planner.contracts.vm_config.mirror). The properties carry the REST stores' password, so
-they are written 0600 and passed by path, never on the command line.
+they are written 0600 and passed by path, never on the command line. On a local VM the
+process is the agent's child JVM (`LocalMirrorProcess`), on a real VM the image's unit
+systemd/kaas-mirror-maker.service (`SystemdMirrorProcess`), the same JVM and files.
 
 A flow's source credentials are files the management plane delivers to the VM
 (`planner.contracts.mirror_flow.source_credentials_dir`); a flow without them is not started.
@@ -13,17 +15,20 @@ A flow's source credentials are files the management plane delivers to the VM
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import KazooException, NoNodeError
+from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError
 
 from agent.errors import AgentError
 from agent.ports import STOPPED, StoreUnavailable
 from agent.settings import AgentSettings
-from agent.supervisor import KafkaProcess, LocalProcessSupervisor
+from agent.supervisor import KafkaProcess, LocalProcessSupervisor, SystemdSupervisor
 from planner.contracts.mirror_flow import (
     SOURCE_CA_FILE,
     SOURCE_CLIENT_FILE,
@@ -151,6 +156,18 @@ class KazooMirrorFlows:
             raise StoreUnavailable(str(exc)) from exc
         return frozenset(int(c) for c in children if c.isdigit())
 
+    def write_lag(self, flow: str, value: bytes) -> None:
+        path = self.paths.mirror_lag(flow)
+        try:
+            try:
+                self.client.set(path, value)
+            except NoNodeError:
+                self.client.create(path, value, makepath=True)
+        except NodeExistsError:
+            self.client.set(path, value)  # another reporter made it in between
+        except KazooException as exc:
+            raise StoreUnavailable(str(exc)) from exc
+
 
 class VmMirrorCredentials:
     """This VM's identity towards its own cluster and the REST server; each flow's source
@@ -200,6 +217,70 @@ class _MirrorMakerJvm(LocalProcessSupervisor):
         return mirror_maker_command(
             s.java, mirror_libs(s.image_root, kafka_version), self.files, s.mirror_heap
         )
+
+
+MIRROR_MAKER_UNIT_USER = "kafka"
+"""The user systemd/kaas-mirror-maker.service runs MirrorMaker as."""
+MIRROR_MAKER_ENV = "mirror-maker.env"
+"""The unit's EnvironmentFile, in the agent's config folder (/etc/kaas/kafka on a VM)."""
+
+
+def mirror_maker_env(settings: AgentSettings, files: MirrorMakerFiles, kafka_version: str) -> str:
+    """What systemd/kaas-mirror-maker.service reads: the same JVM as `mirror_maker_command`."""
+    return (
+        f"MIRROR_LIBS={mirror_libs(settings.image_root, kafka_version)}\n"
+        f"MIRROR_HEAP={settings.mirror_heap}\n"
+        f"MIRROR_LOG4J={files.log4j}\n"
+        f"MIRROR_PROPERTIES={files.properties}\n"
+    )
+
+
+class _MirrorMakerUnit(SystemdSupervisor):
+    """systemd's view of kaas-mirror-maker.service (state, stop), started with its env file."""
+
+    def __init__(self, settings: AgentSettings, files: MirrorMakerFiles) -> None:
+        super().__init__(settings, KafkaProcess.MIRROR_MAKER)
+        self.files = files
+
+    def start(self, kafka_version: str) -> None:
+        env = mirror_maker_env(self.settings, self.files, kafka_version)
+        (self.settings.config_dir / MIRROR_MAKER_ENV).write_text(env)
+        subprocess.run(["systemctl", "start", self.unit], check=True, timeout=60)
+
+
+def hand_to_unit_user(folder: Path, user: str = MIRROR_MAKER_UNIT_USER) -> None:
+    """Give the unit's user the mirror folder (the properties, the REST stores, the sources'
+    credentials), keeping the modes: only an agent running as root can, and must."""
+    if os.geteuid() != 0:
+        return
+    for path in [folder, *folder.rglob("*")]:
+        shutil.chown(path, user, user)
+
+
+class SystemdMirrorProcess:
+    """MirrorMaker as systemd/kaas-mirror-maker.service (a real VM)."""
+
+    def __init__(self, settings: AgentSettings) -> None:
+        self.directory = mirror_dir(settings)
+        self.files = MirrorMakerFiles(self.directory)
+        self.unit = _MirrorMakerUnit(settings, self.files)
+
+    def running(self) -> bool:
+        return self.unit.state() != STOPPED
+
+    def started_properties(self) -> str | None:
+        try:
+            return self.files.properties.read_text()
+        except OSError:
+            return None
+
+    def start(self, properties: Mapping[str, str], kafka_version: str) -> None:
+        self.files.write(properties)
+        hand_to_unit_user(self.directory)
+        self.unit.start(kafka_version)
+
+    def stop(self, timeout: float) -> None:
+        self.unit.stop(timeout)
 
 
 class LocalMirrorProcess:

@@ -18,6 +18,7 @@ from typing import Any, Protocol
 from agent.broker_config import ConfigDiff, RunningValue
 from agent.cert_renewal import CertStep
 from agent.errors import AgentError
+from agent.metrics.mirror_lag import OffsetSync
 from agent.pipeline import ConfigChange, Move, PartitionKey, Reassigning
 from agent.zk_membership import ReconfigChange
 from planner.contracts.kafka_state import PartitionState
@@ -293,3 +294,21 @@ class MirrorCredentials(Protocol):
     def source(self, flow: MirrorFlow) -> MirrorEndpoint: ...
 
     def rest_stores(self) -> RestStores: ...
+
+
+class MirrorOffsets(Protocol):
+    """End offsets for a flow's lag (StoreUnavailable when a cluster does not answer)."""
+
+    def source_ends(self, flow: MirrorFlow, endpoint: MirrorEndpoint) -> dict[tuple[str, int], int]:
+        """Every partition of the source topics the flow mirrors, and its end offset."""
+
+    def target_ends(self, alias: str) -> dict[tuple[str, int], int]:
+        """Every partition of the target's topics mirrored from `alias`, and its end offset."""
+
+    def offset_syncs(self, alias: str) -> Mapping[tuple[str, int], OffsetSync]:
+        """MirrorMaker's latest offset sync per source partition of `alias` ({}: none yet)."""
+
+
+class MirrorLagStore(Protocol):
+    def write_lag(self, flow: str, value: bytes) -> None:
+        """Store the flow's lag record (`/kaas/<cluster>/mirror/lag/<flow>`)."""

@@ -20,8 +20,15 @@ from agent.adapters import (
 from agent.cert_keeper import CertificateKeeper, KazooCertificateExchange, presented_serial
 from agent.cycle import Agent, AgentPorts
 from agent.kraft_quorum_tool import MetadataQuorumTool
+from agent.metrics.mirror_offsets import KafkaMirrorOffsets
 from agent.mirror_keeper import Journal, MirrorKeeper
-from agent.mirror_maker import KazooMirrorFlows, LocalMirrorProcess, VmMirrorCredentials
+from agent.mirror_lag_monitor import MirrorLagMonitor
+from agent.mirror_maker import (
+    KazooMirrorFlows,
+    LocalMirrorProcess,
+    SystemdMirrorProcess,
+    VmMirrorCredentials,
+)
 from agent.planner_role import PlannerRole
 from agent.ports import BrokerSupervisor, ReassignmentAdmin
 from agent.reassign_admin import KafkaReassignmentAdmin
@@ -75,22 +82,27 @@ def quorum_tool(settings: AgentSettings) -> MetadataQuorumTool:
     )
 
 
-def mirror_keeper(
-    settings: AgentSettings, client: KazooClient, journal: Journal
-) -> MirrorKeeper | None:
-    """MirrorMaker supervision where the VM's processes are the agent's children; the image
-    has no systemd unit for it yet."""
-    if settings.supervisor != "local":
-        return None
+def mirror_keeper(settings: AgentSettings, client: KazooClient, journal: Journal) -> MirrorKeeper:
+    """MirrorMaker supervision: the agent's child JVM on a local VM, the image's unit
+    kaas-mirror-maker.service on a real one."""
+    flows = KazooMirrorFlows(client, ClusterPaths(settings.cluster))
     return MirrorKeeper(
         settings.cluster,
-        KazooMirrorFlows(client, ClusterPaths(settings.cluster)),
-        LocalMirrorProcess(settings),
+        flows,
+        LocalMirrorProcess(settings)
+        if settings.supervisor == "local"
+        else SystemdMirrorProcess(settings),
         VmMirrorCredentials(settings),
         settings.address,
         settings.mirror_rest_port,
         time.monotonic,
         journal,
+        lag=MirrorLagMonitor(
+            settings.cluster,
+            KafkaMirrorOffsets(settings.kafka_client),
+            flows,
+            time.time,
+        ),
     )
 
 

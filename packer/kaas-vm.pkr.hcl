@@ -79,7 +79,7 @@ build {
   }
 
   provisioner "file" {
-    sources     = ["${path.root}/../systemd/kaas-agent.service", "${path.root}/../systemd/kaas-kafka.service", "${path.root}/../systemd/kaas-zookeeper.service", "${path.root}/../systemd/kaas-controller.service", "${path.root}/../systemd/kaas-boot-identity.service"]
+    sources     = ["${path.root}/../systemd/kaas-agent.service", "${path.root}/../systemd/kaas-kafka.service", "${path.root}/../systemd/kaas-zookeeper.service", "${path.root}/../systemd/kaas-controller.service", "${path.root}/../systemd/kaas-mirror-maker.service", "${path.root}/../systemd/kaas-boot-identity.service"]
     destination = "/tmp/kaas/systemd/"
   }
 

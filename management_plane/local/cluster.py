@@ -30,6 +30,7 @@ from management_plane.local.layout import (
     next_vm,
     plan_layout,
 )
+from management_plane.local.mirror_sources import MirrorSourceStore
 from management_plane.local.processes import is_alive, kill_process, send_signal
 from management_plane.local.state import (
     LOCK_FILE,
@@ -337,6 +338,9 @@ class LocalCluster:
                 render.joining_dynamic_file(ensemble, vm)
             )
             write_vm_files(layout, vm, state.kafka_version, agents=True)
+            # The cluster's mirror flows run on any of its VMs: this one gets their sources'
+            # credentials before its agent starts.
+            MirrorSourceStore(self.home).provision(vm.directory)
             try:
                 if state.kraft:
                     libs = str(image.kafka_libs(state.kafka_version))

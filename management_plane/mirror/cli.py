@@ -77,6 +77,30 @@ def flow_line(flow: dict[str, Any]) -> str:
     )
 
 
+def lag_text(lag: dict[str, Any] | None) -> str:
+    """The flow's lag in all and per topic (the most behind first)."""
+    if lag is None:
+        return "lag: not measured yet\n"
+    rate = "?" if lag["records_per_s"] is None else f"{lag['records_per_s']:.1f}"
+    lines = [
+        f"lag: {lag['lag_records']} records, {rate} records/s mirrored "
+        f"(broker {lag['broker_id']}, {lag['age_s']:.0f} s ago, from {lag['method']})"
+    ]
+    for topic in lag["topics"]:
+        missing = (
+            f", {topic['missing_partitions']} not yet on the target"
+            if topic["missing_partitions"]
+            else ""
+        )
+        lines.append(
+            f"  {topic['topic']}: lag {topic['lag_records']} "
+            f"(max {topic['max_partition_lag']} of {topic['partitions']} partitions{missing})"
+        )
+    if lag["topics_omitted"]:
+        lines.append(f"  and {lag['topics_omitted']} more topics")
+    return "\n".join(lines) + "\n"
+
+
 def failover_text(answer: dict[str, Any]) -> str:
     """One line per partition: where the group resumes on the target."""
     lines = [f"group {answer['group']} of flow {answer['flow']}:"]
@@ -109,6 +133,7 @@ def run_mirror(client: Any, args: argparse.Namespace, watch: Callable[[Any, int]
             f"checkpoints every {flow['checkpoint_interval_s']} s, "
             f"replication factor {flow['replication_factor']}"
         )
+        print(lag_text(flow.get("lag")), end="")
         return 0
     if args.action == "failover":
         answer = client.call(

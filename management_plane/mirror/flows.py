@@ -37,6 +37,7 @@ from planner.contracts.mirror_flow import (
     SourceKind,
     validate_flow_name,
 )
+from planner.contracts.mirror_lag import MirrorFlowLag
 from planner.pki.files import IdentityFiles
 
 if TYPE_CHECKING:
@@ -117,6 +118,10 @@ class MirrorFlows:
         if flow is None:
             raise ApiError(404, "not_found", f"cluster {target} has no flow {name}")
         return flow
+
+    def lag(self, target: str, name: str) -> MirrorFlowLag | None:
+        """The flow's lag as its reporting agent last measured it (None: not yet)."""
+        return self.service.engine.controller.cluster_port(target).mirror_lag(name)
 
     def failover(self, target: str, name: str, group: str) -> builtins.list[PartitionOffsets]:
         """The group's committed offsets on the flow's source beside those MirrorMaker

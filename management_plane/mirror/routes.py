@@ -5,6 +5,7 @@ A create or delete answers 202 with its operation, as every cluster change does:
 writes the flow into the target's ZooKeeper (`kaas op watch` follows it).
 """
 
+import time
 from typing import Annotated, Any
 
 from fastapi import Depends, FastAPI, Query
@@ -15,6 +16,7 @@ from management_plane.mirror.request import DEFAULT_GROUPS, FlowRequest
 from management_plane.service.auth import Caller
 from management_plane.service.validation import validate_name
 from planner.contracts.mirror_flow import DEFAULT_WORKERS, MAX_WORKERS, MirrorFlow
+from planner.contracts.mirror_lag import MirrorFlowLag
 
 
 class FlowCreate(BaseModel):
@@ -64,6 +66,29 @@ class FlowOut(BaseModel):
     workers: int
 
 
+class TopicLagOut(BaseModel):
+    topic: str = Field(description="the source topic")
+    partitions: int
+    lag_records: int = Field(description="records on the source not yet on the target")
+    max_partition_lag: int
+    missing_partitions: int = Field(description="partitions not yet made on the target")
+
+
+class FlowLagOut(BaseModel):
+    broker_id: int = Field(description="the agent that measured it")
+    measured_at: float = Field(description="unix time")
+    age_s: float
+    lag_records: int
+    records_per_s: float | None = Field(description="mirrored per second; null at first")
+    method: str
+    topics: list[TopicLagOut] = Field(description="the most behind first")
+    topics_omitted: int
+
+
+class FlowDetail(FlowOut):
+    lag: FlowLagOut | None = Field(description="null until the flow's agent measured it")
+
+
 class FlowList(BaseModel):
     flows: list[FlowOut]
     unreadable: dict[str, str] = Field(description="flows this service cannot read, and why")
@@ -88,6 +113,13 @@ def flow_out(flow: MirrorFlow) -> FlowOut:
     value = flow.to_json()
     value.pop("schema_version")
     return FlowOut(**value)
+
+
+def lag_out(lag: MirrorFlowLag, now: float | None = None) -> FlowLagOut:
+    value = lag.to_json()
+    value.pop("schema_version")
+    value.pop("flow")
+    return FlowLagOut(**value, age_s=round(lag.age_s(time.time() if now is None else now), 1))
 
 
 def add_mirror_routes(
@@ -132,9 +164,12 @@ def add_mirror_routes(
         )
 
     @app.get(base + "/{flow}", responses=responses)
-    def get_flow(cluster: str, flow: str, _who: Admin) -> FlowOut:
+    def get_flow(cluster: str, flow: str, _who: Admin) -> FlowDetail:
+        """The flow, and its lag per topic as the agent reporting it last measured it."""
         validate_name(cluster)
-        return flow_out(flows.get(cluster, flow))
+        found = flow_out(flows.get(cluster, flow))
+        lag = flows.lag(cluster, flow)
+        return FlowDetail(**found.model_dump(), lag=None if lag is None else lag_out(lag))
 
     @app.delete(
         base + "/{flow}", status_code=202, responses=responses, response_model=operation_model

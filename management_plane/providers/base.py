@@ -135,11 +135,13 @@ class DeliversMirrorSources(Protocol):
     ) -> None:
         """Put the identity a flow's MirrorMaker presents to its source (key and certificate,
         PEM) and the source's CA on every VM of the target cluster (planner.contracts.
-        mirror_flow's `source_credentials_dir`), readable by the VM's agent only."""
+        mirror_flow's `source_credentials_dir`), readable by the VM's agent only, and on
+        every VM the provider adds to the target later (until withdrawn)."""
         ...
 
     def withdraw_mirror_source(self, target: str, flow: str) -> None:
-        """Remove those files from every VM of the target (gone already: nothing to do)."""
+        """Remove those files from every VM of the target, and stop giving them to new VMs
+        (gone already: nothing to do)."""
         ...
 
 

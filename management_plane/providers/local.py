@@ -12,7 +12,6 @@ re-replicates onto it).
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import structlog
@@ -21,6 +20,7 @@ from management_plane.errors import KaasError
 from management_plane.local.cluster import LocalCluster
 from management_plane.local.image import LocalImage, load_image
 from management_plane.local.layout import ZONES, VmLayout, address_base_of
+from management_plane.local.mirror_sources import MirrorSourceStore
 from management_plane.local.processes import is_alive
 from management_plane.local.state import ClusterState, read_state, require_state
 from management_plane.local.tls import admin_identity_in
@@ -28,13 +28,7 @@ from management_plane.providers.base import ProviderError, VmInfo, VmRequest
 from management_plane.providers.home_authority import HomeAuthorities
 from planner.contracts.kafka_release import KAFKA_RELEASES
 from planner.contracts.kafka_state import volume_broker_id
-from planner.contracts.mirror_flow import (
-    SOURCE_CA_FILE,
-    SOURCE_CLIENT_FILE,
-    source_credentials_dir,
-)
 from planner.pki.files import IdentityFiles
-from planner.private_files import private_dir, write_private
 
 log = structlog.get_logger("kaas.provider.local")
 
@@ -217,15 +211,13 @@ class LocalProvider(HomeAuthorities):
     def deliver_mirror_source(
         self, target: str, flow: str, client_pem: bytes, ca_pem: bytes
     ) -> None:
-        for directory in self._vm_dirs(target):
-            folder = source_credentials_dir(directory, flow)
-            private_dir(folder)
-            write_private(folder / SOURCE_CLIENT_FILE, client_pem)
-            write_private(folder / SOURCE_CA_FILE, ca_pem)
+        """Onto every VM of the target, and kept in its folder for the VMs added later
+        (`LocalCluster.add_vm` provisions them)."""
+        store = MirrorSourceStore(self.cluster_home(target))
+        store.deliver(self._vm_dirs(target), flow, client_pem, ca_pem)
 
     def withdraw_mirror_source(self, target: str, flow: str) -> None:
-        for directory in self._vm_dirs(target):
-            shutil.rmtree(source_credentials_dir(directory, flow), ignore_errors=True)
+        MirrorSourceStore(self.cluster_home(target)).withdraw(self._vm_dirs(target), flow)
 
     # The cluster's CA (management_plane.security.rotation): HomeAuthorities, in its home.
 

@@ -33,6 +33,7 @@ from planner.contracts.kraft_migration import (
 )
 from planner.contracts.member import MemberReadings, parse_members
 from planner.contracts.mirror_flow import MirrorFlow, MirrorFlowReadings, parse_mirror_flows
+from planner.contracts.mirror_lag import MirrorFlowLag, parse_mirror_lag
 from planner.contracts.paths import ClusterPaths
 from planner.contracts.plan_status import PlanStatus
 from planner.contracts.spec import ClusterSpec, KafkaMode, SpecError, parse_spec
@@ -195,6 +196,17 @@ class ClusterIO:
 
         return self._with_zk(read)
 
+    def mirror_lag(self, name: str) -> MirrorFlowLag | None:
+        """The flow's lag as its reporting agent last measured it (None: not yet)."""
+
+        def read(zk: KazooClient) -> MirrorFlowLag | None:
+            try:
+                return parse_mirror_lag(zk.get(self.paths.mirror_lag(name))[0])
+            except NoNodeError:
+                return None
+
+        return self._with_zk(read)
+
     def put_mirror_flow(self, flow: MirrorFlow) -> None:
         """Create the flow's znode, or replace its value (a state change)."""
 
@@ -208,9 +220,13 @@ class ClusterIO:
         self._with_zk(write)
 
     def remove_mirror_flow(self, name: str) -> None:
+        """The flow's znode, then its lag record."""
+
         def delete(zk: KazooClient) -> None:
             with suppress(NoNodeError):
                 zk.delete(self.paths.mirror_flow(name))
+            with suppress(NoNodeError):
+                zk.delete(self.paths.mirror_lag(name))
 
         self._with_zk(delete)
 

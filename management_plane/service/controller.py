@@ -65,6 +65,7 @@ from planner.contracts.kafka_release import KAFKA_RELEASES, KafkaMode
 from planner.contracts.log_limits import parse_log_limits
 from planner.contracts.member import MemberReadings
 from planner.contracts.mirror_flow import MirrorFlow, MirrorFlowReadings
+from planner.contracts.mirror_lag import MirrorFlowLag
 from planner.contracts.spec import ClusterSpec, parse_spec
 from planner.pki.files import IdentityFiles
 from planner.zookeeper_ensemble import EnsembleConfig, EnsembleConfigError, repair_outstanding
@@ -100,6 +101,8 @@ class ClusterPort(Protocol):
     def raise_metadata_version(self, level: int) -> None: ...
 
     def mirror_flows(self) -> MirrorFlowReadings: ...
+
+    def mirror_lag(self, name: str) -> MirrorFlowLag | None: ...
 
     def put_mirror_flow(self, flow: MirrorFlow) -> None: ...
 

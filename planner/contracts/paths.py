@@ -85,6 +85,14 @@ class ClusterPaths:
         return f"{self.mirror_flows}/{flow}"
 
     @property
+    def mirror_lags(self) -> str:
+        """Each flow's lag as its reporting agent last measured it (mirror_lag.py)."""
+        return f"{self.root}/mirror/lag"
+
+    def mirror_lag(self, flow: str) -> str:
+        return f"{self.mirror_lags}/{flow}"
+
+    @property
     def restart_lock(self) -> str:
         return f"{self.root}/locks/restart"
 

@@ -14,6 +14,7 @@ from management_plane.service.metadata_version import MetadataVersionLevels
 from planner.contracts.ensemble_repair import EnsembleRepairRequest
 from planner.contracts.member import MemberReadings, MemberRecord, MemberRole, MemberState
 from planner.contracts.mirror_flow import MirrorFlow, MirrorFlowReadings, parse_mirror_flows
+from planner.contracts.mirror_lag import MirrorFlowLag, parse_mirror_lag
 from planner.contracts.spec import ClusterSpec, parse_spec
 from planner.pki.authority import Role
 from planner.pki.files import IdentityFiles
@@ -130,6 +131,8 @@ class FakeCluster:
     )
     """KRaft's finalised metadata.version and the brokers' highest."""
     metadata_raises: list[int] = field(default_factory=list)
+    mirror_lags: dict[str, bytes] = field(default_factory=dict)
+    """/kaas/<cluster>/mirror/lag by flow name, as the reporting agent wrote it."""
 
     def connect(
         self, cluster: str, addresses: list[str], identity: IdentityFiles | None
@@ -227,8 +230,13 @@ class FakeCluster:
         # Through the encoded value, as the real reader sees it.
         return parse_mirror_flows({n: f.encode() for n, f in self.flows.items()})
 
+    def mirror_lag(self, name: str) -> MirrorFlowLag | None:
+        raw = self.mirror_lags.get(name)
+        return None if raw is None else parse_mirror_lag(raw)
+
     def put_mirror_flow(self, flow: MirrorFlow) -> None:
         self.flows[flow.name] = flow
 
     def remove_mirror_flow(self, name: str) -> None:
         self.flows.pop(name, None)
+        self.mirror_lags.pop(name, None)

@@ -4,12 +4,15 @@ then the keeper's whole ticks against fakes of ZooKeeper, the VM's files and the
 
 from __future__ import annotations
 
+import json
+import shlex
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
+from kazoo.client import KazooClient
 
 from agent.mirror_decide import (
     BACKOFF_FIRST_S,
@@ -23,9 +26,25 @@ from agent.mirror_decide import (
     select_flows,
 )
 from agent.mirror_keeper import MirrorKeeper
-from agent.mirror_maker import SOURCE_CA, SOURCE_CLIENT, VmMirrorCredentials, source_dir
+from agent.mirror_maker import (
+    MIRROR_MAKER_ENV,
+    MIRROR_MAKER_UNIT_USER,
+    SOURCE_CA,
+    SOURCE_CLIENT,
+    LocalMirrorProcess,
+    MirrorMakerFiles,
+    SystemdMirrorProcess,
+    VmMirrorCredentials,
+    mirror_dir,
+    mirror_maker_command,
+    mirror_maker_env,
+    source_dir,
+)
 from agent.ports import StoreUnavailable
 from agent.settings import AgentSettings
+from agent.supervisor import KafkaProcess, SystemdSupervisor
+from agent.wiring import mirror_keeper
+from management_plane.providers.aws_userdata import KAFKA_CONFIG_DIR
 from planner.contracts.mirror_flow import FlowState, MirrorFlow, MirrorSource, SourceKind
 from planner.contracts.vm_config.kafka_tls import TlsFiles
 from planner.contracts.vm_config.mirror import MirrorEndpoint, RestStores
@@ -309,8 +328,8 @@ def test_a_flow_without_source_credentials_is_not_started_and_says_so(
     assert keeper.process.calls == []
 
 
-def test_the_vm_reads_a_flows_source_credentials_from_its_folder(tmp_path: Path) -> None:
-    settings = AgentSettings(
+def _settings(tmp_path: Path) -> AgentSettings:
+    return AgentSettings(
         cluster="backup",
         zookeeper_hosts="127.0.2.1:2181",
         vm_id="vm1",
@@ -320,6 +339,10 @@ def test_the_vm_reads_a_flows_source_credentials_from_its_folder(tmp_path: Path)
         config_dir=tmp_path / "config",
         state_dir=tmp_path,
     )
+
+
+def test_the_vm_reads_a_flows_source_credentials_from_its_folder(tmp_path: Path) -> None:
+    settings = _settings(tmp_path)
     credentials = VmMirrorCredentials(settings)
     assert credentials.sources_held() == frozenset()
     folder = source_dir(settings, "orders-dr")
@@ -331,3 +354,60 @@ def test_the_vm_reads_a_flows_source_credentials_from_its_folder(tmp_path: Path)
     endpoint = credentials.source(_flow())
     assert endpoint.bootstrap_servers == "127.0.1.1:9092"
     assert endpoint.tls == TlsFiles(str(folder / SOURCE_CLIENT), str(folder / SOURCE_CA))
+
+
+# -- MirrorMaker under systemd on a real VM ---------------------------------------------------
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _exec_start(unit: str, env: str) -> list[str]:
+    """The unit's ExecStart as systemd runs it: `${VAR}` one word, `$VAR` split at spaces."""
+    command = unit.split("ExecStart=", 1)[1].split("\n")
+    joined = ""
+    for line in command:
+        joined += line.rstrip("\\").strip() + " "
+        if not line.endswith("\\"):
+            break
+    values = dict(line.split("=", 1) for line in env.splitlines())
+    words: list[str] = []
+    for word in shlex.split(joined):
+        if word.startswith("$") and not word.startswith("${"):
+            words += values[word[1:]].split()
+            continue
+        for name, value in values.items():
+            word = word.replace("${" + name + "}", value)
+        words.append(word)
+    return words
+
+
+def test_the_mirror_maker_unit_runs_the_jvm_the_local_supervisor_runs(tmp_path: Path) -> None:
+    unit = (REPO / "systemd" / "kaas-mirror-maker.service").read_text()
+    assert f"EnvironmentFile={KAFKA_CONFIG_DIR}/{MIRROR_MAKER_ENV}" in unit
+    assert f"User={MIRROR_MAKER_UNIT_USER}" in unit and "Restart=no" in unit
+    # The agent starts it (after its backoff), never systemd at boot.
+    assert "kaas-mirror-maker" not in (REPO / "packer/scripts/provision.sh").read_text()
+    assert SystemdSupervisor(_settings(tmp_path), KafkaProcess.MIRROR_MAKER).unit == (
+        "kaas-mirror-maker.service"
+    )
+    image = tmp_path / "image"
+    (image / "opt" / "kaas").mkdir(parents=True)
+    (image / "opt" / "kaas" / "image.json").write_text(
+        json.dumps({"mirror_versions": {"3.9.2": "opt/kaas/mirror/3.9.2/libs"}})
+    )
+    settings = replace(_settings(tmp_path), image_root=image, java="/usr/bin/java")
+    files = MirrorMakerFiles(mirror_dir(settings))
+    env = mirror_maker_env(settings, files, "3.9.2")
+    libs = image / "opt/kaas/mirror/3.9.2/libs"
+    assert _exec_start(unit, env) == mirror_maker_command(
+        "/usr/bin/java", libs, files, settings.mirror_heap
+    )
+
+
+def test_a_systemd_vm_supervises_mirror_maker_through_its_unit(tmp_path: Path) -> None:
+    settings = replace(_settings(tmp_path), supervisor="systemd")
+    keeper = mirror_keeper(settings, cast(KazooClient, object()), lambda a, r, o: None)
+    assert isinstance(keeper.process, SystemdMirrorProcess)
+    assert keeper.process.unit.unit == "kaas-mirror-maker.service"
+    local = mirror_keeper(_settings(tmp_path), cast(KazooClient, object()), lambda a, r, o: None)
+    assert isinstance(local.process, LocalMirrorProcess)

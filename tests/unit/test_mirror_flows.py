@@ -49,6 +49,7 @@ from planner.contracts.mirror_flow import (
     SourceKind,
     filter_matches,
 )
+from planner.contracts.mirror_lag import MirrorFlowLag, TopicLag
 from planner.contracts.spec import ClusterSpec
 from planner.pki.authority import Authority, Role, create_authority, issue, issued_by
 from planner.pki.files import IdentityFiles, write_identity
@@ -560,3 +561,13 @@ def test_failover_reads_both_kaas_sides_with_the_service_identities(world: Mirro
     with pytest.raises(ApiError, match="has no flow nope"):
         world.flows.failover("backup", "nope", "billing")
     assert reads == [], "an unknown flow is refused before any cluster is read"
+
+
+def test_get_reads_the_agents_lag_record_and_delete_removes_it(world: MirrorWorld) -> None:
+    world.run(world.flows.create("backup", _request(), "admin"))
+    assert world.flows.lag("backup", "orders-dr") is None  # not measured yet
+    record = MirrorFlowLag("orders-dr", 0, 100.0, 7, 2.0, (TopicLag("orders.a", 3, 7, 5),))
+    world.target.mirror_lags["orders-dr"] = record.encode()
+    assert world.flows.lag("backup", "orders-dr") == record
+    world.run(world.flows.delete("backup", "orders-dr", "admin"))
+    assert world.target.mirror_lags == {}

@@ -79,12 +79,16 @@ def test_default_rules_file_parses_with_every_required_rule() -> None:
         "fetch_consumer_latency_p99",
         "zookeeper_outstanding_requests",
         "zookeeper_latency",
+        "mirror_lag",
     } <= names
     audit = next(r for r in rules.rules if r.name == "audit_completeness")
     assert audit.window_s == 86400 and audit.breached(99.9) and not audit.breached(100)
     assert all(r.window_s is None for r in rules.rules if r.name != "audit_completeness")
     controllers = next(r for r in rules.rules if r.name == "active_controllers")
     assert controllers.comparison is Comparison.NOT_EQUAL and controllers.threshold == 1
+    mirror = next(r for r in rules.rules if r.name == "mirror_lag")
+    assert mirror.target_for("backup") == "kaas.backup.mirror.*.lag_records"
+    assert mirror.breached(10001) and not mirror.breached(10000) and mirror.for_s == 300
 
 
 def test_parsed_rule_fields() -> None:
