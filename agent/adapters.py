@@ -27,10 +27,12 @@ from agent.broker_config.apply import (
     describe_running_config,
 )
 from agent.identity import claim_broker_id
+from agent.kraft_migration import kafka_reads_kraft
 from agent.ports import AdminUnavailable, StoreUnavailable
 from agent.supervisor import kafka_libs
 from planner.contracts.kafka_state import PartitionState
 from planner.contracts.paths import ClusterPaths
+from planner.contracts.spec import ClusterSpec
 from planner.live_layout import live_layout_admin, read_live_layout
 from planner.pki.client_settings import InternalClient
 from planner.pki.files import IdentityFiles
@@ -261,6 +263,42 @@ class KraftAgentZooKeeper(KazooAgentZooKeeper):
     def request_controller_election(self) -> None:
         # Kafka's controller znode does not exist in KRaft: the quorum elects its leader.
         log.info("controller_election_not_available_in_kraft")
+
+
+class MigratingAgentZooKeeper(KraftAgentZooKeeper):
+    """A ZooKeeper-mode cluster's agent: Kafka's znodes as in ZooKeeper mode until a
+    migration's phase runs the brokers as KRaft brokers (they stop registering in
+    ZooKeeper), the KRaft readings from then on (`kraft_migration.kafka_reads_kraft`)."""
+
+    def __init__(
+        self,
+        hosts: str,
+        paths: ClusterPaths,
+        identity: IdentityFiles,
+        kafka: InternalClient,
+        bootstrap: Callable[[], str],
+        spec: Callable[[], ClusterSpec | None],
+    ) -> None:
+        super().__init__(hosts, paths, identity, kafka, bootstrap)
+        self.spec = spec
+
+    def registered_brokers(self) -> frozenset[int]:
+        if kafka_reads_kraft(False, self.spec()):
+            return super().registered_brokers()
+        return KazooAgentZooKeeper.registered_brokers(self)
+
+    def controller_id(self) -> int | None:
+        if kafka_reads_kraft(False, self.spec()):
+            return None
+        return KazooAgentZooKeeper.controller_id(self)
+
+    def request_controller_election(self) -> None:
+        spec = self.spec()
+        if spec is not None and spec.migration is not None:
+            # The KRaft controllers hold Kafka's controller znode during a migration.
+            log.info("controller_election_not_available_in_migration")
+            return
+        KazooAgentZooKeeper.request_controller_election(self)
 
 
 class ConfluentBrokerAdmin:

@@ -293,3 +293,18 @@ class MirrorCredentials(Protocol):
     def source(self, flow: MirrorFlow) -> MirrorEndpoint: ...
 
     def rest_stores(self) -> RestStores: ...
+
+
+# -- a migration's controller storage ----------------------------------------------------------
+
+
+class ControllerStorage(Protocol):
+    """This VM's KRaft controller metadata dir as a migration needs it: formatted with the
+    ZooKeeper-mode cluster's id before its first start, discarded after a rollback."""
+
+    def formatted(self) -> bool: ...
+
+    def format(self, cluster_id: str, kafka_version: str) -> None:
+        """AgentError when Kafka's storage tool fails."""
+
+    def discard(self) -> None: ...
