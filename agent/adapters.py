@@ -26,6 +26,7 @@ from agent.broker_config.apply import (
     apply_config_diff,
     describe_running_config,
 )
+from agent.brokerview import RUNNING_STATE
 from agent.identity import claim_broker_id
 from agent.kraft_migration import kafka_reads_kraft
 from agent.ports import AdminUnavailable, StoreUnavailable
@@ -341,6 +342,12 @@ class ConfluentBrokerAdmin:
 
     def under_replicated(self, jolokia_url: str) -> int:
         return brokerview.under_replicated(jolokia_url, self.jolokia_context)
+
+    def serving(self, jolokia_url: str) -> bool:
+        try:
+            return brokerview.broker_state(jolokia_url, self.jolokia_context) == RUNNING_STATE
+        except Exception:  # Jolokia not up yet, or the MBean not registered yet
+            return False
 
 
 class ConfluentClusterAdmin:

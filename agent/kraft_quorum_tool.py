@@ -158,17 +158,23 @@ class MetadataQuorumTool:
 @dataclass(frozen=True)
 class MigrationQuorumTool:
     """A migrating cluster's controller quorum: described through the voters the spec's
-    migration names. Kafka 3.9 migrates onto a static quorum, so no voter ever changes."""
+    migration names, with the tools of the cluster's own release (a 4.x tool's requests are
+    refused by 3.9 controllers as unsupported). Kafka 3.9 migrates onto a static quorum, so
+    no voter ever changes."""
 
     tool: MetadataQuorumTool
     spec: Callable[[], ClusterSpec | None]
+    libs: Callable[[str], str]
+    """Kafka version -> the image's folder of its jars."""
 
     def describe(self) -> tuple[QuorumStatus, tuple[QuorumReplica, ...]]:
         spec = self.spec()
         if spec is None or spec.migration is None:
             raise QuorumToolError("no migration to KRaft: the cluster has no controller quorum")
         return replace(
-            self.tool, bootstrap_controllers=spec.migration.controller_endpoints
+            self.tool,
+            bootstrap_controllers=spec.migration.controller_endpoints,
+            libs=self.libs(spec.kafka_version),
         ).describe()
 
     def add_controller(self) -> None:

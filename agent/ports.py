@@ -160,6 +160,10 @@ class BrokerAdmin(Protocol):
     def under_replicated(self, jolokia_url: str) -> int:
         """A broker's UnderReplicatedPartitions, read through Jolokia; raises when unreadable."""
 
+    def serving(self, jolokia_url: str) -> bool:
+        """Whether the broker process behind this Jolokia says it runs (Kafka's BrokerState
+        RUNNING: started, and in KRaft unfenced); False when unreadable."""
+
 
 class ClusterAdmin(Protocol):
     """The whole cluster as the elected planner reads it (bootstrap: every live member)."""

@@ -143,7 +143,11 @@ def build_agent(settings: AgentSettings, supervisor: BrokerSupervisor | None = N
     quorum: ControllerQuorum = (
         quorum_tool(settings)
         if settings.kraft
-        else MigrationQuorumTool(quorum_tool(settings), spec)
+        else MigrationQuorumTool(
+            quorum_tool(settings),
+            spec,
+            lambda version: str(kafka_libs(settings.image_root, version)),
+        )
     )
     jolokia = client_context(settings.identity)  # every broker's Jolokia takes the nodes' only
 

@@ -223,6 +223,8 @@ class FakeBroker:
         self.stops: list[float] = []
         self.applied: list[ConfigDiff] = []
         self.calls: list[str] = []
+        self.starting = False  # its own state says it is still starting
+        self.serving_reads = 0
 
     # -- supervisor -------------------------------------------------------------------------
 
@@ -281,6 +283,10 @@ class FakeBroker:
 
     def under_replicated(self, jolokia_url: str) -> int:
         return self.urp(jolokia_url)
+
+    def serving(self, jolokia_url: str) -> bool:
+        self.serving_reads += 1
+        return self.process == RUNNING and self.answers and not self.starting
 
 
 @dataclass

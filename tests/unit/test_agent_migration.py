@@ -315,11 +315,12 @@ def test_a_migrations_quorum_is_described_through_the_spec_voters(tmp_path: Path
     client = InternalClient("127.0.1.1:9092", IdentityFiles(tmp_path / "client", Role.ADMIN))
     tool = MetadataQuorumTool("java", "/libs", "/log4j2", "", client, None, lambda: 0, runner)
     spec: list[ClusterSpec | None] = [in_phase(P.CONTROLLERS)]
-    quorum = MigrationQuorumTool(tool, lambda: spec[0])
+    quorum = MigrationQuorumTool(tool, lambda: spec[0], lambda version: f"/image/{version}")
     status, _ = quorum.describe()
     assert status.leader_id == 3001
     bootstrap = commands[0][commands[0].index("--bootstrap-controller") + 1]
     assert bootstrap == "127.0.1.1:9093,127.0.1.2:9093,127.0.1.3:9093"
+    assert commands[0][commands[0].index("-cp") + 1] == "/image/3.9.2/*", "the cluster's tools"
     with pytest.raises(QuorumToolError, match="static"):
         quorum.add_controller()
     spec[0] = ZK_SPEC
@@ -427,3 +428,23 @@ def test_parse_settings_of_a_zookeeper_mode_vm_need_no_controller_fields(tmp_pat
         }
     )
     assert not settings.kraft and not settings.runs_controller
+
+
+@pytest.mark.parametrize(
+    ("still_starting", "result"),
+    [(False, "done, ISR complete"), (True, "restart: broker did not answer within")],
+)
+def test_a_restart_holds_until_the_broker_itself_runs(
+    tmp_path: Path, still_starting: bool, result: str
+) -> None:
+    """Another broker's metadata may still list a restarting broker: the restart is done
+    only when the broker's own state says it runs."""
+    rig = make_rig(tmp_path, in_phase(P.CONTROLLERS), migration_controller=True)
+    rig.agent.run_cycle()
+    rig.agent.run_cycle()
+    rig.broker.starting = still_starting
+    rig.zookeeper.set_spec(in_phase(P.BROKERS_MIGRATING, 3))
+    rig.agent.run_cycle()
+    restart = rig.zookeeper.journaled("restart")
+    assert restart[-1]["result"].startswith(result)
+    assert rig.broker.serving_reads > 0
