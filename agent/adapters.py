@@ -32,6 +32,7 @@ from agent.kraft_migration import kafka_reads_kraft
 from agent.ports import AdminUnavailable, StoreUnavailable
 from agent.supervisor import kafka_libs
 from planner.contracts.kafka_state import PartitionState
+from planner.contracts.kraft_migration import CONTROLLER_NODE_ID_OFFSET
 from planner.contracts.paths import ClusterPaths
 from planner.contracts.spec import ClusterSpec
 from planner.live_layout import live_layout_admin, read_live_layout
@@ -292,6 +293,35 @@ class MigratingAgentZooKeeper(KraftAgentZooKeeper):
         if kafka_reads_kraft(False, self.spec()):
             return None
         return KazooAgentZooKeeper.controller_id(self)
+
+    def delete_kafka_chroot(self) -> list[str]:
+        chroot = self.paths.kafka_chroot
+        try:
+            if self.client.exists(chroot) is None:
+                return []
+            self.client.delete(chroot, recursive=True)
+        except NoNodeError:
+            return []
+        except KazooException as exc:
+            raise StoreUnavailable(str(exc)) from exc
+        return [chroot]
+
+    def delete_kraft_controller_state(self) -> list[str]:
+        """Kafka's controller znode while a KRaft controller holds it (a ZooKeeper-mode
+        broker's claim is left alone), and the migration record."""
+        deleted = []
+        try:
+            if (KazooAgentZooKeeper.controller_id(self) or -1) >= CONTROLLER_NODE_ID_OFFSET:
+                with contextlib.suppress(NoNodeError):
+                    self.client.delete(self.paths.kafka_controller)
+                    deleted.append(self.paths.kafka_controller)
+            if self.client.exists(self.paths.kafka_migration) is not None:
+                with contextlib.suppress(NoNodeError):
+                    self.client.delete(self.paths.kafka_migration)
+                    deleted.append(self.paths.kafka_migration)
+        except KazooException as exc:
+            raise StoreUnavailable(str(exc)) from exc
+        return deleted
 
     def request_controller_election(self) -> None:
         spec = self.spec()

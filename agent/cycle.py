@@ -32,7 +32,12 @@ from agent.decide import (
 )
 from agent.identity import volume_id
 from agent.kraft_keeper import QuorumKeeper, metadata_directory_id, start_quorum_keeper
-from agent.kraft_migration import format_cluster_id, is_stray, wants_controller
+from agent.kraft_migration import (
+    format_cluster_id,
+    is_stray,
+    kafka_cleanup,
+    wants_controller,
+)
 from agent.kraft_quorum import ControllerIdentity
 from agent.kraft_quorum_tool import ControllerQuorum
 from agent.log_stream.shipper import LogShipper, followed_logs, start_log_shipper
@@ -51,6 +56,7 @@ from agent.ports import (
     ClusterAdmin,
     ControllerStorage,
     EnsembleMembership,
+    KafkaZnodes,
     PlannerSeat,
     PlanStorePort,
     ReassignmentAdmin,
@@ -107,6 +113,8 @@ class AgentPorts:
     zookeeper_restart: Callable[[Callable[[str], None]], str] | None = None
     """Restart this VM's ZooKeeper server onto its renewed certificate (given a progress
     callback; returns the journal's result); None: the VM runs no ZooKeeper server."""
+    kafka_znodes: KafkaZnodes | None = None
+    """Kafka's znodes a ZooKeeper-mode cluster's migration deletes; None on KRaft."""
     controller_storage: ControllerStorage | None = None
     """A ZooKeeper-mode VM's controller metadata dir, which a migration formats (and a
     rollback discards); None: the agent formats none (a KRaft cluster's are formatted)."""
@@ -403,6 +411,34 @@ class Agent:
         )
         return snap, CycleMemory(good, since)
 
+    def _clean_kafka_znodes(self, snap: Snapshot) -> None:
+        """The elected agent deletes what of Kafka's znodes the migration's phase leaves
+        behind, once every agent has applied it."""
+        znodes, spec = self.ports.kafka_znodes, snap.spec
+        if znodes is None or spec is None or spec.migration is None or not snap.zk_connected:
+            return
+        cleanup = kafka_cleanup(
+            self.settings.kraft,
+            spec,
+            self.planner_role.is_planner,
+            self.members(),
+            spec.broker_count,
+        )
+        if cleanup is None:
+            return
+        try:
+            deleted = (
+                znodes.delete_kafka_chroot()
+                if cleanup.value == "chroot"
+                else znodes.delete_kraft_controller_state()
+            )
+        except StoreUnavailable as exc:
+            log.warning("kafka_cleanup_failed", error=str(exc))
+            return
+        if deleted:
+            reason = f"migration phase {spec.migration.phase.value}: Kafka's znodes go"
+            self.journal("kafka_cleanup", reason, "deleted " + ", ".join(deleted))
+
     # -- certificates ---------------------------------------------------------------------
 
     def _restart_zookeeper(self, reason: str) -> None:
@@ -452,6 +488,7 @@ class Agent:
         if not isinstance(action, DoNothing):
             self.journal(action.kind, action.reason, "started")
         self.actions.execute(action, self.broker_id, self.memory.last_good_spec)
+        self._clean_kafka_znodes(snap)
         sentence = action.reason
         if self.metrics_problem:
             sentence += f"; {self.metrics_problem}"

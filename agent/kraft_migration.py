@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+from collections.abc import Mapping
 from dataclasses import dataclass
+from enum import Enum
 from pathlib import Path
 
 from agent.errors import AgentError
@@ -18,6 +20,8 @@ from agent.kraft_keeper import metadata_directory_id
 from agent.ports import PAUSED, RUNNING, ProcessState
 from agent.settings import AgentSettings
 from agent.supervisor import kafka_libs
+from planner.contracts.kraft_migration import MigrationPhase
+from planner.contracts.member import MemberRecord, MemberState
 from planner.contracts.spec import ClusterSpec
 from planner.contracts.vm_config.kraft import StorageFormat, format_arguments
 
@@ -116,3 +120,45 @@ class MetadataDirStorage:
 
     def discard(self) -> None:
         shutil.rmtree(self.directory, ignore_errors=True)
+
+
+class KafkaCleanup(Enum):
+    """Kafka's own znodes a migration's phase has the elected agent delete: the nodes are
+    ZooKeeper's super user, and Kafka's znodes carry the brokers' ACLs, so no other identity
+    may delete them."""
+
+    # Finalised: nothing of Kafka's reads ZooKeeper any more.
+    CHROOT = "chroot"
+    # Rolled back with the controllers stopped: a ZooKeeper-mode broker takes the controller
+    # role back once the KRaft controller's znode is gone, and the migration record goes.
+    KRAFT_CONTROLLER_STATE = "kraft_controller_state"
+
+
+def kafka_cleanup(
+    settings_kraft: bool,
+    spec: ClusterSpec | None,
+    elected: bool,
+    members: Mapping[int, MemberRecord],
+    expected_members: int,
+) -> KafkaCleanup | None:
+    """What of Kafka's znodes the elected agent deletes now: only once every agent has
+    applied the phase and none has a restart left or running. Pure."""
+    if settings_kraft or not elected or spec is None or spec.migration is None:
+        return None
+    phase = spec.migration.phase
+    if phase not in (MigrationPhase.FINALIZED, MigrationPhase.ROLLBACK_CONTROLLERS_STOPPED):
+        return None
+    settled = len(members) >= expected_members and all(
+        m.spec_generation >= spec.generation
+        and not m.pending_restart
+        and not m.controller_pending_restart
+        and m.state is MemberState.HEALTHY
+        for m in members.values()
+    )
+    if not settled:
+        return None
+    return (
+        KafkaCleanup.CHROOT
+        if phase is MigrationPhase.FINALIZED
+        else (KafkaCleanup.KRAFT_CONTROLLER_STATE)
+    )

@@ -312,3 +312,12 @@ class ControllerStorage(Protocol):
         """AgentError when Kafka's storage tool fails."""
 
     def discard(self) -> None: ...
+
+
+class KafkaZnodes(Protocol):
+    """Kafka's own znodes a migration has the elected agent delete (agent/kraft_migration.py
+    decides when); each call returns what it deleted, empty when nothing was there."""
+
+    def delete_kafka_chroot(self) -> list[str]: ...
+
+    def delete_kraft_controller_state(self) -> list[str]: ...

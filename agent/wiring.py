@@ -195,6 +195,7 @@ def build_agent(settings: AgentSettings, supervisor: BrokerSupervisor | None = N
             else None,
             quorum=quorum,
             controller_storage=None if settings.kraft else MetadataDirStorage(settings),
+            kafka_znodes=zookeeper if isinstance(zookeeper, MigratingAgentZooKeeper) else None,
             certificates=CertificateKeeper(
                 settings.identity,
                 KazooCertificateExchange(zookeeper.client, settings.cluster),

@@ -22,8 +22,10 @@ from agent.decide import (
 )
 from agent.kraft_keeper import QuorumKeeper
 from agent.kraft_migration import (
+    KafkaCleanup,
     format_cluster_id,
     is_stray,
+    kafka_cleanup,
     kafka_reads_kraft,
     storage_format_command,
     wants_controller,
@@ -35,7 +37,7 @@ from agent.settings import parse_settings
 from agent.supervisor import KafkaProcess, LocalProcessSupervisor
 from planner.contracts.kraft_migration import KraftMigration, MigrationPhase
 from planner.contracts.kraft_quorum_state import QuorumReplica, QuorumRole, QuorumStatus
-from planner.contracts.member import MemberState
+from planner.contracts.member import MemberRecord, MemberRole, MemberState
 from planner.contracts.spec import ClusterSpec
 from planner.contracts.vm_config.jolokia import CONTROLLER_JOLOKIA_PROPERTIES
 from planner.contracts.vm_config.migration import MIGRATION_FLAG
@@ -448,3 +450,81 @@ def test_a_restart_holds_until_the_broker_itself_runs(
     restart = rig.zookeeper.journaled("restart")
     assert restart[-1]["result"].startswith(result)
     assert rig.broker.serving_reads > 0
+
+
+# -- Kafka's znodes the elected agent deletes ------------------------------------------------
+
+
+def member(broker_id: int, generation: int = 5, **changes: object) -> MemberRecord:
+    record = MemberRecord(
+        broker_id,
+        f"vm{broker_id}",
+        "127.0.1.1",
+        "https://j/",
+        "0.1.0",
+        MemberState.HEALTHY,
+        "healthy",
+        True,
+        generation,
+        False,
+        MemberRole.MEMBER,
+        0,
+    )
+    return replace(record, **changes)  # type: ignore[arg-type]
+
+
+SETTLED = {b: member(b) for b in (0, 1, 2)}
+
+
+@pytest.mark.parametrize(
+    ("phase", "elected", "members", "expected"),
+    [
+        (P.FINALIZED, True, SETTLED, KafkaCleanup.CHROOT),
+        (P.ROLLBACK_CONTROLLERS_STOPPED, True, SETTLED, KafkaCleanup.KRAFT_CONTROLLER_STATE),
+        (P.FINALIZED, False, SETTLED, None),  # only the elected agent
+        (P.BROKERS_KRAFT, True, SETTLED, None),  # dual write: ZooKeeper still kept
+        (None, True, SETTLED, None),
+        (P.FINALIZED, True, {0: SETTLED[0], 1: SETTLED[1]}, None),  # an agent missing
+        (P.FINALIZED, True, {**SETTLED, 2: member(2, generation=4)}, None),
+        (P.FINALIZED, True, {**SETTLED, 2: member(2, controller_pending_restart=True)}, None),
+        (P.FINALIZED, True, {**SETTLED, 2: member(2, state=MemberState.RESTARTING)}, None),
+    ],
+)
+def test_the_elected_agent_deletes_kafkas_znodes_once_the_phase_settled(
+    phase: MigrationPhase | None,
+    elected: bool,
+    members: dict[int, MemberRecord],
+    expected: KafkaCleanup | None,
+) -> None:
+    spec = in_phase(phase, generation=5)
+    assert kafka_cleanup(False, spec, elected, members, 3) is expected
+    assert kafka_cleanup(True, spec, elected, members, 3) is None  # a KRaft cluster's agent
+
+
+class FakeKafkaZnodes:
+    def __init__(self) -> None:
+        self.present = {"chroot", "controller"}
+
+    def delete_kafka_chroot(self) -> list[str]:
+        found = ["/kafka/c"] if "chroot" in self.present else []
+        self.present = set()
+        return found
+
+    def delete_kraft_controller_state(self) -> list[str]:
+        found = ["/kafka/c/controller"] if "controller" in self.present else []
+        self.present.discard("controller")
+        return found
+
+
+def test_a_finalised_cluster_loses_kafkas_chroot_through_its_elected_agent(
+    tmp_path: Path,
+) -> None:
+    rig = make_rig(tmp_path, replace(in_phase(P.FINALIZED, 2), broker_count=1))
+    znodes = FakeKafkaZnodes()
+    rig.agent.ports = replace(rig.agent.ports, kafka_znodes=znodes)
+    rig.seat.elected = True
+    for _ in range(3):
+        rig.agent.run_cycle()
+    assert znodes.present == set()
+    entries = rig.zookeeper.journaled("kafka_cleanup")
+    assert [e["result"] for e in entries] == ["deleted /kafka/c"], "deleted once"
