@@ -78,8 +78,9 @@ demo: setup
 	  else echo "dashboard: the management plane is not running"; fi
 
 ## test: lint and types, then unit, integration and drill tests against real local clusters
+## (every test's time in build/test-results.xml, for keeping the suite within its budget)
 test: setup lint typecheck
-	$(BIN)/pytest $(PYTEST_PARALLEL) --durations=40 $(PYTEST_ARGS)
+	$(BIN)/pytest $(PYTEST_PARALLEL) --durations=40 --junitxml=build/test-results.xml $(PYTEST_ARGS)
 
 test-unit: setup
 	$(BIN)/pytest -m unit $(PYTEST_ARGS)

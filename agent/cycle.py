@@ -28,6 +28,7 @@ from agent.decide import (
     ConfigChanges,
     DoNothing,
     Snapshot,
+    awaits_restart,
     decide,
 )
 from agent.identity import volume_id
@@ -41,6 +42,7 @@ from agent.kraft_migration import (
 from agent.kraft_quorum import ControllerIdentity
 from agent.kraft_quorum_tool import ControllerQuorum
 from agent.log_stream.shipper import LogShipper, followed_logs, start_log_shipper
+from agent.logging_files import LoggingFiles
 from agent.member_state import member_state
 from agent.metrics.agent_stats import AgentStats
 from agent.metrics_loop import start_metrics_loop
@@ -141,6 +143,7 @@ class Agent:
         self.metrics_problem: str | None = None
         self.stats = AgentStats()  # the agent's own figures, sent by the metrics loop
         self.certificate_restart: str | None = None
+        self.logging_files = LoggingFiles(settings)
         self.plan_executor = PlanExecutor(
             settings,
             ports.zookeeper,
@@ -327,7 +330,9 @@ class Agent:
         except AdminUnavailable as exc:
             log.warning("running_config_unreadable", error=str(exc))
             return ConfigChanges(rendered=desired)
-        return ConfigChanges(rendered=desired, diff=diff_broker_config(desired, running))
+        return ConfigChanges(
+            rendered=desired, diff=diff_broker_config(desired, running), running_known=True
+        )
 
     def snapshot(self) -> tuple[Snapshot, CycleMemory]:
         """One read of ZooKeeper, the broker and its config, and the memory this cycle
@@ -484,6 +489,8 @@ class Agent:
         if needed is not None and needed.kind is CertStepKind.RESTART_ZOOKEEPER:
             self._restart_zookeeper(needed.reason)  # the snapshot then sees it running
         snap, self.memory = self.snapshot()
+        if self.memory.last_good_spec is not None:
+            self.logging_files.follow(self.memory.last_good_spec.log_limits)
         action = decide(snap)
         if not isinstance(action, DoNothing):
             self.journal(action.kind, action.reason, "started")
@@ -498,6 +505,8 @@ class Agent:
             sentence += f"; {self.quorum_keeper.sentence}"
         if self.ports.mirror is not None and self.ports.mirror.sentence:
             sentence += f"; {self.ports.mirror.sentence}"
+        if self.logging_files.problem:
+            sentence += f"; {self.logging_files.problem}"
         if self.zk.connected:
             long_kind = self.long_action.name if self.long_action is not None else None
             try:
@@ -505,7 +514,7 @@ class Agent:
                     sentence,
                     member_state(snap, action, long_kind),
                     registered=snap.broker.registered,
-                    pending_restart=bool(snap.config.read_only),
+                    pending_restart=awaits_restart(snap),
                     controller_pending_restart=bool(snap.controller_changed),
                 )
             except StoreUnavailable as exc:

@@ -66,11 +66,19 @@ class ConfigChanges:
     """The rendered config and how it differs from what the broker runs (from the classifier).
 
     `rendered` is empty when the spec does not render (then `error` says why); `diff` is
-    empty when the running config could not be read (a broker that does not answer)."""
+    empty when the running config could not be read (a broker that does not answer), and
+    then `running_known` is false."""
 
     rendered: Mapping[str, str] = field(default_factory=dict)
     diff: ConfigDiff = field(default_factory=ConfigDiff)
     error: str | None = None  # an unknown key or a wrong-typed value: refuse, change nothing
+    running_known: bool = False
+
+    @property
+    def applied_unknown(self) -> bool:
+        """The spec renders but whether the broker runs it is not known: a broker that does
+        not answer may still need a restart, so the others must not count it as done."""
+        return self.error is None and bool(self.rendered) and not self.running_known
 
     @property
     def dynamic(self) -> tuple[str, ...]:
@@ -112,6 +120,16 @@ class Snapshot:
     controller_format_cluster_id: str | None = None
     # A controller process runs that the spec's phase no longer has on this VM (a rollback).
     stray_controller: bool = False
+
+
+def awaits_restart(snap: Snapshot) -> bool:
+    """What this member's record reports as `pending_restart`: the running broker needs a
+    restart for a read-only change, or it runs but did not answer, so whether it runs the
+    current spec is unknown (the other members must not count it as done). A stopped broker
+    does not count: its start applies the rendered config."""
+    if snap.config.read_only:
+        return True
+    return snap.broker.process == RUNNING and snap.config.applied_unknown
 
 
 @dataclass(frozen=True)

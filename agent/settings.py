@@ -66,6 +66,11 @@ class AgentSettings:
     boot_timeout_s: float = 600.0
     """How long the first start keeps trying to reach the management API with the ticket."""
     logs_dir: Path = Path("/var/log/kaas")
+    broker_log_config: Path | None = None
+    """The ZooKeeper-mode broker's Log4j file, kept at the spec's log bounds (Kafka 4's Log4j 2
+    file is config_dir's); None: the agent leaves it alone."""
+    zookeeper_log_config: Path | None = None
+    """The ZooKeeper server's logback file, kept at the spec's log bounds; None: left alone."""
     state_dir: Path | None = None
     """Where the agent keeps local state (the broker's pid file); default: the data dir's parent."""
     loop_interval_s: float = 5.0

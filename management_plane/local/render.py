@@ -243,6 +243,8 @@ def agent_settings(
         "data_dir": str(vm.kafka_data_dir),
         "config_dir": str(vm.config_dir),
         "logs_dir": str(vm.logs_dir),
+        "broker_log_config": str(vm.config_dir / KAFKA_LOG4J),
+        "zookeeper_log_config": str(vm.config_dir / ZOOKEEPER_LOGBACK),
         "state_dir": str(vm.directory),
         "tls_dir": str(vm_identity(vm).directory),
         "image_root": image_root,

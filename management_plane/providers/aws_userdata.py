@@ -24,6 +24,8 @@ from dataclasses import dataclass
 
 from planner.contracts.boot_ticket import BootTicket
 from planner.contracts.vm_config import SizingProfile
+from planner.contracts.vm_config.image import KAFKA_LOG4J as IMAGE_KAFKA_LOG4J
+from planner.contracts.vm_config.image import ZOOKEEPER_LOGBACK as IMAGE_ZOOKEEPER_LOGBACK
 
 VM_ID_PLACEHOLDER = "@KAAS_VM_ID@"
 PRIMARY_ADDRESS_PLACEHOLDER = "@KAAS_PRIMARY_ADDRESS@"
@@ -97,6 +99,8 @@ def agent_settings(boot: VmBoot) -> dict[str, object]:
         # A broker has the instance to itself: Kafka's own thread and partition defaults.
         "host_sizing": SizingProfile.STANDARD.value,
         "logs_dir": LOGS_DIR,
+        "broker_log_config": str(IMAGE_KAFKA_LOG4J),
+        "zookeeper_log_config": str(IMAGE_ZOOKEEPER_LOGBACK),
         "state_dir": AGENT_STATE_DIR,
         "tls_dir": TLS_DIR,
         "boot_ticket": BOOT_TICKET_PATH,

@@ -575,12 +575,14 @@ def test_a_read_only_change_rolls_brokers_then_controllers_the_active_one_last(
         )
         client.set(paths.spec, rolled.encode(), version=stat.version)
 
-        def restarts() -> list[JournalEntry]:
+        def journaled() -> list[JournalEntry]:
             names = sorted(set(client.get_children(paths.journal)) - journal_before)
-            entries = [parse_journal_entry(client.get(f"{paths.journal}/{n}")[0]) for n in names]
+            return [parse_journal_entry(client.get(f"{paths.journal}/{n}")[0]) for n in names]
+
+        def restarts() -> list[JournalEntry]:
             return [
                 e
-                for e in entries
+                for e in journaled()
                 if e.action in (JournalAction.RESTART, JournalAction.RESTART_CONTROLLER)
                 and e.result != "started"
                 # A restart the min-ISR guard held back is journaled too; it comes again.
@@ -595,6 +597,7 @@ def test_a_read_only_change_rolls_brokers_then_controllers_the_active_one_last(
             "three brokers and then three controllers restarted",
         )
         done = restarts()
+        everything = [(e.action, e.broker_id, e.result) for e in journaled()]
     finally:
         sent, acked, errors = producing.stop()
         client.stop()
@@ -603,7 +606,7 @@ def test_a_read_only_change_rolls_brokers_then_controllers_the_active_one_last(
     print("\nroll order:", kinds)
     assert [a for a, _, _ in kinds] == [JournalAction.RESTART] * 3 + [
         JournalAction.RESTART_CONTROLLER
-    ] * 3, kinds
+    ] * 3, everything
     assert all(
         result.startswith("done") for a, _, result in kinds if a is JournalAction.RESTART_CONTROLLER
     )

@@ -7,10 +7,13 @@ never hold more than (files + 1) x max_file_mb, and the newest lines are still t
 from __future__ import annotations
 
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
 
+from agent.logging_files import LoggingFiles
+from agent.settings import parse_settings
 from management_plane.local.image import find_java, load_image
 from planner.contracts.log_limits import LogLimits
 from planner.contracts.vm_config.broker import KAFKA_SERVER_LOG, render_kafka_log4j
@@ -120,3 +123,85 @@ def test_zookeepers_logback_keeps_its_bound_under_noise(tmp_path: Path) -> None:
     # it by what is written meanwhile, here about 100 KB.
     _assert_bounded(logs, ZOOKEEPER_SERVER_LOG, 256 * 1024)
     assert "noisy line" not in console
+
+
+def test_running_jvms_take_new_bounds_when_the_agent_rewrites_their_files(
+    tmp_path: Path,
+) -> None:
+    """Kafka 4's Log4j 2 and ZooKeeper's logback, logging at 4 MB a file, are rewritten by the
+    agent's LoggingFiles to 1 MB while they log: the files rolled after the reload hold 1 MB,
+    with no restart. (The 3.x broker's Log4j 1 reads its file once: not checked here.)"""
+    config = tmp_path / "config"
+    config.mkdir()
+    settings = parse_settings(
+        {
+            "cluster": "c",
+            "zookeeper_hosts": "127.0.0.1:2181",
+            "vm_id": "vm-0",
+            "address": "127.0.0.1",
+            "zone": "zone-a",
+            "data_dir": str(tmp_path / "data"),
+            "config_dir": str(config),
+            "controller_bootstrap": "127.0.0.1:9093",
+            "zookeeper_log_config": str(config / "logback.xml"),
+        }
+    )
+    files = LoggingFiles(settings)
+    files.follow(LogLimits(max_file_mb=4, files=1))
+    image = load_image(verify=False)
+    kafka_logs, zookeeper_logs = tmp_path / "kafka-logs", tmp_path / "zookeeper-logs"
+    kafka_logs.mkdir()
+    zookeeper_logs.mkdir()
+    (tmp_path / "Noisy.java").write_text(NOISY_JAVA)
+    lines = "16000"  # about 16 MB, at most 1 MB/s
+    java = [str(find_java()), "-cp"]
+    jvms = [
+        subprocess.Popen(
+            [
+                *java,
+                f"{image.kafka_libs('4.3.1')}/*",
+                f"-Dlog4j2.configurationFile=file:{config / 'kafka-log4j2.properties'}",
+                f"-Dkafka.logs.dir={kafka_logs}",
+                str(tmp_path / "Noisy.java"),
+                lines,
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        ),
+        subprocess.Popen(
+            [
+                *java,
+                f"{image.zookeeper_lib}/*",
+                f"-Dlogback.configurationFile={config / 'logback.xml'}",
+                f"-Dzookeeper.log.dir={zookeeper_logs}",
+                str(tmp_path / "Noisy.java"),
+                lines,
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        ),
+    ]
+    try:
+        live = (kafka_logs / KAFKA_SERVER_LOG, zookeeper_logs / ZOOKEEPER_SERVER_LOG)
+        deadline = time.monotonic() + 60
+        # Both have read the 4 MB files and are logging before the bounds change.
+        while not all(p.exists() and p.stat().st_size > 0 for p in live):
+            assert time.monotonic() < deadline, "the JVMs did not start logging"
+            time.sleep(0.2)
+        files.follow(LogLimits(max_file_mb=1, files=1))
+        assert len(files.written) == 2
+        for jvm in jvms:
+            assert jvm.wait(timeout=180) == 0
+    finally:
+        for jvm in jvms:
+            jvm.kill()
+    for logs, name, slack in (
+        (kafka_logs, KAFKA_SERVER_LOG, 4096),
+        (zookeeper_logs, ZOOKEEPER_SERVER_LOG, 256 * 1024),
+    ):
+        sizes = {p.name: p.stat().st_size for p in sorted(logs.iterdir())}
+        print(f"{name} after the reload: {sizes}")
+        # At 4 MB a file, 16 MB would leave a full 4 MB file behind the live one.
+        assert sizes[f"{name}.1"] <= 2**20 + slack, sizes
+        assert sizes[name] <= 2**20 + slack, sizes
+        assert "LAST LINE" in (logs / name).read_text()

@@ -14,6 +14,7 @@ from agent.cycle_actions import LongAction
 from agent.ports import PAUSED, RUNNING, STOPPED
 from agent.zk_membership import ReconfigChange, ReconfigKind
 from planner.contracts.kafka_state import PartitionState
+from planner.contracts.log_limits import LogLimits
 from planner.contracts.member import MemberRecord, MemberRole, MemberState
 from planner.contracts.spec import ClusterSpec
 from planner.contracts.vm_config import parse_server_properties
@@ -347,3 +348,17 @@ def test_a_new_identity_asks_for_a_reload_once_no_restart_runs(tmp_path: Path) -
     assert not rig.agent.identity_changed()  # the restart finishes first
     rig.agent.long_action = None
     assert rig.agent.identity_changed()
+
+
+def test_a_change_of_the_specs_log_bounds_reaches_the_vms_logging_files(tmp_path: Path) -> None:
+    """The cycle hands the spec's bounds to the logging files; a change rewrites them while
+    the broker keeps running (no restart for a logging bound)."""
+    logback = tmp_path / "zookeeper-logback.xml"
+    log4j = tmp_path / "kafka-log4j.properties"
+    rig = started(tmp_path, zookeeper_log_config=str(logback), broker_log_config=str(log4j))
+    assert "<maxFileSize>100MB</maxFileSize>" in logback.read_text()  # the defaults
+    rig.zookeeper.set_spec(replace(SPEC, logs=LogLimits(max_file_mb=5, files=2), generation=5))
+    rig.agent.run_cycle()
+    assert "<maxFileSize>5MB</maxFileSize>" in logback.read_text()
+    assert "MaxBackupIndex=2" in log4j.read_text()
+    assert rig.broker.starts == ["3.9.2"]  # the first start only

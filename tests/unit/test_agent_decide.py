@@ -17,6 +17,7 @@ from agent.decide import (
     RestartBroker,
     Snapshot,
     StartBroker,
+    awaits_restart,
     decide,
 )
 from agent.identity import candidate_ids
@@ -36,12 +37,12 @@ RENDERED = {"broker.id": "1"}
 
 def read_only_changes(*keys: str) -> ConfigChanges:
     changes = tuple(ConfigChange(key, "old", "new") for key in keys)
-    return ConfigChanges(rendered=RENDERED, diff=ConfigDiff(read_only=changes))
+    return ConfigChanges(RENDERED, ConfigDiff(read_only=changes), running_known=True)
 
 
 def dynamic_changes(*keys: str) -> ConfigChanges:
     changes = tuple(ConfigChange(key, "1", "2") for key in keys)
-    return ConfigChanges(rendered=RENDERED, diff=ConfigDiff(per_broker=changes))
+    return ConfigChanges(RENDERED, ConfigDiff(per_broker=changes), running_known=True)
 
 
 def snap(**changes: object) -> Snapshot:
@@ -315,3 +316,26 @@ def test_actions_carry_what_running_them_needs() -> None:
     assert isinstance(refused_start, StartBroker)
     assert refused_start.launch.server_properties is None
     assert refused_start.launch.config_error == "broker_config: unknown key 'bogus'"
+
+
+UNANSWERED = BrokerView(RUNNING, registered=True, responsive=False)
+
+
+@pytest.mark.parametrize(
+    ("snapshot", "pending"),
+    [
+        (snap(config=ConfigChanges(rendered=RENDERED, running_known=True)), False),
+        (snap(config=read_only_changes("log.dirs")), True),
+        # Running but its config unread: it may still need the restart, so not done.
+        (snap(broker=UNANSWERED, config=ConfigChanges(rendered=RENDERED)), True),
+        # Stopped: its start writes and applies the rendered config.
+        (snap(broker=BrokerView(STOPPED, False, False), config=ConfigChanges(RENDERED)), False),
+        # A spec that does not render: refused, nothing to wait for.
+        (snap(broker=UNANSWERED, config=ConfigChanges(error="bad key")), False),
+        (snap(config=dynamic_changes("log.retention.ms")), False),
+    ],
+)
+def test_a_member_whose_broker_did_not_answer_counts_as_awaiting_its_restart(
+    snapshot: Snapshot, pending: bool
+) -> None:
+    assert awaits_restart(snapshot) is pending

@@ -38,6 +38,7 @@ from planner.contracts.vm_config.kafka_tls import (
     internal_listener_security,
 )
 from planner.contracts.vm_config.validation import BrokerConfigError, ConfigProblem
+from planner.contracts.vm_config.zookeeper import LOGGING_RELOAD_S
 
 CONTROLLER_LISTENER: Final = "CONTROLLER"
 # A KRaft broker's rendered keys outside KafkaConfig's table, beside the ZooKeeper-mode
@@ -276,8 +277,10 @@ def render_kafka_log4j2(limits: LogLimits = DEFAULT_LOG_LIMITS) -> str:
     """Kafka 4.x logs through Log4j 2: one size-bounded rolling file per process in Kafka's
     log dir (named by the JVM's kaas.log.file, the broker's server.log by default), as the
     ZooKeeper-mode broker's log4j does, and nothing to the console (the supervisor's capture
-    of it is not bounded). Log4j 2 checks the size at every line; the roll keeps `files`."""
-    return f"""rootLogger.level = INFO
+    of it is not bounded). Log4j 2 checks the size at every line; the roll keeps `files`. It
+    looks at the file again every LOGGING_RELOAD_S, taking the agent's rewrite of it."""
+    return f"""monitorInterval = {LOGGING_RELOAD_S}
+rootLogger.level = INFO
 rootLogger.appenderRef.file.ref = FILE
 appender.file.type = RollingFile
 appender.file.name = FILE

@@ -130,13 +130,17 @@ def render_zookeeper_myid(server_id: int) -> str:
 
 
 ZOOKEEPER_SERVER_LOG = "zookeeper-server.log"
+LOGGING_RELOAD_S = 10
+"""How often a running JVM's logging framework (logback, Log4j 2) looks at its file for a
+change: a check of the file's modification time."""
 
 
 def render_zookeeper_logback(limits: LogLimits = DEFAULT_LOG_LIMITS) -> str:
     """logback.xml: one size-bounded rolling file in ZooKeeper's log dir (`limits`: the
     spec's; rolled files numbered 1..files). Nothing to the console: the supervisor's capture
-    of it is no rolling file."""
-    return f"""<configuration>
+    of it is no rolling file. logback looks at the file again every LOGGING_RELOAD_S, so the
+    agent's rewrite of it takes new bounds with no restart."""
+    return f"""<configuration scan="true" scanPeriod="{LOGGING_RELOAD_S} seconds">
   <appender name="FILE" class="ch.qos.logback.core.rolling.RollingFileAppender">
     <file>${{zookeeper.log.dir}}/{ZOOKEEPER_SERVER_LOG}</file>
     <rollingPolicy class="ch.qos.logback.core.rolling.FixedWindowRollingPolicy">
