@@ -34,9 +34,9 @@ from agent.decide import (
 from agent.identity import volume_id
 from agent.kraft_keeper import QuorumKeeper, metadata_directory_id, start_quorum_keeper
 from agent.kraft_migration import (
+    clean_kafka_znodes,
     format_cluster_id,
     is_stray,
-    kafka_cleanup,
     wants_controller,
 )
 from agent.kraft_quorum import ControllerIdentity
@@ -417,32 +417,12 @@ class Agent:
         return snap, CycleMemory(good, since)
 
     def _clean_kafka_znodes(self, snap: Snapshot) -> None:
-        """The elected agent deletes what of Kafka's znodes the migration's phase leaves
-        behind, once every agent has applied it."""
         znodes, spec = self.ports.kafka_znodes, snap.spec
-        if znodes is None or spec is None or spec.migration is None or not snap.zk_connected:
-            return
-        cleanup = kafka_cleanup(
-            self.settings.kraft,
-            spec,
-            self.planner_role.is_planner,
-            self.members(),
-            spec.broker_count,
-        )
-        if cleanup is None:
-            return
-        try:
-            deleted = (
-                znodes.delete_kafka_chroot()
-                if cleanup.value == "chroot"
-                else znodes.delete_kraft_controller_state()
+        if znodes is not None and spec is not None and spec.migration is not None:
+            elected = self.planner_role.is_planner
+            clean_kafka_znodes(
+                znodes, self.settings.kraft, spec, elected, self.members, self.journal
             )
-        except StoreUnavailable as exc:
-            log.warning("kafka_cleanup_failed", error=str(exc))
-            return
-        if deleted:
-            reason = f"migration phase {spec.migration.phase.value}: Kafka's znodes go"
-            self.journal("kafka_cleanup", reason, "deleted " + ", ".join(deleted))
 
     # -- certificates ---------------------------------------------------------------------
 

@@ -10,20 +10,24 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 
+import structlog
+
 from agent.errors import AgentError
 from agent.kraft_keeper import metadata_directory_id
-from agent.ports import PAUSED, RUNNING, ProcessState
+from agent.ports import PAUSED, RUNNING, KafkaZnodes, ProcessState, StoreUnavailable
 from agent.settings import AgentSettings
 from agent.supervisor import kafka_libs
 from planner.contracts.kraft_migration import MigrationPhase
 from planner.contracts.member import MemberRecord, MemberState
 from planner.contracts.spec import ClusterSpec
 from planner.contracts.vm_config.kraft import StorageFormat, format_arguments
+
+log = structlog.get_logger("kaas.agent")
 
 STORAGE_TOOL = "kafka.tools.StorageTool"
 FORMAT_TIMEOUT_S = 120.0
@@ -162,3 +166,32 @@ def kafka_cleanup(
         if phase is MigrationPhase.FINALIZED
         else (KafkaCleanup.KRAFT_CONTROLLER_STATE)
     )
+
+
+def clean_kafka_znodes(
+    znodes: KafkaZnodes,
+    settings_kraft: bool,
+    spec: ClusterSpec,
+    elected: bool,
+    members: Callable[[], Mapping[int, MemberRecord]],
+    journal: Callable[[str, str, str], None],
+) -> None:
+    """The elected agent deletes what of Kafka's znodes the migration's phase leaves behind,
+    once every agent has applied it (journaled when something went)."""
+    if not elected:
+        return
+    cleanup = kafka_cleanup(settings_kraft, spec, elected, members(), spec.broker_count)
+    if cleanup is None or spec.migration is None:
+        return
+    try:
+        deleted = (
+            znodes.delete_kafka_chroot()
+            if cleanup is KafkaCleanup.CHROOT
+            else znodes.delete_kraft_controller_state()
+        )
+    except StoreUnavailable as exc:
+        log.warning("kafka_cleanup_failed", error=str(exc))
+        return
+    if deleted:
+        reason = f"migration phase {spec.migration.phase.value}: Kafka's znodes go"
+        journal("kafka_cleanup", reason, "deleted " + ", ".join(deleted))
