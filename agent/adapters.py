@@ -26,11 +26,15 @@ from agent.broker_config.apply import (
     apply_config_diff,
     describe_running_config,
 )
+from agent.brokerview import RUNNING_STATE
 from agent.identity import claim_broker_id
+from agent.kraft_migration import kafka_reads_kraft
 from agent.ports import AdminUnavailable, StoreUnavailable
 from agent.supervisor import kafka_libs
 from planner.contracts.kafka_state import PartitionState
+from planner.contracts.kraft_migration import CONTROLLER_NODE_ID_OFFSET
 from planner.contracts.paths import ClusterPaths
+from planner.contracts.spec import ClusterSpec
 from planner.live_layout import live_layout_admin, read_live_layout
 from planner.pki.client_settings import InternalClient
 from planner.pki.files import IdentityFiles
@@ -263,6 +267,71 @@ class KraftAgentZooKeeper(KazooAgentZooKeeper):
         log.info("controller_election_not_available_in_kraft")
 
 
+class MigratingAgentZooKeeper(KraftAgentZooKeeper):
+    """A ZooKeeper-mode cluster's agent: Kafka's znodes as in ZooKeeper mode until a
+    migration's phase runs the brokers as KRaft brokers (they stop registering in
+    ZooKeeper), the KRaft readings from then on (`kraft_migration.kafka_reads_kraft`)."""
+
+    def __init__(
+        self,
+        hosts: str,
+        paths: ClusterPaths,
+        identity: IdentityFiles,
+        kafka: InternalClient,
+        bootstrap: Callable[[], str],
+        spec: Callable[[], ClusterSpec | None],
+    ) -> None:
+        super().__init__(hosts, paths, identity, kafka, bootstrap)
+        self.spec = spec
+
+    def registered_brokers(self) -> frozenset[int]:
+        if kafka_reads_kraft(False, self.spec()):
+            return super().registered_brokers()
+        return KazooAgentZooKeeper.registered_brokers(self)
+
+    def controller_id(self) -> int | None:
+        if kafka_reads_kraft(False, self.spec()):
+            return None
+        return KazooAgentZooKeeper.controller_id(self)
+
+    def delete_kafka_chroot(self) -> list[str]:
+        chroot = self.paths.kafka_chroot
+        try:
+            if self.client.exists(chroot) is None:
+                return []
+            self.client.delete(chroot, recursive=True)
+        except NoNodeError:
+            return []
+        except KazooException as exc:
+            raise StoreUnavailable(str(exc)) from exc
+        return [chroot]
+
+    def delete_kraft_controller_state(self) -> list[str]:
+        """Kafka's controller znode while a KRaft controller holds it (a ZooKeeper-mode
+        broker's claim is left alone), and the migration record."""
+        deleted = []
+        try:
+            if (KazooAgentZooKeeper.controller_id(self) or -1) >= CONTROLLER_NODE_ID_OFFSET:
+                with contextlib.suppress(NoNodeError):
+                    self.client.delete(self.paths.kafka_controller)
+                    deleted.append(self.paths.kafka_controller)
+            if self.client.exists(self.paths.kafka_migration) is not None:
+                with contextlib.suppress(NoNodeError):
+                    self.client.delete(self.paths.kafka_migration)
+                    deleted.append(self.paths.kafka_migration)
+        except KazooException as exc:
+            raise StoreUnavailable(str(exc)) from exc
+        return deleted
+
+    def request_controller_election(self) -> None:
+        spec = self.spec()
+        if spec is not None and spec.migration is not None:
+            # The KRaft controllers hold Kafka's controller znode during a migration.
+            log.info("controller_election_not_available_in_migration")
+            return
+        KazooAgentZooKeeper.request_controller_election(self)
+
+
 class ConfluentBrokerAdmin:
     """This VM's broker through librdkafka's Admin client, Jolokia for its gauges, and
     Kafka's ConfigCommand (from the image's jars) for cluster-wide config defaults."""
@@ -303,6 +372,12 @@ class ConfluentBrokerAdmin:
 
     def under_replicated(self, jolokia_url: str) -> int:
         return brokerview.under_replicated(jolokia_url, self.jolokia_context)
+
+    def serving(self, jolokia_url: str) -> bool:
+        try:
+            return brokerview.broker_state(jolokia_url, self.jolokia_context) == RUNNING_STATE
+        except Exception:  # Jolokia not up yet, or the MBean not registered yet
+            return False
 
 
 class ConfluentClusterAdmin:

@@ -20,6 +20,9 @@ _RDKAFKA_LOG = logging.getLogger("kaas.agent.rdkafka")
 _RDKAFKA_LOG.setLevel(logging.CRITICAL)
 
 URP_MBEAN = "kafka.server:type=ReplicaManager,name=UnderReplicatedPartitions"
+BROKER_STATE_MBEAN = "kafka.server:type=KafkaServer,name=BrokerState"
+# Kafka's BrokerState: RUNNING once started (a KRaft broker: once unfenced).
+RUNNING_STATE = 3
 
 
 def admin_client(client: InternalClient) -> AdminClient:
@@ -61,4 +64,11 @@ def jolokia_read(
 
 def under_replicated(jolokia_url: str, context: ssl.SSLContext | None = None) -> int:
     value = jolokia_read(jolokia_url, URP_MBEAN, context)
+    return int(value["Value"] if isinstance(value, dict) else value)
+
+
+def broker_state(jolokia_url: str, context: ssl.SSLContext | None = None) -> int:
+    """The broker process's own BrokerState (a metadata answer may come from another broker
+    that still lists this one)."""
+    value = jolokia_read(jolokia_url, BROKER_STATE_MBEAN, context)
     return int(value["Value"] if isinstance(value, dict) else value)

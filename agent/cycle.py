@@ -13,13 +13,12 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 import structlog
 
 from agent.broker_config import desired_server_properties, diff_broker_config
-from agent.broker_config.rendering import desired_controller_properties
 from agent.cert_renewal import CertStep, CertStepKind
+from agent.controller_view import controller_view
 from agent.cycle_actions import ActionPorts, ActionRunner, LongAction, Spawn, spawn_thread
 from agent.decide import (
     RUNNING,
@@ -33,11 +32,12 @@ from agent.decide import (
     decide,
 )
 from agent.identity import volume_id
-from agent.kraft_keeper import (
-    QuorumKeeper,
-    metadata_directory_id,
-    rest_caught_up,
-    start_quorum_keeper,
+from agent.kraft_keeper import QuorumKeeper, metadata_directory_id, start_quorum_keeper
+from agent.kraft_migration import (
+    clean_kafka_znodes,
+    format_cluster_id,
+    is_stray,
+    wants_controller,
 )
 from agent.kraft_quorum import ControllerIdentity
 from agent.kraft_quorum_tool import ControllerQuorum
@@ -56,14 +56,15 @@ from agent.ports import (
     CertificateTender,
     Clock,
     ClusterAdmin,
+    ControllerStorage,
     EnsembleMembership,
+    KafkaZnodes,
     PlannerSeat,
     PlanStorePort,
-    ProcessState,
     ReassignmentAdmin,
     StoreUnavailable,
 )
-from agent.restart_runner import RestartRunner, read_properties
+from agent.restart_runner import RestartRunner
 from agent.settings import AgentSettings
 from planner.contracts.journal import JournalAction, JournalEntry
 from planner.contracts.kafka_state import volume_broker_id
@@ -114,6 +115,11 @@ class AgentPorts:
     zookeeper_restart: Callable[[Callable[[str], None]], str] | None = None
     """Restart this VM's ZooKeeper server onto its renewed certificate (given a progress
     callback; returns the journal's result); None: the VM runs no ZooKeeper server."""
+    kafka_znodes: KafkaZnodes | None = None
+    """Kafka's znodes a ZooKeeper-mode cluster's migration deletes; None on KRaft."""
+    controller_storage: ControllerStorage | None = None
+    """A ZooKeeper-mode VM's controller metadata dir, which a migration formats (and a
+    rollback discards); None: the agent formats none (a KRaft cluster's are formatted)."""
 
 
 class Agent:
@@ -160,6 +166,7 @@ class Agent:
                 ports.clock.monotonic,
                 settings.controller_gone_s,
                 settings.controller_caught_up_ms,
+                static_only=not settings.kraft,
             )
             if ports.quorum is not None
             else None
@@ -182,6 +189,7 @@ class Agent:
                 ports.clock,
                 ports.spawn,
                 ports.controller,
+                ports.controller_storage,
             ),
             self.restarts,
             self.quorum_keeper,
@@ -366,8 +374,16 @@ class Agent:
             if m.pending_restart or m.spec_generation < generation
         )
         zookeeper_change = self.ensemble.change(good, now)
-        controller = self.ports.controller.state() if self.ports.controller else None
-        controller_view = self._controller_view(good, controller)
+        controller_process = self.ports.controller.state() if self.ports.controller else None
+        wanted = wants_controller(self.settings.runs_controller, self.broker_id, good)
+        controller = controller_process if wanted else None
+        storage = self.ports.controller_storage
+        format_id = (
+            format_cluster_id(self.settings.kraft, self.broker_id, good, storage.formatted())
+            if storage is not None and controller is not None
+            else None
+        )
+        view = controller_view(self.settings, self.broker_id, good, controller, self.quorum_keeper)
         long_action = self.long_action
         running = long_action is not None and (
             long_action.running is None or long_action.running.is_alive()
@@ -393,42 +409,20 @@ class Agent:
             controllers_awaiting_restart=frozenset(
                 b for b, m in self.members().items() if m.controller_pending_restart
             ),
-            **controller_view,
+            **view,
             certificate_restart=self.certificate_restart,
+            controller_format_cluster_id=format_id,
+            stray_controller=is_stray(wanted, controller_process),
         )
         return snap, CycleMemory(good, since)
 
-    def _controller_view(
-        self, spec: ClusterSpec | None, process: ProcessState | None
-    ) -> dict[str, Any]:
-        """This VM's controller as the snapshot needs it: what changed in its rendered
-        controller.properties against the file it runs with, and the quorum at the quorum
-        keeper's last describe."""
-        if spec is None or process is None or self.broker_id < 0:
-            return {}
-        try:
-            rendered = desired_controller_properties(self.settings, self.broker_id, spec)
-        except BrokerConfigError:
-            return {}
-        if rendered is None:
-            return {}
-        node_id = controller_node_id(self.broker_id)
-        path = self.settings.config_dir / "controller.properties"
-        running = read_properties(path) if path.exists() and process != STOPPED else rendered
-        changed = tuple(
-            sorted(k for k in set(rendered) | set(running) if rendered.get(k) != running.get(k))
-        )
-        keeper = self.quorum_keeper
-        replicas = keeper.state.replicas if keeper is not None else ()
-        return {
-            "controller_node_id": node_id,
-            "controller_changed": changed,
-            "controller_properties": rendered,
-            "quorum_leader_id": keeper.state.leader_id if keeper is not None else None,
-            "quorum_caught_up": rest_caught_up(
-                replicas, node_id, self.settings.controller_caught_up_ms
-            ),
-        }
+    def _clean_kafka_znodes(self, snap: Snapshot) -> None:
+        znodes, spec = self.ports.kafka_znodes, snap.spec
+        if znodes is not None and spec is not None and spec.migration is not None:
+            elected = self.planner_role.is_planner
+            clean_kafka_znodes(
+                znodes, self.settings.kraft, spec, elected, self.members, self.journal
+            )
 
     # -- certificates ---------------------------------------------------------------------
 
@@ -481,6 +475,7 @@ class Agent:
         if not isinstance(action, DoNothing):
             self.journal(action.kind, action.reason, "started")
         self.actions.execute(action, self.broker_id, self.memory.last_good_spec)
+        self._clean_kafka_znodes(snap)
         sentence = action.reason
         if self.metrics_problem:
             sentence += f"; {self.metrics_problem}"

@@ -24,10 +24,18 @@ from agent.decide import (
     RestartController,
     StartBroker,
     StartController,
+    StopController,
 )
 from agent.errors import AgentError
 from agent.kraft_keeper import QuorumKeeper
-from agent.ports import AgentZooKeeper, BrokerAdmin, BrokerSupervisor, Clock, EnsembleMembership
+from agent.ports import (
+    AgentZooKeeper,
+    BrokerAdmin,
+    BrokerSupervisor,
+    Clock,
+    ControllerStorage,
+    EnsembleMembership,
+)
 from agent.restart import LaunchKind
 from agent.restart_runner import RestartRunner, write_properties, write_text
 from agent.settings import AgentSettings
@@ -71,6 +79,8 @@ class ActionPorts:
     spawn: Spawn
     controller: BrokerSupervisor | None
     """This VM's KRaft controller process; None: the VM runs none."""
+    storage: ControllerStorage | None = None
+    """A migration's controller metadata dir; None: the agent formats none."""
 
 
 class ActionRunner:
@@ -108,6 +118,8 @@ class ActionRunner:
                 self._start_controller(action, broker_id, spec)
             case RestartController():
                 self._restart_controller(action, broker_id)
+            case StopController():
+                self._stop_controller(action)
             case DoNothing():
                 pass
 
@@ -133,14 +145,30 @@ class ActionRunner:
         except BrokerConfigError as exc:
             self.journal(action.kind, action.reason, f"failed: {exc}")
             return
-        if properties is not None:
-            write_properties(self.settings.config_dir / "controller.properties", properties)
-        for name, text in jolokia_files(self.settings).items():
+        if properties is None:
+            return
+        write_properties(self.settings.config_dir / "controller.properties", properties)
+        for name, text in jolokia_files(self.settings, controller=True).items():
             write_text(self.settings.config_dir / name, text)
         try:
+            storage = self.ports.storage
+            if action.format_cluster_id is not None and storage is not None:
+                storage.format(action.format_cluster_id, action.kafka_version)
             controller.start(action.kafka_version)
         except (AgentError, OSError) as exc:
             self.journal(action.kind, action.reason, f"failed: {exc}")
+            return
+        if action.format_cluster_id is not None:
+            self.journal(action.kind, action.reason, "done, formatted and started")
+
+    def _stop_controller(self, action: StopController) -> None:
+        controller = self.ports.controller
+        if controller is None:
+            return
+        controller.stop(self.settings.broker_stop_timeout_s)
+        if self.ports.storage is not None:
+            self.ports.storage.discard()
+        self.journal(action.kind, action.reason, "done, metadata log discarded")
 
     def _restart_controller(self, action: RestartController, broker_id: int) -> None:
         controller, keeper = self.ports.controller, self.quorum_keeper

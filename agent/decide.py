@@ -36,6 +36,7 @@ __all__ = [
     "Snapshot",
     "StartBroker",
     "StartController",
+    "StopController",
     "decide",
     "nothing",
 ]
@@ -49,6 +50,7 @@ class ActionKind(StrEnum):
     APPLY_DYNAMIC = "apply_dynamic"
     START_CONTROLLER = "start_controller"
     RESTART_CONTROLLER = "restart_controller"
+    STOP_CONTROLLER = "stop_controller"
 
 
 @dataclass(frozen=True)
@@ -113,6 +115,11 @@ class Snapshot:
     quorum_caught_up: bool = False  # every other voter caught up at the last describe
     controllers_awaiting_restart: frozenset[int] = frozenset()  # members whose controller waits
     certificate_restart: str | None = None  # why the broker must restart onto its new certificate
+    # A migration's controller: the cluster id an unformatted metadata dir is formatted with
+    # before its first start (None: formatted already, or formatted by `kaas up`).
+    controller_format_cluster_id: str | None = None
+    # A controller process runs that the spec's phase no longer has on this VM (a rollback).
+    stray_controller: bool = False
 
 
 def awaits_restart(snap: Snapshot) -> bool:
@@ -165,6 +172,17 @@ class StartController:
     kind: ClassVar[ActionKind] = ActionKind.START_CONTROLLER
     reason: str
     kafka_version: str
+    format_cluster_id: str | None = None
+    """Format the metadata dir with this cluster id first (a migration's static quorum)."""
+
+
+@dataclass(frozen=True)
+class StopController:
+    """Stop this VM's controller, which the spec's phase no longer runs (a migration rolled
+    back), and discard its metadata log: a later migration copies the metadata afresh."""
+
+    kind: ClassVar[ActionKind] = ActionKind.STOP_CONTROLLER
+    reason: str
 
 
 @dataclass(frozen=True)
@@ -208,6 +226,7 @@ Action = (
     | ApplyDynamicConfig
     | StartController
     | RestartController
+    | StopController
 )
 
 
@@ -265,9 +284,18 @@ def decide(s: Snapshot) -> Action:
     # The controller before anything of the broker's: a broker start waits for a quorum
     # that a dead controller may be the missing vote of.
     if s.spec is not None and s.controller == STOPPED and not s.controller_restarting:
+        if s.controller_format_cluster_id is not None:
+            return StartController(
+                f"{who}: the migration runs a controller on this VM, formatting and starting it",
+                s.spec.kafka_version,
+                s.controller_format_cluster_id,
+            )
         return StartController(f"{who}: controller process gone, starting it", s.spec.kafka_version)
     if s.long_action is not None:
         return nothing(f"{who}: {s.long_action}")
+    if s.spec is not None and s.stray_controller and not s.controller_restarting:
+        phase = s.spec.migration.phase.value if s.spec.migration else "ZooKeeper mode"
+        return StopController(f"{who}: {phase} runs no controller on this VM, stopping it")
     if s.spec is None:
         reason = f" ({s.spec_error})" if s.spec_error else ""
         return nothing(f"{who}: waiting for a valid cluster spec{reason}")

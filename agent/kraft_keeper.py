@@ -131,6 +131,7 @@ class QuorumKeeper:
         monotonic: Callable[[], float],
         gone_threshold_s: float,
         caught_up_within_ms: int,
+        static_only: bool = False,
     ) -> None:
         self.quorum = quorum
         self.me = me
@@ -142,6 +143,8 @@ class QuorumKeeper:
         self.monotonic = monotonic
         self.gone_threshold_s = gone_threshold_s
         self.caught_up_within_ms = caught_up_within_ms
+        # A ZooKeeper-mode cluster's keeper: a quorum only while a migration runs one.
+        self.static_only = static_only
         self.state = QuorumKeeperState()
 
     @property
@@ -160,6 +163,9 @@ class QuorumKeeper:
         (or None)."""
         spec = self.spec()
         if spec is None:
+            return None
+        if spec.migration is not None or self.static_only:
+            self._watch_static(spec)
             return None
         try:
             status, replicas = self.quorum.describe()
@@ -209,6 +215,23 @@ class QuorumKeeper:
         self.journal(str(change.kind).replace("-", "_"), change.reason, "done")
         self.state.sentence += f"; {change.reason}"
         return change
+
+    def _watch_static(self, spec: ClusterSpec) -> None:
+        """A migration's static quorum: looked at (a controller restart waits until the rest
+        has caught up), never changed."""
+        migration = spec.migration
+        if migration is None or not migration.phase.runs_controllers:
+            self.state = QuorumKeeperState()
+            return
+        try:
+            status, replicas = self.quorum.describe()
+        except AgentError as exc:
+            self.state.sentence = f"migration controller quorum unreadable: {exc}"
+            self.state.leader_id, self.state.replicas = None, ()
+            return
+        self.state.leader_id, self.state.replicas = status.leader_id, replicas
+        leader = "no leader" if status.leader_id is None else f"leader {status.leader_id}"
+        self.state.sentence = f"migration controller quorum ({migration.phase.value}): {leader}"
 
     def _unregister_stale(self) -> None:
         registered = self.registered()

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import subprocess
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Protocol
 
@@ -23,6 +23,7 @@ from planner.contracts.kraft_quorum_state import (
     parse_replication,
     parse_status,
 )
+from planner.contracts.spec import ClusterSpec
 from planner.pki.client_settings import InternalClient
 
 METADATA_QUORUM_TOOL = "org.apache.kafka.tools.MetadataQuorumCommand"
@@ -152,3 +153,35 @@ class MetadataQuorumTool:
                     str(broker_id),
                 )
             )
+
+
+@dataclass(frozen=True)
+class MigrationQuorumTool:
+    """A migrating cluster's controller quorum: described through the voters the spec's
+    migration names, with the tools of the cluster's own release (a 4.x tool's requests are
+    refused by 3.9 controllers as unsupported). Kafka 3.9 migrates onto a static quorum, so
+    no voter ever changes."""
+
+    tool: MetadataQuorumTool
+    spec: Callable[[], ClusterSpec | None]
+    libs: Callable[[str], str]
+    """Kafka version -> the image's folder of its jars."""
+
+    def describe(self) -> tuple[QuorumStatus, tuple[QuorumReplica, ...]]:
+        spec = self.spec()
+        if spec is None or spec.migration is None:
+            raise QuorumToolError("no migration to KRaft: the cluster has no controller quorum")
+        return replace(
+            self.tool,
+            bootstrap_controllers=spec.migration.controller_endpoints,
+            libs=self.libs(spec.kafka_version),
+        ).describe()
+
+    def add_controller(self) -> None:
+        raise QuorumToolError("a migration's controller quorum is static")
+
+    def remove_controller(self, node_id: int, directory_id: str) -> None:
+        raise QuorumToolError("a migration's controller quorum is static")
+
+    def unregister_broker(self, broker_id: int) -> None:
+        raise QuorumToolError("a migration's controller quorum is static")

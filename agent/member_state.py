@@ -14,6 +14,7 @@ _BY_ACTION = {
     "apply_dynamic": MemberState.APPLYING_CONFIG,
     "start_controller": MemberState.STARTING,
     "restart_controller": MemberState.RESTARTING,
+    "stop_controller": MemberState.RESTARTING,
     "restart_zookeeper": MemberState.RESTARTING,
 }
 

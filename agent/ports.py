@@ -161,6 +161,10 @@ class BrokerAdmin(Protocol):
     def under_replicated(self, jolokia_url: str) -> int:
         """A broker's UnderReplicatedPartitions, read through Jolokia; raises when unreadable."""
 
+    def serving(self, jolokia_url: str) -> bool:
+        """Whether the broker process behind this Jolokia says it runs (Kafka's BrokerState
+        RUNNING: started, and in KRaft unfenced); False when unreadable."""
+
 
 class ClusterAdmin(Protocol):
     """The whole cluster as the elected planner reads it (bootstrap: every live member)."""
@@ -312,3 +316,27 @@ class MirrorOffsets(Protocol):
 class MirrorLagStore(Protocol):
     def write_lag(self, flow: str, value: bytes) -> None:
         """Store the flow's lag record (`/kaas/<cluster>/mirror/lag/<flow>`)."""
+
+
+# -- a migration's controller storage ----------------------------------------------------------
+
+
+class ControllerStorage(Protocol):
+    """This VM's KRaft controller metadata dir as a migration needs it: formatted with the
+    ZooKeeper-mode cluster's id before its first start, discarded after a rollback."""
+
+    def formatted(self) -> bool: ...
+
+    def format(self, cluster_id: str, kafka_version: str) -> None:
+        """AgentError when Kafka's storage tool fails."""
+
+    def discard(self) -> None: ...
+
+
+class KafkaZnodes(Protocol):
+    """Kafka's own znodes a migration has the elected agent delete (agent/kraft_migration.py
+    decides when); each call returns what it deleted, empty when nothing was there."""
+
+    def delete_kafka_chroot(self) -> list[str]: ...
+
+    def delete_kraft_controller_state(self) -> list[str]: ...

@@ -176,7 +176,11 @@ class RestartRunner:
             case CheckAnswer(after_s):
                 if after_s > 0:
                     clock.sleep(after_s)
-                answers = self.admin.metadata_answers(broker_id, 3.0)
+                # The broker's own state too: another broker's metadata may still list it
+                # while the new process is starting (an ISR shrinks only after a lag time).
+                answers = self.admin.metadata_answers(broker_id, 3.0) and self.admin.serving(
+                    self.settings.jolokia_url
+                )
                 return AnswerRead(answers, clock.monotonic())
             case CheckIsr(after_s):
                 if after_s > 0:

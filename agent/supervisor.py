@@ -151,13 +151,16 @@ class LocalProcessSupervisor:
             if s.kraft
             else (f"-Dlog4j.configuration=file:{s.config_dir / 'kafka-log4j.properties'}",)
         )
+        # Log4j 1 names one file (server.log): a migration's controller writes its own
+        # beside the broker's, in a folder of its own.
+        logs_dir = s.logs_dir / "controller" if controller and not s.kraft else s.logs_dir
         return [
             s.java,
             *shlex.split(s.controller_heap if controller else s.kafka_heap),
             "-XX:+UseG1GC",
             "-XX:MaxGCPauseMillis=20",
             "-Djava.awt.headless=true",
-            f"-Dkafka.logs.dir={s.logs_dir}",
+            f"-Dkafka.logs.dir={logs_dir}",
             *logging,
             # Each process its own Jolokia port: the controller-only metrics (active
             # controller, offline partitions) are in the controller's JVM.

@@ -15,11 +15,13 @@ from agent.adapters import (
     ConfluentClusterAdmin,
     KazooAgentZooKeeper,
     KraftAgentZooKeeper,
+    MigratingAgentZooKeeper,
     SystemClock,
 )
 from agent.cert_keeper import CertificateKeeper, KazooCertificateExchange, presented_serial
 from agent.cycle import Agent, AgentPorts
-from agent.kraft_quorum_tool import MetadataQuorumTool
+from agent.kraft_migration import MetadataDirStorage
+from agent.kraft_quorum_tool import ControllerQuorum, MetadataQuorumTool, MigrationQuorumTool
 from agent.metrics.mirror_offsets import KafkaMirrorOffsets
 from agent.mirror_keeper import Journal, MirrorKeeper
 from agent.mirror_lag_monitor import MirrorLagMonitor
@@ -52,6 +54,7 @@ from agent.zk_server_restart import (
 )
 from planner.contracts.kafka_release import KAFKA_RELEASES, KafkaMode
 from planner.contracts.paths import ClusterPaths
+from planner.contracts.spec import ClusterSpec
 from planner.contracts.vm_config.image import ZOO_CFG as IMAGE_ZOO_CFG
 from planner.contracts.vm_config.kraft import render_kafka_log4j2, render_kafka_tools_log4j2
 from planner.pki.rotation import serial_hex
@@ -122,16 +125,41 @@ def build_agent(settings: AgentSettings, supervisor: BrokerSupervisor | None = N
     # The agent's Kafka reads that need the whole cluster go over every member's broker; the
     # agent is made below, the ZooKeeper adapter first.
     agents: list[Agent] = []
-    zookeeper = (
+
+    def cluster_bootstrap() -> str:
+        return agents[0].cluster_bootstrap() if agents else settings.bootstrap
+
+    def spec() -> ClusterSpec | None:
+        return agents[0].memory.last_good_spec if agents else None
+
+    # A ZooKeeper-mode cluster's agent follows a migration's phase: its readings of Kafka
+    # move to KRaft with the brokers, it runs the phase's controller, formatted on its VM.
+    zookeeper: KazooAgentZooKeeper = (
         KraftAgentZooKeeper(
             settings.zookeeper_hosts,
             paths,
             settings.identity,
             settings.kafka_client,
-            lambda: agents[0].cluster_bootstrap() if agents else settings.bootstrap,
+            cluster_bootstrap,
         )
         if settings.kraft
-        else KazooAgentZooKeeper(settings.zookeeper_hosts, paths, settings.identity)
+        else MigratingAgentZooKeeper(
+            settings.zookeeper_hosts,
+            paths,
+            settings.identity,
+            settings.kafka_client,
+            cluster_bootstrap,
+            spec,
+        )
+    )
+    quorum: ControllerQuorum = (
+        quorum_tool(settings)
+        if settings.kraft
+        else MigrationQuorumTool(
+            quorum_tool(settings),
+            spec,
+            lambda version: str(kafka_libs(settings.image_root, version)),
+        )
     )
     jolokia = client_context(settings.identity)  # every broker's Jolokia takes the nodes' only
 
@@ -175,9 +203,11 @@ def build_agent(settings: AgentSettings, supervisor: BrokerSupervisor | None = N
             reassignments=reassignments,
             clock=SystemClock(),
             controller=make_supervisor(settings, KafkaProcess.CONTROLLER)
-            if settings.runs_controller
+            if settings.runs_controller or not settings.kraft
             else None,
-            quorum=quorum_tool(settings) if settings.kraft else None,
+            quorum=quorum,
+            controller_storage=None if settings.kraft else MetadataDirStorage(settings),
+            kafka_znodes=zookeeper if isinstance(zookeeper, MigratingAgentZooKeeper) else None,
             certificates=CertificateKeeper(
                 settings.identity,
                 KazooCertificateExchange(zookeeper.client, settings.cluster),

@@ -4,7 +4,9 @@ give. Pure."""
 
 from __future__ import annotations
 
+from agent.kraft_migration import migration_metadata_dir
 from agent.settings import AgentSettings
+from planner.contracts.kraft_migration import CONTROLLER_PORT
 from planner.contracts.paths import ClusterPaths
 from planner.contracts.spec import ClusterSpec
 from planner.contracts.vm_config import BrokerFacts, render_server_properties, sizing_properties
@@ -23,7 +25,10 @@ from planner.contracts.vm_config.kraft import (
     render_controller_properties,
     render_kraft_broker_properties,
 )
-from planner.contracts.vm_config.migration import render_migration_broker_properties
+from planner.contracts.vm_config.migration import (
+    render_migration_broker_properties,
+    render_migration_controller_properties,
+)
 from planner.pki.authority import Role, role_distinguished_name
 
 
@@ -78,7 +83,10 @@ def controller_facts(settings: AgentSettings, broker_id: int) -> ControllerFacts
 def desired_controller_properties(
     settings: AgentSettings, broker_id: int, spec: ClusterSpec
 ) -> dict[str, str] | None:
-    """controller.properties of this VM's controller; None when the VM runs none."""
+    """controller.properties of this VM's controller; None when the VM runs none (in a
+    migration: when the phase runs none here)."""
+    if settings.controller_bootstrap is None:
+        return _migration_controller_properties(settings, broker_id, spec)
     controller = controller_facts(settings, broker_id)
     if controller is None:
         return None
@@ -87,9 +95,29 @@ def desired_controller_properties(
     )
 
 
-def jolokia_files(settings: AgentSettings) -> dict[str, str]:
+def _migration_controller_properties(
+    settings: AgentSettings, broker_id: int, spec: ClusterSpec
+) -> dict[str, str] | None:
+    """A ZooKeeper-mode VM's controller while a migration runs one on it (the voters are
+    the VMs of the lowest broker ids, on the migration's controller port)."""
+    migration = spec.migration
+    if migration is None or broker_id not in migration.voter_broker_ids():
+        return None
+    controller = ControllerFacts(
+        node_id=controller_node_id(broker_id),
+        listener_address=settings.address,
+        port=CONTROLLER_PORT,
+        metadata_dir=str(migration_metadata_dir(settings)),
+    )
+    return render_migration_controller_properties(
+        spec, broker_facts(settings, broker_id), controller
+    )
+
+
+def jolokia_files(settings: AgentSettings, controller: bool = False) -> dict[str, str]:
     """The Jolokia agent's properties and access policy, by file name in the config folder:
-    HTTPS with the VM's certificate, the nodes' certificates only, reads only."""
+    HTTPS with the VM's certificate, the nodes' certificates only, reads only; the
+    controller's too where the VM runs one (`controller`: a migration's)."""
     identity = settings.identity
     tls = JolokiaTls(identity.trust_bundle, identity.certificate, identity.key)
     policy = settings.config_dir / JOLOKIA_POLICY
@@ -100,7 +128,7 @@ def jolokia_files(settings: AgentSettings) -> dict[str, str]:
         ),
         JOLOKIA_POLICY: render_jolokia_access_policy(),
     }
-    if settings.runs_controller:
+    if settings.runs_controller or controller:
         files[CONTROLLER_JOLOKIA_PROPERTIES] = render_jolokia_properties(
             settings.address, settings.controller_jolokia_port, tls, policy, node
         )

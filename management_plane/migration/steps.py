@@ -18,6 +18,7 @@ from management_plane.errors import PermanentError
 from management_plane.service.controller import STEPS, Controller, done, wait
 from management_plane.service.db import OperationRow
 from management_plane.service.operations import (
+    DONE,
     FAIL,
     MIGRATION_PHASES,
     ROLLBACK_PHASES,
@@ -34,6 +35,7 @@ from planner.contracts.kraft_migration import (
     migration_voters,
     rollback_refusal,
 )
+from planner.contracts.member import MemberState
 from planner.contracts.spec import ClusterSpec
 
 K = OperationKind
@@ -109,6 +111,25 @@ def migration_phase(controller: Controller, op: OperationRow, batch: int) -> Out
     }
     voters = migration_voters(brokers, spec.kraft_controllers)
     return _write_phase(controller, op.cluster, KraftMigration(phase, found, voters), spec)
+
+
+@step(StepName.WAIT_APPLIED, MIGRATING | ROLLING_BACK, Patience.APPLIED)
+def wait_phase_applied(controller: Controller, op: OperationRow, batch: int) -> Outcome:
+    """Every agent read the phase, and no broker or controller restart of it is left or
+    running: a phase's controllers restart after its brokers (finalising restarts only
+    them), and the next phase (or Kafka's chroot removed) must find them all through."""
+    applied = controller.wait_applied(op, batch)
+    if applied.kind != DONE:
+        return applied
+    members = controller._io(op.cluster).members().records
+    busy = [
+        f"broker {b}: {m.sentence}"
+        for b, m in sorted(members.items())
+        if m.controller_pending_restart or m.state is not MemberState.HEALTHY
+    ]
+    if busy:
+        return wait("waiting for the phase's restarts: " + "; ".join(busy))
+    return applied
 
 
 @step(StepName.WAIT_MIGRATED, MIGRATING, Patience.APPLIED)

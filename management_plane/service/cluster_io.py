@@ -19,7 +19,7 @@ import structlog
 from confluent_kafka.admin import AdminClient
 from kafka import KafkaAdminClient
 from kazoo.client import KazooClient
-from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+from kazoo.exceptions import BadVersionError, NoAuthError, NodeExistsError, NoNodeError
 
 from management_plane.errors import TemporaryError
 from management_plane.service.metadata_version import MetadataVersionLevels
@@ -77,6 +77,11 @@ def reads_kafka_from_metadata(spec: ClusterSpec | None) -> bool:
 
 class ClusterUnreachable(TemporaryError, RuntimeError):
     """ZooKeeper or Kafka did not answer; a step reading this waits and tries again."""
+
+
+class KafkaZnodesHeld(TemporaryError):
+    """Kafka's znodes carry its brokers' ACLs, which the service's identity is not in: the
+    elected agent (the nodes are ZooKeeper's super user) deletes them; the step waits."""
 
 
 def zookeeper_hosts(addresses: list[str]) -> str:
@@ -447,7 +452,12 @@ class ClusterIO:
             deleted = []
             for path in (self.paths.kafka_controller, self.paths.kafka_migration):
                 with suppress(NoNodeError):
-                    zk.delete(path)
+                    try:
+                        zk.delete(path)
+                    except NoAuthError:
+                        raise KafkaZnodesHeld(
+                            f"{path} is Kafka's: waiting for the elected agent to delete it"
+                        ) from None
                     deleted.append(path)
             return deleted
 
@@ -461,7 +471,13 @@ class ClusterIO:
             if zk.exists(self.paths.kafka_chroot) is None:
                 return False
             with suppress(NoNodeError):
-                zk.delete(self.paths.kafka_chroot, recursive=True)
+                try:
+                    zk.delete(self.paths.kafka_chroot, recursive=True)
+                except NoAuthError:
+                    raise KafkaZnodesHeld(
+                        f"Kafka's chroot {self.paths.kafka_chroot} carries its brokers' ACLs: "
+                        "waiting for the elected agent to delete it"
+                    ) from None
             return True
 
         return self._with_zk(delete)

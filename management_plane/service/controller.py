@@ -631,7 +631,8 @@ class Controller:
             spec_generation=written.generation,
         )
 
-    @step(StepName.WAIT_APPLIED, {K.UPGRADE, K.CHANGE_CONFIG} | MIGRATION_KINDS, Patience.APPLIED)
+    # A migration's phases wait for more (management_plane/migration/steps.py).
+    @step(StepName.WAIT_APPLIED, {K.UPGRADE, K.CHANGE_CONFIG}, Patience.APPLIED)
     def wait_applied(self, op: OperationRow, _batch: int) -> Outcome:
         generation = int(op.context.get("spec_generation", 0))
         readings = self._io(op.cluster).members()

@@ -20,6 +20,8 @@ class JournalAction(StrEnum):
     ZK_RECONFIG = "zk_reconfig"
     START_CONTROLLER = "start_controller"
     RESTART_CONTROLLER = "restart_controller"
+    STOP_CONTROLLER = "stop_controller"  # a migration's controller, on its rollback
+    KAFKA_CLEANUP = "kafka_cleanup"  # Kafka's znodes a migration's phase deletes
     RESTART_ZOOKEEPER = (
         "restart_zookeeper"  # onto a renewed certificate (agent/zk_server_restart.py)
     )

@@ -94,6 +94,15 @@ class KraftMigration:
         """The brokers whose VMs run a controller."""
         return frozenset(int(v.split("@", 1)[0]) - CONTROLLER_NODE_ID_OFFSET for v in self.voters)
 
+    def runs_controller(self, broker_id: int) -> bool:
+        """Whether the phase has a controller running on the VM of `broker_id`."""
+        return self.phase.runs_controllers and broker_id in self.voter_broker_ids()
+
+    @property
+    def controller_endpoints(self) -> str:
+        """host:port of every voter, comma-separated (the quorum tools' bootstrap)."""
+        return ",".join(v.split("@", 1)[1] for v in self.voters)
+
 
 def migration_voters(brokers: dict[int, str], quorum_size: int) -> tuple[str, ...]:
     """The static quorum of a migration: controllers on the VMs of the lowest broker ids

@@ -223,6 +223,8 @@ class FakeBroker:
         self.stops: list[float] = []
         self.applied: list[ConfigDiff] = []
         self.calls: list[str] = []
+        self.starting = False  # its own state says it is still starting
+        self.serving_reads = 0
 
     # -- supervisor -------------------------------------------------------------------------
 
@@ -281,6 +283,10 @@ class FakeBroker:
 
     def under_replicated(self, jolokia_url: str) -> int:
         return self.urp(jolokia_url)
+
+    def serving(self, jolokia_url: str) -> bool:
+        self.serving_reads += 1
+        return self.process == RUNNING and self.answers and not self.starting
 
 
 @dataclass
@@ -560,6 +566,26 @@ class FakeProcess:
         return 4242 if self.process_state != STOPPED else None
 
 
+class FakeControllerStorage:
+    """A migration's controller metadata dir: unformatted until formatted."""
+
+    def __init__(self) -> None:
+        self.cluster_id: str | None = None
+        self.formats: list[tuple[str, str]] = []
+        self.discards = 0
+
+    def formatted(self) -> bool:
+        return self.cluster_id is not None
+
+    def format(self, cluster_id: str, kafka_version: str) -> None:
+        self.formats.append((cluster_id, kafka_version))
+        self.cluster_id = cluster_id
+
+    def discard(self) -> None:
+        self.discards += 1
+        self.cluster_id = None
+
+
 @dataclass
 class Rig:
     """One agent wired to fakes."""
@@ -575,11 +601,18 @@ class Rig:
     reassignments: FakeReassignments
     spawn: SpawnLater
     controller: FakeProcess | None = None
+    storage: FakeControllerStorage | None = None
 
 
 def make_rig(
-    tmp_path: Path, spec: ClusterSpec | None, spawn_later: bool = False, **settings: Any
+    tmp_path: Path,
+    spec: ClusterSpec | None,
+    spawn_later: bool = False,
+    migration_controller: bool = False,
+    **settings: Any,
 ) -> Rig:
+    """`migration_controller`: a ZooKeeper-mode VM wired as the agent is for a migration (a
+    controller process and its metadata dir, run only when the spec's phase says)."""
     clock = FakeClock()
     zookeeper = FakeZooKeeper(clock, spec)
     agent_settings = settings_for(tmp_path, **settings)
@@ -590,7 +623,9 @@ def make_rig(
     cluster = FakeClusterAdmin()
     reassignments = FakeReassignments(cluster)
     later = SpawnLater()
-    controller = FakeProcess() if agent_settings.runs_controller else None
+    runs = agent_settings.runs_controller or migration_controller
+    controller = FakeProcess() if runs else None
+    storage = FakeControllerStorage() if migration_controller else None
 
     def spawn_now(name: str, work: Callable[[], None]) -> Running:
         later(name, work)
@@ -611,6 +646,7 @@ def make_rig(
             clock=clock,
             spawn=later if spawn_later else spawn_now,
             controller=controller,
+            controller_storage=storage,
         ),
     )
     agent.start()
@@ -627,4 +663,5 @@ def make_rig(
         reassignments,
         later,
         controller,
+        storage,
     )

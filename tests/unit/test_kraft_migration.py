@@ -40,6 +40,7 @@ from planner.contracts.kraft_migration import (
     parse_zk_migration_record,
     rollback_refusal,
 )
+from planner.contracts.member import MemberState
 from planner.contracts.spec import ClusterSpec, SpecError, parse_spec
 from tests.unit.api_server import running_api
 from tests.unit.fake_cluster import FakeCluster
@@ -476,3 +477,36 @@ def test_a_migration_the_cluster_cannot_take_is_refused_and_nothing_is_stored(
         assert [op.op_id for op in api.service.db.list_operations(None, 1000)] == operations
         for name, spec in made.items():
             assert api.service.db.cluster(name)["spec"] == spec  # type: ignore[index]
+
+
+def test_a_phase_waits_for_its_controller_restarts_and_running_restarts(
+    mworld: MigrationWorld,
+) -> None:
+    """Finalising changes only the controllers: the phase is applied once no controller
+    restart is left or running, not when the brokers have read it."""
+    op = mworld.run(mworld.queue_steps(K.MIGRATE_TO_KRAFT, migration_steps()))
+    assert _at("wait_applied:0", op)
+    mworld.fake.every_agent_applies()
+    first = next(iter(mworld.fake.member_znodes))
+    mworld.fake.member_znodes[first] = replace(
+        mworld.fake.member_znodes[first],
+        controller_pending_restart=True,
+        sentence="the active controller restarts last",
+    )
+    op = mworld.run(op)
+    assert _at("wait_applied:0", op)
+    assert "waiting for the phase's restarts" in op.message
+    assert "the active controller restarts last" in op.message
+    mworld.fake.member_znodes[first] = replace(
+        mworld.fake.member_znodes[first],
+        controller_pending_restart=False,
+        state=MemberState.RESTARTING,
+        sentence="controller restart 3/3",
+    )
+    op = mworld.run(op)
+    assert _at("wait_applied:0", op) and "controller restart 3/3" in op.message
+    mworld.fake.member_znodes[first] = replace(
+        mworld.fake.member_znodes[first], state=MemberState.HEALTHY
+    )
+    op = mworld.run(op)
+    assert _at("wait_applied:1", op)

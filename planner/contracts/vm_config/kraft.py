@@ -322,6 +322,9 @@ class StorageFormat(Enum):
     INITIAL_CONTROLLERS = "initial-controllers"  # a new cluster's first voters, all at once
     STANDALONE = "standalone"  # a new cluster's single first voter
     NO_INITIAL_CONTROLLERS = "no-initial-controllers"  # a broker, or a controller joining
+    # A migration's controllers (Kafka 3.9): the voters are controller.quorum.voters in the
+    # properties, so the format takes no quorum flag.
+    STATIC_QUORUM = "static-quorum"
 
 
 @dataclass(frozen=True)
@@ -371,6 +374,8 @@ def format_arguments(
         arguments += ["--initial-controllers", ",".join(v.argument for v in voters)]
     elif how is StorageFormat.STANDALONE:
         arguments.append("--standalone")
+    elif how is StorageFormat.STATIC_QUORUM:
+        pass
     else:
         arguments.append("--no-initial-controllers")
     return arguments
