@@ -93,7 +93,7 @@ test-drill: setup
 
 ## drills: every `kaas drill` at its full fault duration (make test runs them for seconds)
 drills: setup
-	KAAS_DRILL_FULL=1 $(BIN)/pytest -m drill -s tests/drills/test_kaas_drill.py tests/drills/test_kaas_drill_volumes.py $(PYTEST_ARGS)
+	KAAS_DRILL_FULL=1 $(BIN)/pytest -m drill -s tests/drills/test_kaas_drill.py tests/drills/test_kaas_drill_volumes.py tests/integration/test_kraft_cluster.py $(PYTEST_ARGS)
 
 lint: setup
 	$(BIN)/ruff check .

@@ -6,6 +6,13 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from management_plane.drills.controller_faults import (
+    ControllerKill,
+    ControllerPause,
+    active_controller,
+    controller_majority,
+    follower_controller,
+)
 from management_plane.drills.disk_faults import DestroyedVolume, FullDisk
 from management_plane.drills.errors import DrillRefused
 from management_plane.drills.faults import (
@@ -36,6 +43,7 @@ class Drill:
     # It faults the management plane itself (kills it, or waits for its repair): it runs
     # beside the cluster (`kaas drill run`), never as one of that plane's operations.
     faults_the_plane: bool = False
+    kraft_only: bool = False  # it faults KRaft controllers: refused in ZooKeeper mode
 
 
 def _process(
@@ -50,9 +58,13 @@ def _process(
 
 
 def _bounce(
-    name: str, summary: str, hard: bool, pick: Callable[..., tuple[str, ...]]
+    name: str,
+    summary: str,
+    hard: bool,
+    pick: Callable[..., tuple[str, ...]],
+    controller: bool = False,
 ) -> Callable[[], tuple[Fault, ...]]:
-    return lambda: (BounceFault(name, summary, hard, pick),)
+    return lambda: (BounceFault(name, summary, hard, pick, controller),)
 
 
 _SINGLE: tuple[Drill, ...] = (
@@ -94,14 +106,16 @@ _SINGLE: tuple[Drill, ...] = (
     ),
     Drill(
         "controller-clean-bounce",
-        "the controller's broker stopped cleanly and started, 3 times",
-        _bounce("controller-clean-bounce", "controller clean bounce", False, controller_vm),
+        "the controller's broker (KRaft: the active controller) stopped cleanly and started, "
+        "3 times",
+        _bounce("controller-clean-bounce", "controller clean bounce", False, controller_vm, True),
         30.0,
     ),
     Drill(
         "controller-hard-bounce",
-        "the controller's broker killed (SIGKILL) and started, 3 times",
-        _bounce("controller-hard-bounce", "controller hard bounce", True, controller_vm),
+        "the controller's broker (KRaft: the active controller) killed (SIGKILL) and started, "
+        "3 times",
+        _bounce("controller-hard-bounce", "controller hard bounce", True, controller_vm, True),
         30.0,
     ),
     Drill(
@@ -139,6 +153,56 @@ _SINGLE: tuple[Drill, ...] = (
             zookeeper_quorum,
         ),
         30.0,
+    ),
+    Drill(
+        "kraft-controller-kill",
+        "KRaft: the active controller killed (SIGKILL); the others elect a leader and its "
+        "VM's agent starts it again",
+        lambda: (
+            ControllerKill(
+                "kraft-controller-kill", "the active controller killed", active_controller
+            ),
+        ),
+        30.0,
+        kraft_only=True,
+    ),
+    Drill(
+        "kraft-controller-sigstop",
+        "KRaft: the active controller frozen with SIGSTOP for the duration (the others elect "
+        "a leader), then resumed",
+        lambda: (
+            ControllerPause(
+                "kraft-controller-sigstop", "the active controller paused", active_controller
+            ),
+        ),
+        30.0,
+        kraft_only=True,
+    ),
+    Drill(
+        "kraft-follower-controller-kill",
+        "KRaft: a follower controller killed (SIGKILL); the leader stays and the VM's agent "
+        "starts it again",
+        lambda: (
+            ControllerKill(
+                "kraft-follower-controller-kill",
+                "a follower controller killed",
+                follower_controller,
+            ),
+        ),
+        30.0,
+        kraft_only=True,
+    ),
+    Drill(
+        "kraft-quorum-loss",
+        "KRaft: the controller quorum's majority (the leader and a follower of three) frozen "
+        "with SIGSTOP for the duration, then resumed",
+        lambda: (
+            ControllerPause(
+                "kraft-quorum-loss", "controller quorum majority paused", controller_majority
+            ),
+        ),
+        30.0,
+        kraft_only=True,
     ),
     Drill(
         "agent-kill",
@@ -238,6 +302,7 @@ def game_day(names: Sequence[str] = GAME_DAY_DRILLS) -> Drill:
         lambda: tuple(fault for name in chosen for fault in by_name[name].faults()),
         15.0,
         faults_the_plane=any(by_name[name].faults_the_plane for name in chosen),
+        kraft_only=any(by_name[name].kraft_only for name in chosen),
     )
 
 

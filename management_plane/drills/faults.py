@@ -22,6 +22,7 @@ class ProcessKind(StrEnum):
     KAFKA = "kafka"
     ZOOKEEPER = "zookeeper"
     AGENT = "agent"
+    CONTROLLER = "controller"  # a KRaft controller's own process
 
 
 class ProcessAction(StrEnum):
@@ -54,13 +55,28 @@ class FaultCluster(Protocol):
 
     def partition_leader(self, topic: str, partition: int) -> int: ...
 
-    def controller_id(self) -> int: ...
+    def controller_id(self) -> int: ...  # ZooKeeper mode: the controller broker's id
 
     def zookeeper_modes(self) -> Mapping[str, str]: ...
 
     def act(self, vm: str, action: ProcessAction, kind: ProcessKind) -> str: ...
 
     def wait_broker_serving(self, vm: str, timeout_s: float) -> None: ...
+
+    # -- KRaft: the controllers run in processes of their own --
+
+    def runs_kraft(self) -> bool: ...
+
+    def controller_vms(self) -> tuple[str, ...]: ...  # the VMs running a controller
+
+    def quorum_leader(self) -> str | None: ...  # the active controller's VM, None: no leader
+
+    def quorum_whole(self) -> str | None: ...  # what the quorum lacks, None: all caught up
+
+    def controller_pid(self, vm: str) -> int | None: ...  # None: not running
+
+    # The first controller leadership taken after `since_s` (epoch seconds): VM and when.
+    def leader_elected_since(self, since_s: float) -> tuple[str, float] | None: ...
 
 
 class NetworkRules(Protocol):
@@ -170,6 +186,15 @@ class SettlesItself(Protocol):
         ...
 
 
+@runtime_checkable
+class ReportsFigures(Protocol):
+    """A fault with figures of its own for the report (a controller failover's times)."""
+
+    def figures(self, context: FaultContext) -> Mapping[str, float | None]:
+        """Its figures, read once the drill has recovered from it; None: not measured."""
+        ...
+
+
 # --- process faults --------------------------------------------------------------------
 
 
@@ -214,14 +239,18 @@ class ProcessFault:
 class BounceFault:
     """Ducktape's bounce: the partition leader's or the controller's broker stopped (clean:
     SIGTERM, controlled shutdown; hard: SIGKILL) and started again, `bounces` times, each
-    time choosing the target anew, waiting until it serves before the next."""
+    time choosing the target anew, waiting until it serves before the next. With `controller`
+    on a KRaft cluster the active controller's own process is bounced instead, and it serves
+    again once the quorum has a leader and every voter caught up."""
 
     name: str
     summary: str
     hard: bool
     pick: Callable[[FaultContext], tuple[str, ...]]
+    controller: bool = False
     targets: list[str] = field(default_factory=list, init=False)
     down: str | None = field(default=None, init=False)
+    down_kind: ProcessKind = field(default=ProcessKind.KAFKA, init=False)
 
     def describe(self) -> str:
         return self.summary
@@ -233,21 +262,33 @@ class BounceFault:
 
     def inject(self, context: FaultContext) -> str:
         self._bounce_down(context)
-        return f"{context.bounces} x {'hard' if self.hard else 'clean'} bounce of {self.down}"
+        return (
+            f"{context.bounces} x {'hard' if self.hard else 'clean'} bounce of "
+            f"{self.down}{'' if self.down_kind is ProcessKind.KAFKA else ' (controller)'}"
+        )
 
     def _bounce_down(self, context: FaultContext) -> None:
         vm = self.pick(context)[0]
         self.down = vm
+        self.down_kind = (
+            ProcessKind.CONTROLLER
+            if self.controller and context.cluster.runs_kraft()
+            else ProcessKind.KAFKA
+        )
         self.targets.append(vm)
         action = ProcessAction.KILL if self.hard else ProcessAction.STOP
-        context.cluster.act(vm, action, ProcessKind.KAFKA)
+        context.cluster.act(vm, action, self.down_kind)
 
     def _bring_up(self, context: FaultContext) -> None:
         if self.down is None:
             return
         vm = self.down
-        context.cluster.act(vm, ProcessAction.START, ProcessKind.KAFKA)
-        context.cluster.wait_broker_serving(vm, timeout_s=180)
+        if self.down_kind is ProcessKind.CONTROLLER:
+            start_controller(context, vm)
+            wait_quorum_whole(context, timeout_s=180)
+        else:
+            context.cluster.act(vm, ProcessAction.START, ProcessKind.KAFKA)
+            context.cluster.wait_broker_serving(vm, timeout_s=180)
         self.down = None
 
     def hold(self, context: FaultContext) -> None:
@@ -262,6 +303,30 @@ class BounceFault:
         self._bring_up(context)
 
 
+def start_controller(context: FaultContext, vm: str) -> None:
+    """A stopped KRaft controller started again: by its VM's agent where agents run (it
+    starts a controller it finds gone; a second start beside it would race for the port),
+    by the drill where none do."""
+    if not context.cluster.runs_agents():
+        context.cluster.act(vm, ProcessAction.START, ProcessKind.CONTROLLER)
+
+
+def wait_quorum_whole(context: FaultContext, timeout_s: float, poll_s: float = 1.0) -> None:
+    """Until the controller quorum has a leader and every voter has caught up."""
+    deadline = time.monotonic() + timeout_s
+    missing = context.cluster.quorum_whole()
+    # Bounded by looks too: a look (Kafka's quorum tool) takes seconds, a test's sleep none.
+    for _ in range(int(timeout_s / poll_s)):
+        if missing is None or time.monotonic() > deadline:
+            break
+        context.sleep(poll_s)
+        missing = context.cluster.quorum_whole()
+    if missing is not None:
+        raise DrillError(
+            f"the KRaft controller quorum not whole within {timeout_s:.0f}s: {missing}"
+        )
+
+
 # --- targets ---------------------------------------------------------------------------
 
 
@@ -271,7 +336,15 @@ def leader_vm(context: FaultContext) -> tuple[str, ...]:
 
 
 def controller_vm(context: FaultContext) -> tuple[str, ...]:
+    """The controller's VM: the controller broker's in ZooKeeper mode, the active KRaft
+    controller's (the quorum's leader) in KRaft mode, where brokers answer clients with a
+    random broker as "the controller"."""
     cluster = context.cluster
+    if cluster.runs_kraft():
+        leader = cluster.quorum_leader()
+        if leader is None:
+            raise DrillError("the KRaft controller quorum has no leader now")
+        return (leader,)
     return (cluster.broker_vm(cluster.controller_id()),)
 
 

@@ -17,12 +17,15 @@ class JournalLine:
 
 
 SERVING_ZOOKEEPER_MODES = frozenset({"leader", "follower", "observer", "standalone"})
+# A KRaft controller VM's role as the quorum states it (None: the VM runs no controller).
+VOTING_CONTROLLER_ROLES = frozenset({"leader", "voter"})
 
 
 def health_problems(status: Mapping[str, Any]) -> list[str]:
     """What is wrong with the cluster now, in words; empty when a drill may start: every
     process running (none paused), every ZooKeeper server serving, every broker registered,
-    no partition under-replicated, nothing the status itself could not read."""
+    no partition under-replicated, every KRaft controller voting, nothing the status itself
+    could not read."""
     problems = [str(problem) for problem in status.get("problems", [])]
     vms = status.get("vms", [])
     if not vms:
@@ -37,6 +40,9 @@ def health_problems(status: Mapping[str, Any]) -> list[str]:
             problems.append(f"{name}'s ZooKeeper server is {mode}")
         if not vm.get("broker_registered"):
             problems.append(f"{name}'s broker is not registered")
+        role = vm.get("controller_role")
+        if role is not None and role not in VOTING_CONTROLLER_ROLES:
+            problems.append(f"{name}'s KRaft controller is {role} in the quorum")
         under = vm.get("under_replicated_partitions")
         if under:
             problems.append(f"{name}'s broker leads {under} under-replicated partition(s)")

@@ -16,6 +16,7 @@ from management_plane.drills import local_disk
 from management_plane.drills.errors import DrillError
 from management_plane.drills.faults import ProcessAction, ProcessKind
 from management_plane.drills.health import JournalLine
+from management_plane.drills.local_kraft import LocalKraftReads
 from management_plane.drills.local_planner import LocalPlanReads
 from management_plane.errors import KaasError
 from management_plane.local import probes
@@ -30,7 +31,7 @@ from planner.pki.client_settings import InternalClient
 from planner.zookeeper_client import zookeeper_client
 
 
-class LocalFaultCluster(LocalPlanReads):
+class LocalFaultCluster(LocalPlanReads, LocalKraftReads):
     def __init__(self, home: Path) -> None:
         self.home = home
         self.local = LocalCluster(home)
@@ -61,15 +62,27 @@ class LocalFaultCluster(LocalPlanReads):
     def runs_agents(self) -> bool:
         return self._state().agents
 
+    def _registered_hosts(self, timeout: float = 5.0) -> dict[int, str]:
+        """Each registered broker's host, by id: Kafka's znodes in ZooKeeper mode; in KRaft
+        mode the brokers the controllers' metadata lists (the unfenced ones), read through
+        the brokers, since Kafka writes nothing to ZooKeeper there."""
+        state = self._state()
+        if state.kraft:
+            metadata = probes.admin_client(self.kafka).list_topics(timeout=timeout)
+            return {int(b.id): str(b.host) for b in metadata.brokers.values()}
+        registrations = probes.broker_registrations(state.layout, timeout=timeout)
+        return {broker_id: r.host for broker_id, r in registrations.items()}
+
     def broker_vm(self, broker_id: int) -> str:
         layout = self._state().layout
-        registration = probes.broker_registrations(layout).get(broker_id)
-        if registration is None:
-            raise DrillError(f"broker {broker_id} is not registered in ZooKeeper")
+        host = self._registered_hosts().get(broker_id)
+        if host is None:
+            where = "in the KRaft metadata" if self._state().kraft else "in ZooKeeper"
+            raise DrillError(f"broker {broker_id} is not registered {where}")
         for vm in layout.vms:
-            if vm.address == registration.host:
+            if vm.address == host:
                 return vm.name
-        raise DrillError(f"broker {broker_id} ({registration.host}) is on no VM of this cluster")
+        raise DrillError(f"broker {broker_id} ({host}) is on no VM of this cluster")
 
     def partition_leader(self, topic: str, partition: int) -> int:
         metadata = probes.admin_client(self.kafka).list_topics(topic, timeout=10)
@@ -82,6 +95,8 @@ class LocalFaultCluster(LocalPlanReads):
         return int(leader)
 
     def controller_id(self) -> int:
+        if self._state().kraft:  # a KRaft broker names a random broker as "the controller"
+            raise DrillError("a KRaft cluster has no controller broker: ask quorum_leader")
         metadata = probes.admin_client(self.kafka).list_topics(timeout=10)
         if metadata.controller_id < 0:
             raise DrillError("the cluster has no controller now")
@@ -132,13 +147,12 @@ class LocalFaultCluster(LocalPlanReads):
         return restored
 
     def wait_broker_serving(self, vm: str, timeout_s: float) -> None:
-        layout = self._state().layout
-        address = layout.vm(vm).address
+        address = self._state().layout.vm(vm).address
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             try:
-                hosts = {r.host for r in probes.broker_registrations(layout, timeout=3).values()}
-            except Exception:  # ZooKeeper may be the thing that is down
+                hosts = set(self._registered_hosts(timeout=3).values())
+            except Exception:  # ZooKeeper (or, in KRaft mode, Kafka) may be what is down
                 hosts = set()
             if address in hosts:
                 return

@@ -8,7 +8,7 @@ from __future__ import annotations
 import html
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -64,7 +64,10 @@ def build_report(
     latencies: Sequence[AckLatency],
     journal: Sequence[JournalLine],
     recovered: bool,
+    figures: Mapping[str, Mapping[str, float | None]] | None = None,
 ) -> dict[str, Any]:
+    """`figures`: a fault's own figures by fault id (a controller failover's times)."""
+    figures = figures or {}
     availability = verdict.availability
     stall = availability.longest_stall
     return {
@@ -95,6 +98,7 @@ def build_report(
                     else None,
                     "first_ack_after_fault_s": _rounded(f.unavailable_s),
                     "recovery_s": _rounded(f.recovery_s),
+                    "figures": dict(figures.get(f.fault_id, {})),
                 }
                 for f in availability.faults
             ],
@@ -105,6 +109,10 @@ def build_report(
         ],
         "verdict": verdict.to_json(),
     }
+
+
+def _figures_text(figures: Mapping[str, Any]) -> str:
+    return ", ".join(f"{name} {value}" for name, value in figures.items())
 
 
 def _rounded(value: float | None) -> float | None:
@@ -197,7 +205,8 @@ def render_html(report: dict[str, Any]) -> str:
     rows = "".join(
         f"<tr><td>{html.escape(f['fault'])}</td><td>{html.escape(f['target'])}</td>"
         f"<td>{f['started_at_s']}</td><td>{f['healed_at_s']}</td>"
-        f"<td>{f['first_ack_after_fault_s']}</td><td>{f['recovery_s']}</td></tr>"
+        f"<td>{f['first_ack_after_fault_s']}</td><td>{f['recovery_s']}</td>"
+        f"<td>{html.escape(_figures_text(f.get('figures', {})))}</td></tr>"
         for f in faults
     )
     anomalies = "".join(
@@ -235,7 +244,8 @@ def render_html(report: dict[str, Any]) -> str:
         "every ISR complete); dashed: KaaS's journal actions</p>"
         f"{charts}"
         "<h2>Faults</h2><table><tr><th>fault</th><th>target</th><th>start (s)</th>"
-        "<th>healed (s)</th><th>first ack after start (s)</th><th>recovery (s)</th></tr>"
+        "<th>healed (s)</th><th>first ack after start (s)</th><th>recovery (s)</th>"
+        "<th>its own figures</th></tr>"
         f"{rows}</table>"
         f"<h2>Anomalies</h2><table>{anomalies}</table>"
         f"<h2>KaaS's journal</h2><ul>{journal}</ul>"

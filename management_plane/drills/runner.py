@@ -31,6 +31,7 @@ from management_plane.drills.faults import (
     FaultContext,
     ManagementPlane,
     NetworkRules,
+    ReportsFigures,
     SettlesItself,
 )
 from management_plane.drills.health import JournalLine, health_problems
@@ -92,6 +93,7 @@ class FaultOutcome:
     isr_complete_s: float | None = None
     settled: str | None = None  # what KaaS did, for the faults KaaS repairs itself
     settled_s: float | None = None
+    figures: dict[str, float | None] = field(default_factory=dict)  # the fault's own
 
 
 @dataclass
@@ -261,6 +263,8 @@ def run_drill(
                 finally:
                     if isinstance(fault, SettlesItself):
                         fault.clean_up(context)
+                    if isinstance(fault, ReportsFigures):
+                        outcome.figures = dict(fault.figures(context))
                 if outcome.isr_complete_s is None:
                     on_progress(f"{fault.name}: not recovered in {timeout_s:.0f}s")
                     break
@@ -321,6 +325,7 @@ def run_drill(
         latencies=result.latencies,
         journal=journal,
         recovered=result.recovered,
+        figures={o.fault_id: o.figures for o in outcomes if o.figures},
     )
     if report_dir is not None:
         write_history(report_dir / "history.jsonl", history)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -22,11 +21,10 @@ import pytest
 
 from management_plane.drills.catalog import DRILLS, find_drill
 from management_plane.drills.errors import DrillRefused
-from management_plane.drills.faults import ManagementPlane
 from management_plane.drills.local_cluster import LocalFaultCluster
 from management_plane.drills.local_plane import BackgroundPlane
 from management_plane.drills.network import NftablesRules, drill_tables, isolation_script
-from management_plane.drills.runner import DrillOptions, DrillResult, run_drill
+from management_plane.drills.runner import DrillOptions, run_drill
 from management_plane.local import probes
 from management_plane.local.background_service import (
     running_service,
@@ -38,13 +36,11 @@ from planner.contracts.paths import ClusterPaths
 from planner.zookeeper_ensemble import parse_ensemble_config
 from tests import harness
 from tests.drills import agent_healing_checks, rolling_checks
+from tests.drills.drill_runs import SHORT_S, run_and_check, wait_healthy
 from tests.harness import ClusterHandle
 from tests.mp_service import ServiceHandle, free_port, step_timings
 
 pytestmark = pytest.mark.drill
-
-FULL = os.environ.get("KAAS_DRILL_FULL") == "1"
-SHORT_S = 3.0
 
 
 @pytest.fixture(scope="module")
@@ -67,34 +63,6 @@ def drill_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterH
         harness.stop_cluster(handle)
 
 
-STEADY_S = 10.0
-
-
-def _wait_healthy(home: Path) -> None:
-    from management_plane.drills.health import health_problems
-
-    cluster = LocalFaultCluster(home)
-    last: list[str] = []
-    healthy_since: list[float] = []
-
-    def steady() -> bool:
-        # Healthy for STEADY_S in a row: a check before this one may leave an agent about to
-        # restart its broker (a paused broker is restarted after a grace period), and the
-        # drill's own refusal looks at the cluster again a moment later.
-        last[:] = health_problems(cluster.status())
-        if last:
-            healthy_since.clear()
-            return False
-        if not healthy_since:
-            healthy_since.append(time.monotonic())
-        return time.monotonic() - healthy_since[0] >= STEADY_S
-
-    try:
-        harness.wait_until(steady, 180, "the cluster healthy again, steadily")
-    except AssertionError as exc:
-        raise AssertionError(f"{exc}: {'; '.join(last)}") from None
-
-
 # The drills that make a broker rebuild its data run in test_kaas_drill_volumes.py, on a
 # cluster of their own: a slow rebuild there holds up no other drill.
 VOLUME_DRILLS = ("destroyed-volume", "full-disk")
@@ -104,65 +72,13 @@ PLANE_DRILLS = ("management-plane-kill", "lost-vm")
 OWN_TESTS = (*VOLUME_DRILLS, *PLANE_DRILLS, "planner-agent-kill")
 
 
-@pytest.mark.parametrize("name", [d.name for d in DRILLS if d.name not in OWN_TESTS])
+@pytest.mark.parametrize(
+    "name", [d.name for d in DRILLS if d.name not in OWN_TESTS and not d.kraft_only]
+)
 def test_drill_is_valid_and_reports_its_recovery(
     drill_cluster: ClusterHandle, name: str, tmp_path: Path
 ) -> None:
     run_and_check(drill_cluster, name, tmp_path)
-
-
-def run_and_check(
-    drill_cluster: ClusterHandle, name: str, tmp_path: Path, plane: ManagementPlane | None = None
-) -> DrillResult:
-    """The drill under load at its short (or, under `make drills`, full) duration: the
-    checker's verdict valid, recovered, its report written, nothing left behind."""
-    _wait_healthy(drill_cluster.home)
-    drill = find_drill(name)
-    options = DrillOptions(
-        duration_s=None if FULL else (SHORT_S if name != "game-day" else 2.0),
-        rate_per_s=100.0,
-        bounces=3 if FULL else 2,
-    )
-    network = NftablesRules()
-    before = network.listing()
-    result = run_drill(
-        drill,
-        LocalFaultCluster(drill_cluster.home),
-        options,
-        tmp_path / "report",
-        network,
-        plane=plane,
-    )
-    verdict = result.verdict
-    assert verdict.valid, json.dumps(result.report["summary"], indent=2)
-    assert verdict.lost.count == verdict.unexpected.count == verdict.reordered.count == 0
-    assert verdict.totals.acknowledged > 0
-    assert verdict.totals.values_read >= verdict.totals.acknowledged
-    assert result.recovered, [vars(o) for o in result.outcomes]
-    faults = result.report["summary"]["faults"]
-    assert [f["fault"] for f in faults] == [f.name for f in drill.faults()]
-    assert all(f["recovery_s"] is not None and f["recovery_s"] >= 0 for f in faults)
-    assert result.report["summary"]["longest_stall_s"] is not None
-    assert network.listing() == before  # no rule left behind
-    admin = probes.admin_client(drill_cluster.admin)
-    harness.wait_until(  # read back, judged, and deleted
-        lambda: result.topic not in admin.list_topics(timeout=10).topics,
-        60,
-        f"the drill's topic {result.topic} deleted",
-    )
-    assert network.cgroup_root is not None
-    assert list(network.cgroup_root.glob(f"kaas_drill_{os.getpid()}_*")) == []
-    report = json.loads((tmp_path / "report" / "report.json").read_text())
-    assert report["passed"] is True and report["drill"] == name
-    assert "<svg" in (tmp_path / "report" / "report.html").read_text()
-    assert (tmp_path / "report" / "history.jsonl").stat().st_size > 0
-    print(
-        f"\nfigures {name}: duration {result.ended_s - result.started_s:.0f}s, "
-        f"stall {report['summary']['longest_stall_s']}s, recovery "
-        + ", ".join(str(f["recovery_s"]) for f in faults)
-        + f"s, valid {verdict.valid}"
-    )
-    return result
 
 
 @contextlib.contextmanager
@@ -262,7 +178,7 @@ def _our_cgroups(pid: int) -> list[Path]:
 def test_an_interrupted_network_drill_removes_its_rules(
     drill_cluster: ClusterHandle, name: str, signum: int, tmp_path: Path
 ) -> None:
-    _wait_healthy(drill_cluster.home)
+    wait_healthy(drill_cluster.home)
     before = NftablesRules().listing()
     drill = subprocess.Popen(
         [
@@ -333,7 +249,7 @@ def test_a_killed_drills_rules_are_removed_by_the_next_drill(
 
 
 def test_refusals_touch_nothing(drill_cluster: ClusterHandle) -> None:
-    _wait_healthy(drill_cluster.home)
+    wait_healthy(drill_cluster.home)
     kafka = drill_cluster.admin
 
     def drill_topics() -> set[str]:
@@ -362,7 +278,7 @@ def test_a_drill_through_the_api_is_a_journaled_operation_and_bad_ones_are_refus
     """`kaas drill run --api`: the management plane queues the drill as an operation, its
     steps start and follow the drill to its report; bad requests get a 4xx and queue
     nothing."""
-    _wait_healthy(drill_cluster.home)
+    wait_healthy(drill_cluster.home)
     name = drill_cluster.layout.name
     service = ServiceHandle(
         tmp_path / "service",
@@ -392,7 +308,7 @@ def test_a_drill_through_the_api_is_a_journaled_operation_and_bad_ones_are_refus
         code, operations = service.call("GET", f"/v1/operations?cluster={name}")
         assert code == 200 and operations == []  # nothing queued by a refusal
 
-        _wait_healthy(drill_cluster.home)
+        wait_healthy(drill_cluster.home)
         run = drill_cluster.kaas(
             "drill",
             "run",
@@ -430,21 +346,21 @@ def test_a_drill_through_the_api_is_a_journaled_operation_and_bad_ones_are_refus
 def test_read_only_change_rolls_brokers_one_at_a_time_controller_last(
     drill_cluster: ClusterHandle,
 ) -> None:
-    _wait_healthy(drill_cluster.home)
+    wait_healthy(drill_cluster.home)
     rolling_checks.check_read_only_change_rolls_brokers_one_at_a_time_controller_last(drill_cluster)
 
 
 def test_dynamic_change_reaches_every_broker_without_a_restart(
     drill_cluster: ClusterHandle,
 ) -> None:
-    _wait_healthy(drill_cluster.home)
+    wait_healthy(drill_cluster.home)
     rolling_checks.check_dynamic_change_reaches_every_broker_without_a_restart(drill_cluster)
 
 
 def test_agent_starts_a_stopped_broker_and_restarts_a_paused_one(
     drill_cluster: ClusterHandle,
 ) -> None:
-    _wait_healthy(drill_cluster.home)
+    wait_healthy(drill_cluster.home)
     agent_healing_checks.check_agent_starts_a_stopped_broker_and_restarts_a_paused_one(
         drill_cluster
     )
@@ -456,7 +372,7 @@ def test_a_zookeeper_server_gone_past_the_threshold_is_removed_and_rejoins(
     """The agents' ensemble repair under the drill's load: a ZooKeeper follower killed for
     longer than the agents' threshold (20 s on local VMs) is removed by reconfig, and its VM's
     agent adds it back once it runs again; the checker's verdict stays valid."""
-    _wait_healthy(drill_cluster.home)
+    wait_healthy(drill_cluster.home)
     since_ms = int(time.time() * 1000)
     result = run_drill(
         find_drill("zookeeper-follower-kill"),

@@ -40,6 +40,15 @@ class FakeCluster:
     )
     actions: list[tuple[str, str, str]] = field(default_factory=list)
     waited: list[str] = field(default_factory=list)
+    # KRaft: a controller on each VM, vm1's the quorum's leader; quorum_whole's answers in
+    # turn (the last one kept); the leaderships the controllers' logs show.
+    kraft: bool = False
+    leader_controller: str | None = "vm1"
+    quorum_answers: list[str | None] = field(default_factory=lambda: [None])
+    controller_pids: dict[str, int | None] = field(
+        default_factory=lambda: {"vm1": 1001, "vm2": 1002, "vm3": 1003}
+    )
+    elections: list[tuple[str, float]] = field(default_factory=list)
 
     def vm_names(self) -> tuple[str, ...]:
         return ("vm1", "vm2", "vm3")
@@ -67,10 +76,33 @@ class FakeCluster:
 
     def act(self, vm: str, action: ProcessAction, kind: ProcessKind) -> str:
         self.actions.append((vm, action.value, kind.value))
+        if kind is ProcessKind.CONTROLLER and action is ProcessAction.KILL:
+            self.controller_pids[vm] = None
         return f"{vm}: {action.value}"
 
     def wait_broker_serving(self, vm: str, timeout_s: float) -> None:
         self.waited.append(vm)
+
+    def runs_kraft(self) -> bool:
+        return self.kraft
+
+    def controller_vms(self) -> tuple[str, ...]:
+        return self.vm_names() if self.kraft else ()
+
+    def quorum_leader(self) -> str | None:
+        return self.leader_controller if self.kraft else None
+
+    def quorum_whole(self) -> str | None:
+        return (
+            self.quorum_answers.pop(0) if len(self.quorum_answers) > 1 else self.quorum_answers[0]
+        )
+
+    def controller_pid(self, vm: str) -> int | None:
+        return self.controller_pids.get(vm)
+
+    def leader_elected_since(self, since_s: float) -> tuple[str, float] | None:
+        later = [e for e in self.elections if e[1] > since_s]
+        return min(later, key=lambda e: e[1]) if later else None
 
 
 @dataclass

@@ -84,6 +84,7 @@ def test_report_has_the_figures_the_drill_promises() -> None:
             "healed_at_s": 5.0,
             "first_ack_after_fault_s": 6.0,
             "recovery_s": 3.0,
+            "figures": {},
         }
     ]
     assert report["journal"] == [{"at_s": 4.0, "text": "broker 1: start (gone): started"}]
