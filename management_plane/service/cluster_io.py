@@ -21,6 +21,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from management_plane.errors import TemporaryError
+from management_plane.security.znode_acls import AclMigration, migrate_kafka_znodes, secure_tree
 from planner.contracts.ensemble_repair import EnsembleRepairRequest
 from planner.contracts.kafka_state import PartitionState
 from planner.contracts.kraft_migration import (
@@ -413,3 +414,26 @@ class ClusterIO:
             return True
 
         return self._with_zk(delete)
+
+    # -- znode ACLs of a converted pre-TLS cluster ---------------------------------------
+
+    def secure_kaas_znodes(self) -> AclMigration:
+        """KaaS's tree of the cluster gets the cluster's ACL policy (its own principals)."""
+        return self._with_zk(lambda zk: secure_tree(zk, self.paths.root))
+
+    def secure_kafka_znodes(self) -> None:
+        """Kafka's znodes get Kafka's secure ACLs by Kafka's own migration tool, run with the
+        service's identity of the cluster (the brokers' node identity is ZooKeeper's super
+        user, so their writes pass whoever the creator named is). It needs a Java runtime
+        and the Kafka libraries of the service's image."""
+        spec = self.read_spec()
+        version = spec.kafka_version if spec else None
+        # Imported here: only this step needs the local image's layout and Java.
+        from management_plane.local.image import find_java, load_image
+
+        migrate_kafka_znodes(
+            str(find_java()),
+            load_image(verify=False).kafka_libs(version),
+            f"{self.hosts}{self.paths.kafka_chroot}",
+            self.identity,
+        )
