@@ -21,6 +21,7 @@ from management_plane.local.layout import ClusterLayout, Ports, VmLayout
 from management_plane.local.processes import ProcessRecord, is_alive
 from management_plane.local.tls import admin_identity
 from planner.contracts.kafka_release import KAFKA_RELEASES, KafkaMode
+from planner.contracts.transport_security import DEFAULT_TRANSPORT, parse_transport
 from planner.pki.client_settings import client_files
 
 STATE_FILE = "cluster.json"
@@ -108,6 +109,11 @@ class ClusterState:
             "home": str(layout.home),
             "kafka_version": self.kafka_version,
             "agents": self.agents,
+            **(
+                {"transport_security": layout.transport.value}
+                if layout.transport is not DEFAULT_TRANSPORT
+                else {}
+            ),
             "bootstrap_servers": layout.bootstrap_servers,
             "tenant_bootstrap_servers": layout.tenant_bootstrap_servers,
             # The internal listener wants a client certificate: the operator's is here.
@@ -177,7 +183,12 @@ class ClusterState:
                     for kind, record in entry.get("processes", {}).items()
                     if kind in PROCESS_KINDS
                 }
-            layout = ClusterLayout(name=str(value["name"]), home=home, vms=tuple(vms))
+            transport = parse_transport(
+                value.get("transport_security", DEFAULT_TRANSPORT.value), "transport_security"
+            )
+            layout = ClusterLayout(
+                name=str(value["name"]), home=home, vms=tuple(vms), transport=transport
+            )
             return ClusterState(
                 layout=layout,
                 kafka_version=str(value["kafka_version"]),

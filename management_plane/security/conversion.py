@@ -23,6 +23,7 @@ from management_plane.service.operations import FAIL, OperationKind, Outcome, St
 from management_plane.service.steps import Patience
 from planner.contracts.spec import ClusterSpec
 from planner.contracts.transport_security import CONVERSION_PHASES, TransportSecurity
+from planner.pki.files import IdentityFiles
 
 CONVERTING = frozenset({OperationKind.SECURE_CLUSTER})
 step = STEPS.register
@@ -38,7 +39,15 @@ class ZnodeSecurityPort(Protocol):
 
     def secure_kaas_znodes(self) -> AclMigration: ...
 
-    def secure_kafka_znodes(self) -> None: ...
+    def secure_kafka_znodes(self, kafka_version: str, node: IdentityFiles) -> None: ...
+
+
+@runtime_checkable
+class HoldsNodeIdentity(Protocol):
+    """A provider that can present the cluster's node identity (the brokers' own): Kafka's
+    znodes made by brokers with `zookeeper.set.acl` let only it change their ACLs."""
+
+    def node_identity(self, cluster: str) -> IdentityFiles | None: ...
 
 
 def _current_spec(controller: Controller, cluster: str) -> ClusterSpec:
@@ -87,8 +96,19 @@ def secure_znodes(controller: Controller, op: OperationRow, _batch: int) -> Outc
     port = controller.cluster_port(op.cluster)
     if not isinstance(port, ZnodeSecurityPort):
         raise ConversionRefused(f"cluster {op.cluster}: its port cannot set znode ACLs")
+    node = (
+        controller.provider.node_identity(op.cluster)
+        if isinstance(controller.provider, HoldsNodeIdentity)
+        else None
+    )
+    if node is None:
+        return Outcome(
+            FAIL,
+            f"the {controller.provider.name} provider presents no node identity of "
+            f"{op.cluster}: Kafka's znodes can be given their ACLs only as the brokers",
+        )
     kaas = port.secure_kaas_znodes()
-    port.secure_kafka_znodes()
+    port.secure_kafka_znodes(spec.kafka_version, node)
     return done(
         f"KaaS's znodes secured ({kaas.changed} of {kaas.checked} changed); "
         "Kafka's znodes given Kafka's secure ACLs",

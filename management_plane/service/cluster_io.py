@@ -421,19 +421,17 @@ class ClusterIO:
         """KaaS's tree of the cluster gets the cluster's ACL policy (its own principals)."""
         return self._with_zk(lambda zk: secure_tree(zk, self.paths.root))
 
-    def secure_kafka_znodes(self) -> None:
-        """Kafka's znodes get Kafka's secure ACLs by Kafka's own migration tool, run with the
-        service's identity of the cluster (the brokers' node identity is ZooKeeper's super
-        user, so their writes pass whoever the creator named is). It needs a Java runtime
-        and the Kafka libraries of the service's image."""
-        spec = self.read_spec()
-        version = spec.kafka_version if spec else None
+    def secure_kafka_znodes(self, kafka_version: str, node: IdentityFiles) -> None:
+        """Kafka's znodes get Kafka's secure ACLs by Kafka's own migration tool, run as the
+        brokers' `node` identity (the creator its ACLs name, and the only one that may change
+        the znodes brokers made with ACLs). It needs a Java runtime and the Kafka libraries
+        of the service's image (of `kafka_version`: the tool is gone from Kafka 4)."""
         # Imported here: only this step needs the local image's layout and Java.
         from management_plane.local.image import find_java, load_image
 
         migrate_kafka_znodes(
             str(find_java()),
-            load_image(verify=False).kafka_libs(version),
+            load_image(verify=False).kafka_libs(kafka_version),
             f"{self.hosts}{self.paths.kafka_chroot}",
-            self.identity,
+            node,
         )

@@ -28,8 +28,10 @@ from management_plane.service.operations import (
 from management_plane.service.steps import Patience
 from planner.contracts.spec import parse_spec
 from planner.contracts.transport_security import TransportSecurity, conversion_start
+from planner.pki.authority import Role
+from planner.pki.files import IdentityFiles
 from tests.unit.api_server import running_api
-from tests.unit.fake_cluster import FakeCluster
+from tests.unit.fake_cluster import FakeCluster, FakeProvider
 from tests.unit.test_mp_controller import World
 
 pytestmark = pytest.mark.unit
@@ -87,7 +89,8 @@ class PlainCluster(FakeCluster):
         self.open_znodes -= set(changed)
         return AclMigration(checked=5, changed=len(changed))
 
-    def secure_kafka_znodes(self) -> None:
+    def secure_kafka_znodes(self, kafka_version: str, node: IdentityFiles) -> None:
+        assert kafka_version == "3.9.2" and node.role is Role.NODE
         self.open_znodes = {z for z in self.open_znodes if not z.startswith("/kafka/")}
         self.kafka_secured += 1
 
@@ -97,9 +100,22 @@ class PlainCluster(FakeCluster):
             self.agent_applies(broker_id, self.spec.generation, pending_restart=False)
 
 
-class ConversionWorld(World):
+class NodeIdentityProvider(FakeProvider):
+    """A provider that presents the cluster's node identity (the brokers' own)."""
+
     def __init__(self, tmp_path: Path) -> None:
-        super().__init__(tmp_path)
+        super().__init__()
+        self.node = IdentityFiles(tmp_path / "node", Role.NODE)
+
+    def node_identity(self, cluster: str) -> IdentityFiles | None:
+        return self.node
+
+
+class ConversionWorld(World):
+    def __init__(self, tmp_path: Path, node_identity: bool = True) -> None:
+        super().__init__(
+            tmp_path, NodeIdentityProvider(tmp_path) if node_identity else FakeProvider()
+        )
         self.cluster = PlainCluster()
         self.restart_service()
 
@@ -183,6 +199,14 @@ def test_znodes_keep_no_acl_while_a_client_may_still_talk_plaintext(
     op = cworld.run(cworld.queue_steps([StepRef(StepName.SECURE_ZNODES), StepRef(StepName.FINISH)]))
     assert op.status == FAILED and "still talk plaintext" in op.message
     assert cworld.fake.open_znodes == {"/kaas/orders/spec", "/kafka/x"}
+
+
+def test_without_the_node_identity_kafkas_znodes_are_not_touched(tmp_path: Path) -> None:
+    world = ConversionWorld(tmp_path, node_identity=False)
+    world.running_cluster(kafka_version="3.9.2", transport_security=T.TLS_CLIENTS)
+    op = world.run(world.queue_steps([StepRef(StepName.SECURE_ZNODES), StepRef(StepName.FINISH)]))
+    assert op.status == FAILED and "presents no node identity" in op.message
+    assert world.fake.open_znodes == {"/kaas/orders/spec", "/kafka/x"}
 
 
 def test_secure_is_refused_for_a_secure_or_busy_cluster_and_nothing_is_stored(

@@ -6,10 +6,14 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 from itertools import pairwise
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
 
 import pytest
 
+from management_plane.errors import KaasError
+from management_plane.local.cluster import LocalCluster
+from management_plane.local.layout import plan_layout
+from management_plane.local.state import ClusterState
 from planner.contracts.spec import ClusterSpec, SpecError, parse_spec
 from planner.contracts.transport_security import (
     CONVERSION_PHASES,
@@ -30,6 +34,10 @@ from planner.contracts.vm_config import (
 from planner.contracts.vm_config.jolokia import JolokiaTls, render_jolokia_properties
 from planner.contracts.vm_config.kafka_tls import TlsFiles
 from planner.contracts.vm_config.zookeeper_security import ZookeeperSecurity, ZookeeperTlsFiles
+from planner.pki.authority import Role
+from planner.pki.client_settings import InternalClient
+from planner.pki.files import IdentityFiles
+from planner.zookeeper_client import ZookeeperIdentityError, zookeeper_client
 
 pytestmark = pytest.mark.unit
 
@@ -259,3 +267,55 @@ def test_jolokia_is_http_until_the_agents_move_to_tls(transport: TransportSecuri
     assert f"protocol={scheme}" in lines
     assert ("useSslClientAuthentication=true" in lines) is transport.clients_use_tls
     assert "policyLocation=file:///p.xml" in lines
+
+
+# -- the clients and the local cluster of a legacy cluster ----------------------------------
+
+
+def _identity(tmp_path: Path) -> IdentityFiles:
+    return IdentityFiles(tmp_path / "client", Role.ADMIN)
+
+
+@pytest.mark.parametrize("transport", list(T))
+def test_internal_client_settings_follow_the_phase_of_the_clients(
+    tmp_path: Path, transport: TransportSecurity
+) -> None:
+    client = InternalClient("h:9091", _identity(tmp_path), transport)
+    protocol = "SSL" if transport.clients_use_tls else "PLAINTEXT"
+    assert client.librdkafka(acks="all")["security.protocol"] == protocol
+    assert client.librdkafka(acks="all")["acks"] == "all"
+    assert client.java()["security.protocol"] == protocol
+    assert client.kafka_python()["security_protocol"] == protocol
+    assert ("ssl.key.location" in client.librdkafka()) is transport.clients_use_tls
+
+
+def test_a_plaintext_zookeeper_client_is_anonymous_and_sets_no_acl(tmp_path: Path) -> None:
+    plain = zookeeper_client("h:2181", _identity(tmp_path), transport=T.BOTH_LISTENERS)
+    assert plain.default_acl is None
+    with pytest.raises(ZookeeperIdentityError, match="needs its certificate"):
+        zookeeper_client("h:2181", _identity(tmp_path), transport=T.TLS_CLIENTS)
+
+
+def test_a_legacy_layout_names_its_plain_listeners_and_round_trips(tmp_path: Path) -> None:
+    layout = plan_layout("old", tmp_path, 3, "127.0.99", transport=T.PLAINTEXT_LEGACY)
+    assert layout.bootstrap_servers == "127.0.99.1:9091,127.0.99.2:9091,127.0.99.3:9091"
+    assert layout.tenant_bootstrap_servers.split(",")[0] == "127.0.99.1:9095"
+    both = replace(layout, transport=T.BOTH_LISTENERS)
+    assert both.bootstrap_servers.split(",")[0] == "127.0.99.1:9091"
+    assert both.tenant_bootstrap_servers.split(",")[0] == "127.0.99.1:9094"
+    state = ClusterState(layout=layout, kafka_version="3.9.2")
+    value = json.loads(json.dumps(state.to_json()))
+    assert value["transport_security"] == "plaintext_legacy"
+    assert ClusterState.from_json(value, tmp_path).layout.transport is T.PLAINTEXT_LEGACY
+    secure = ClusterState(layout=replace(layout, transport=T.TLS), kafka_version="3.9.2")
+    assert "transport_security" not in secure.to_json()
+    with pytest.raises(KaasError, match="malformed"):
+        ClusterState.from_json({**value, "transport_security": "clear"}, tmp_path)
+
+
+def test_kaas_up_refuses_a_legacy_cluster_with_agents_before_anything_starts(
+    tmp_path: Path,
+) -> None:
+    with pytest.raises(KaasError, match="runs without agents"):
+        LocalCluster(tmp_path).up(3, agents=True, transport=T.PLAINTEXT_LEGACY)
+    assert list(tmp_path.iterdir()) == []
