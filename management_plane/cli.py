@@ -14,6 +14,7 @@ from management_plane.local.layout import DEFAULT_ADDRESS_BASE
 from management_plane.local.up_choice import UpChoice
 from management_plane.logs import configure_logging
 from planner.client_logs import log_client_lines_to
+from planner.contracts.transport_security import DEFAULT_TRANSPORT, TransportSecurity
 
 if TYPE_CHECKING:
     from management_plane.local.cluster import UpResult
@@ -78,7 +79,13 @@ def _parser() -> argparse.ArgumentParser:
         help="run kaas-agent on every VM, which claims the broker id, starts and heals the broker "
         "(default); --no-agents starts the brokers directly",
     )
-
+    up.add_argument(
+        "--insecure-legacy",
+        action="store_true",
+        help="a test and migration aid: start the cluster as KaaS ran before TLS (PLAINTEXT "
+        "and SASL_PLAINTEXT listeners, ZooKeeper without TLS or ACLs, Jolokia over HTTP), to "
+        "rehearse `kaas cluster secure`; needs --no-agents",
+    )
     up.add_argument(
         "--service",
         action=argparse.BooleanOptionalAction,
@@ -265,6 +272,9 @@ def _run(args: argparse.Namespace) -> int:
             address_base=args.address_base,
             kafka_version=args.kafka_version,
             agents=args.agents,
+            transport=(
+                TransportSecurity.PLAINTEXT_LEGACY if args.insecure_legacy else DEFAULT_TRANSPORT
+            ),
         )
         layout = result.state.layout
         print(f"cluster {layout.name}: {len(layout.vms)} VMs {_up_outcome(result)}")

@@ -18,7 +18,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
@@ -33,6 +33,7 @@ from management_plane.monitoring.pipeline import pipeline_records, plan_pipeline
 from planner.contracts.journal import JournalEntry, parse_journal_entry
 from planner.contracts.member import MemberRecord, MemberState, parse_members
 from planner.contracts.paths import ClusterPaths
+from planner.contracts.transport_security import DEFAULT_TRANSPORT, TransportSecurity
 from planner.pki.client_settings import ClientConfig, InternalClient, admin_client_in
 from planner.pki.files import IdentityFiles
 from planner.zookeeper_client import zookeeper_client
@@ -197,7 +198,7 @@ class ClusterHandle:
         """The first VM's certificate: what its agent and broker present."""
         return vm_identity(self.layout.vms[0])
 
-    def zookeeper(self, hosts: str | None = None, **options: object) -> KazooClient:
+    def zookeeper(self, hosts: str | None = None, **options: Any) -> KazooClient:
         """A kazoo client of this cluster's ZooKeeper (all of it unless `hosts`), as the admin."""
         return zookeeper_client(hosts or self.zookeeper_hosts, self.admin_identity, **options)
 
@@ -297,6 +298,7 @@ def start_cluster(
     address_base: str,
     agents: bool = False,
     kafka_version: str | None = None,
+    transport: TransportSecurity = DEFAULT_TRANSPORT,
 ) -> ClusterHandle:
     cluster = LocalCluster(home)
     try:
@@ -306,6 +308,7 @@ def start_cluster(
             address_base=address_base,
             agents=agents,
             kafka_version=kafka_version,
+            transport=transport,
         )
     finally:
         if (home / "cluster.json").exists():

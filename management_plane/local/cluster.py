@@ -72,10 +72,11 @@ from management_plane.monitoring.pipeline import (
     stop_pipeline,
 )
 from management_plane.workload import create_topic
-from planner.contracts.kafka_release import is_kraft
+from planner.contracts.kafka_release import KAFKA_RELEASES, KafkaMode, is_kraft
 from planner.contracts.log_record import LOGS_TOPIC
 from planner.contracts.monitoring import MonitoringTargets
 from planner.contracts.paths import ClusterPaths
+from planner.contracts.transport_security import DEFAULT_TRANSPORT, TransportSecurity
 from planner.pki.files import has_authority
 from planner.zookeeper_client import zookeeper_client
 
@@ -171,19 +172,42 @@ class LocalCluster:
         agents: bool = False,
         zones: tuple[str, ...] = ZONES,
         controllers: int | None = None,
+        transport: TransportSecurity = DEFAULT_TRANSPORT,
     ) -> UpResult:
-        """`controllers`: a KRaft cluster's quorum size (None: as many as vote in ZooKeeper)."""
+        """`controllers`: a KRaft cluster's quorum size (None: as many as vote in ZooKeeper).
+        `transport`: PLAINTEXT_LEGACY starts a cluster as KaaS ran before TLS, to test and
+        rehearse its conversion; without agents only (theirs is TLS)."""
         started = time.monotonic()
-        layout = plan_layout(name, self.home, nodes, address_base, zones)
+        if transport is not DEFAULT_TRANSPORT and agents:
+            raise KaasError(
+                f"a {transport.value} cluster runs without agents (--no-agents): the agents "
+                "reach ZooKeeper, Kafka and Jolokia over TLS only"
+            )
+        layout = plan_layout(name, self.home, nodes, address_base, zones, transport)
         java = find_java()
         image = self.image()
         version = kafka_version or image.default_kafka_version
+        if transport is not DEFAULT_TRANSPORT and KAFKA_RELEASES.get(version) is KafkaMode.KRAFT:
+            raise KaasError(
+                f"Kafka {version} runs KRaft, which KaaS ran with TLS only: a {transport.value} "
+                "cluster needs a ZooKeeper-mode --kafka-version"
+            )
         image.kafka_libs(version)  # an unknown version fails here, before anything starts
         if is_kraft(version):
             layout = kraft.with_controllers(layout, controllers or kraft.quorum_size(nodes))
         with locked(self.home):
             existing = read_state(self.home)
             decision = decide_up(self._recorded(existing), nodes, address_base, self.home)
+            if (
+                existing is not None
+                and decision.choice is not UpChoice.REPLACE
+                and existing.layout.transport is not transport
+            ):
+                raise KaasError(
+                    f"the cluster in {self.home} runs transport "
+                    f"{existing.layout.transport.value}, not {transport.value}: "
+                    "kaas down --purge it first"
+                )
             if existing is not None and decision.choice is UpChoice.REUSE:
                 return UpResult(existing, decision, time.monotonic() - started)
             if existing is not None and decision.choice is UpChoice.START:

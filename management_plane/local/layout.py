@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from management_plane.errors import KaasError
+from planner.contracts.transport_security import DEFAULT_TRANSPORT, TransportSecurity
+from planner.contracts.vm_config.kafka_tls import PLAIN_INTERNAL_PORT, PLAIN_TENANT_PORT
 
 DEFAULT_ADDRESS_BASE = "127.0.1"
 ZONES = ("zone-a", "zone-b", "zone-c")
@@ -102,14 +104,23 @@ class ClusterLayout:
     controllers: tuple[str, ...] | None = None
     """KRaft: the names of the VMs that run a controller (None: the first VMs, as many as
     vote in ZooKeeper, which is what cluster files written before this field hold)."""
+    # TLS, or a pre-TLS cluster's plaintext listeners (`kaas up --insecure-legacy`).
+    transport: TransportSecurity = DEFAULT_TRANSPORT
 
     @property
     def bootstrap_servers(self) -> str:
+        """The internal listener KaaS's clients use: mutual TLS, or a pre-TLS cluster's
+        PLAINTEXT one."""
+        if not self.transport.clients_use_tls:
+            return ",".join(f"{vm.address}:{PLAIN_INTERNAL_PORT}" for vm in self.vms)
         return ",".join(vm.kafka_internal_endpoint for vm in self.vms)
 
     @property
     def tenant_bootstrap_servers(self) -> str:
-        """The SASL_SSL (SCRAM-SHA-512) listener of every VM: what tenants connect to."""
+        """The SASL_SSL (SCRAM-SHA-512) listener of every VM: what tenants connect to (a
+        pre-TLS cluster's SASL_PLAINTEXT one until it has TLS listeners)."""
+        if not self.transport.tls_listeners:
+            return ",".join(f"{vm.address}:{PLAIN_TENANT_PORT}" for vm in self.vms)
         return ",".join(vm.kafka_tenant_endpoint for vm in self.vms)
 
     @property
@@ -144,6 +155,7 @@ def plan_layout(
     nodes: int,
     address_base: str = DEFAULT_ADDRESS_BASE,
     zones: tuple[str, ...] = ZONES,
+    transport: TransportSecurity = DEFAULT_TRANSPORT,
 ) -> ClusterLayout:
     """VM i (1-based) gets address <base>.i, zone zones[(i-1) % len(zones)] and broker id i-1."""
     validate_cluster_name(name)
@@ -172,7 +184,7 @@ def plan_layout(
         )
         for i in range(1, nodes + 1)
     )
-    return ClusterLayout(name=name, home=home, vms=vms)
+    return ClusterLayout(name=name, home=home, vms=vms, transport=transport)
 
 
 def address_base_of(layout: ClusterLayout) -> str:

@@ -34,7 +34,13 @@ SERVING_MODES = ("leader", "follower", "observer", "standalone")
 def zookeeper_mode(cluster: ClusterLayout, vm: VmLayout, timeout: float = 2.0) -> str:
     """leader, follower, observer, standalone, 'not serving' or 'down' (ZooKeeper's `srvr`
     command, over TLS as the cluster's admin)."""
-    mode = server_mode(vm.address, vm.ports.zookeeper_client, admin_identity(cluster), timeout)
+    mode = server_mode(
+        vm.address,
+        vm.ports.zookeeper_client,
+        admin_identity(cluster),
+        timeout,
+        cluster.transport,
+    )
     if mode is not None:
         return mode
     return "down" if not port_open(vm.address, vm.ports.zookeeper_client) else "not serving"
@@ -61,7 +67,11 @@ def port_bindable(address: str, port: int) -> bool:
 
 def _zookeeper(cluster: ClusterLayout, timeout: float) -> KazooClient:
     return zookeeper_client(
-        cluster.zookeeper_hosts, admin_identity(cluster), timeout=timeout, connection_retry=None
+        cluster.zookeeper_hosts,
+        admin_identity(cluster),
+        transport=cluster.transport,
+        timeout=timeout,
+        connection_retry=None,
     )
 
 

@@ -7,12 +7,14 @@ sizing profile, passed to the renderer as an input.
 
 from __future__ import annotations
 
-from pathlib import PurePath
+from pathlib import Path, PurePath
 
+from management_plane.errors import KaasError
 from management_plane.local.layout import ClusterLayout, VmLayout, zookeeper_participants
 from management_plane.local.tls import vm_identity
 from planner.contracts.monitoring import MonitoringTargets
 from planner.contracts.spec import ClusterSpec
+from planner.contracts.transport_security import DEFAULT_TRANSPORT, TransportSecurity
 from planner.contracts.vm_config import (
     BrokerFacts,
     EnsembleServer,
@@ -59,6 +61,7 @@ def local_spec(
         zones=tuple(dict.fromkeys(vm.zone for vm in layout.vms)),
         zookeeper_participants=zookeeper_participants(nodes),
         monitoring=monitoring,
+        transport_security=layout.transport,
     )
 
 
@@ -122,7 +125,9 @@ ZOOKEEPER_DYNAMIC = "zoo.cfg.dynamic"
 ZOOKEEPER_LOGBACK = "zookeeper-logback.xml"
 
 
-def jolokia_files(vm: VmLayout, controller: bool = False) -> dict[str, str]:
+def jolokia_files(
+    vm: VmLayout, controller: bool = False, transport: TransportSecurity = DEFAULT_TRANSPORT
+) -> dict[str, str]:
     """What the VM's agent writes before it starts the broker (agent.broker_config.rendering
     .jolokia_files, from the settings agent_settings writes); `kaas up` writes it first.
     `controller`: the VM runs a KRaft controller, which gets a Jolokia of its own."""
@@ -132,7 +137,7 @@ def jolokia_files(vm: VmLayout, controller: bool = False) -> dict[str, str]:
     node = role_distinguished_name(Role.NODE)
     files = {
         JOLOKIA_PROPERTIES: render_jolokia_properties(
-            vm.address, vm.ports.jolokia, tls, policy, node
+            vm.address, vm.ports.jolokia, tls, policy, node, transport
         ),
         JOLOKIA_POLICY: render_jolokia_access_policy(),
     }
@@ -143,18 +148,34 @@ def jolokia_files(vm: VmLayout, controller: bool = False) -> dict[str, str]:
     return files
 
 
+def zoo_cfg(vm: VmLayout, dynamic_file: Path, transport: TransportSecurity) -> str:
+    """The VM's zoo.cfg naming `dynamic_file`: the one `kaas up` writes first, and, once
+    ZooKeeper has renamed its dynamic file after a reconfig, the one a change of transport
+    (a conversion's phase) writes again."""
+    return render_zoo_cfg(
+        vm.zookeeper_data_dir,
+        dynamic_file,
+        zookeeper_security(vm),
+        vm.ports.zookeeper_client,
+        vm.address,
+        transport,
+    )
+
+
+def current_dynamic_file(vm: VmLayout) -> Path:
+    """The dynamic file the VM's zoo.cfg names now (ZooKeeper renames it after a reconfig)."""
+    for line in (vm.config_dir / ZOO_CFG).read_text().splitlines():
+        if line.startswith("dynamicConfigFile="):
+            return Path(line.split("=", 1)[1])
+    raise KaasError(f"{vm.config_dir / ZOO_CFG} names no dynamicConfigFile")
+
+
 def config_files(layout: ClusterLayout, vm: VmLayout, kafka_version: str) -> dict[str, str]:
     """Every file of a local VM's config folder, rendered by the one renderer."""
     spec = local_spec(layout, kafka_version)
     return {
-        **jolokia_files(vm),
-        ZOO_CFG: render_zoo_cfg(
-            vm.zookeeper_data_dir,
-            vm.config_dir / ZOOKEEPER_DYNAMIC,
-            zookeeper_security(vm),
-            vm.ports.zookeeper_client,
-            vm.address,
-        ),
+        **jolokia_files(vm, transport=spec.transport_security),
+        ZOO_CFG: zoo_cfg(vm, vm.config_dir / ZOOKEEPER_DYNAMIC, spec.transport_security),
         ZOOKEEPER_DYNAMIC: render_zookeeper_dynamic(ensemble(layout)),
         ZOOKEEPER_LOGBACK: render_zookeeper_logback(spec.log_limits),
         SERVER_PROPERTIES: server_properties_text(

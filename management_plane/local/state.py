@@ -21,6 +21,7 @@ from management_plane.local.layout import ClusterLayout, Ports, VmLayout
 from management_plane.local.processes import ProcessRecord, is_alive
 from management_plane.local.tls import admin_identity
 from planner.contracts.kafka_release import KAFKA_RELEASES, KafkaMode
+from planner.contracts.transport_security import DEFAULT_TRANSPORT, parse_transport
 from planner.pki.client_settings import client_files
 
 STATE_FILE = "cluster.json"
@@ -109,6 +110,11 @@ class ClusterState:
             "kafka_version": self.kafka_version,
             "agents": self.agents,
             "controllers": None if layout.controllers is None else list(layout.controllers),
+            **(
+                {"transport_security": layout.transport.value}
+                if layout.transport is not DEFAULT_TRANSPORT
+                else {}
+            ),
             "bootstrap_servers": layout.bootstrap_servers,
             "tenant_bootstrap_servers": layout.tenant_bootstrap_servers,
             # The internal listener wants a client certificate: the operator's is here.
@@ -179,11 +185,15 @@ class ClusterState:
                     if kind in PROCESS_KINDS
                 }
             controllers = value.get("controllers")
+            transport = parse_transport(
+                value.get("transport_security", DEFAULT_TRANSPORT.value), "transport_security"
+            )
             layout = ClusterLayout(
                 name=str(value["name"]),
                 home=home,
                 vms=tuple(vms),
                 controllers=None if controllers is None else tuple(str(c) for c in controllers),
+                transport=transport,
             )
             return ClusterState(
                 layout=layout,

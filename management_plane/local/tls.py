@@ -73,7 +73,7 @@ def ensure_admin_identity(layout: ClusterLayout) -> IdentityFiles:
 
 def admin_client(layout: ClusterLayout) -> InternalClient:
     """The operator's (and `kaas up`'s own) client of the cluster's internal listener."""
-    return InternalClient(layout.bootstrap_servers, admin_identity(layout))
+    return InternalClient(layout.bootstrap_servers, admin_identity(layout), layout.transport)
 
 
 def write_admin_client_files(layout: ClusterLayout) -> None:

@@ -22,6 +22,7 @@ from management_plane.local.image import LocalImage, load_image
 from management_plane.local.layout import ZONES, VmLayout, address_base_of
 from management_plane.local.mirror_sources import MirrorSourceStore
 from management_plane.local.processes import is_alive
+from management_plane.local.render import vm_identity
 from management_plane.local.state import ClusterState, read_state, require_state
 from management_plane.local.tls import admin_identity_in
 from management_plane.providers.base import ProviderError, VmInfo, VmRequest
@@ -202,6 +203,16 @@ class LocalProvider(HomeAuthorities):
         """The admin identity `kaas up` and the VM commands issue into the cluster's folder."""
         identity = admin_identity_in(self.cluster_home(cluster))
         return identity if identity.exists() else None
+
+    def node_identity(self, cluster: str) -> IdentityFiles | None:
+        """A VM's identity (the brokers' own, ZooKeeper's super user), for what must run as
+        the creator of Kafka's znodes."""
+        state = read_state(self.cluster_home(cluster))
+        for vm in state.layout.vms if state is not None else ():
+            identity = vm_identity(vm)
+            if identity.exists():
+                return identity
+        return None
 
     # -- MirrorMaker flows (management_plane.mirror.operation) ----------------------------
 

@@ -354,6 +354,13 @@ def create_app(service: Service) -> FastAPI:
         """Renew every VM's certificate (and with `ca`, the CA) by rolling restarts."""
         return operation_out(service.rotate_certs(name, body.ca, who.name))
 
+    @app.post("/v1/clusters/{name}/secure", status_code=202, responses=ERRORS)
+    def secure_cluster(name: str, who: Admin) -> OperationOut:
+        """Convert a cluster made before TLS to TLS on every channel by rolling phases: the
+        TLS listeners beside the plain ones, the clients moved to TLS and the znodes given
+        ACLs, the plain listeners removed."""
+        return operation_out(service.secure_cluster(name, who.name))
+
     @app.post("/v1/boot/identity", responses=ERRORS)
     def boot_identity(body: BootIdentityRequest) -> BootIdentityOut:
         """A new VM's certificate for its own key, against its one-time boot token (no API

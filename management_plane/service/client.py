@@ -256,6 +256,15 @@ def add_commands(commands: Any) -> None:
     rotate.add_argument("name")
     rotate.add_argument("--ca", action="store_true", help="replace the cluster's CA too")
     rotate.add_argument("--wait", action="store_true")
+    secure = with_api(
+        actions.add_parser(
+            "secure",
+            help="convert a cluster made before TLS (plaintext listeners) to TLS on every "
+            "channel, by rolling phases with no loss",
+        )
+    )
+    secure.add_argument("name")
+    secure.add_argument("--wait", action="store_true")
     replace = with_api(actions.add_parser("replace", help="replace one VM immutably"))
     replace.add_argument("name")
     replace.add_argument("vm", help="VM id (e.g. vm2)")
@@ -547,6 +556,8 @@ def run(args: argparse.Namespace) -> int:
         )
     elif args.action == "replace":
         op = client.call("POST", f"/v1/clusters/{name}/replace", {"vm_id": args.vm})
+    elif args.action == "secure":
+        op = client.call("POST", f"/v1/clusters/{name}/secure")
     elif args.action == "rotate-certs":
         op = client.call("POST", f"/v1/clusters/{name}/rotate-certs", {"ca": args.ca})
     elif args.action == "config":

@@ -22,6 +22,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NoAuthError, NodeExistsError, NoNodeError
 
 from management_plane.errors import TemporaryError
+from management_plane.security.znode_acls import AclMigration, migrate_kafka_znodes, secure_tree
 from management_plane.service.metadata_version import MetadataVersionLevels
 from planner.contracts.ensemble_repair import EnsembleRepairRequest
 from planner.contracts.kafka_state import PartitionState
@@ -481,3 +482,24 @@ class ClusterIO:
             return True
 
         return self._with_zk(delete)
+
+    # -- znode ACLs of a converted pre-TLS cluster ---------------------------------------
+
+    def secure_kaas_znodes(self) -> AclMigration:
+        """KaaS's tree of the cluster gets the cluster's ACL policy (its own principals)."""
+        return self._with_zk(lambda zk: secure_tree(zk, self.paths.root))
+
+    def secure_kafka_znodes(self, kafka_version: str, node: IdentityFiles) -> None:
+        """Kafka's znodes get Kafka's secure ACLs by Kafka's own migration tool, run as the
+        brokers' `node` identity (the creator its ACLs name, and the only one that may change
+        the znodes brokers made with ACLs). It needs a Java runtime and the Kafka libraries
+        of the service's image (of `kafka_version`: the tool is gone from Kafka 4)."""
+        # Imported here: only this step needs the local image's layout and Java.
+        from management_plane.local.image import find_java, load_image
+
+        migrate_kafka_znodes(
+            str(find_java()),
+            load_image(verify=False).kafka_libs(kafka_version),
+            f"{self.hosts}{self.paths.kafka_chroot}",
+            node,
+        )

@@ -632,7 +632,7 @@ class Controller:
         )
 
     # A migration's phases wait for more (management_plane/migration/steps.py).
-    @step(StepName.WAIT_APPLIED, {K.UPGRADE, K.CHANGE_CONFIG}, Patience.APPLIED)
+    @step(StepName.WAIT_APPLIED, {K.UPGRADE, K.CHANGE_CONFIG, K.SECURE_CLUSTER}, Patience.APPLIED)
     def wait_applied(self, op: OperationRow, _batch: int) -> Outcome:
         generation = int(op.context.get("spec_generation", 0))
         readings = self._io(op.cluster).members()
@@ -678,10 +678,11 @@ class Controller:
         return done(f"{op.kind} of {op.cluster} finished")
 
 
-# The drills, the migration to KRaft and the certificate rotation register their steps in
-# the same registry from modules of their own; imported here, once every name they use
-# exists, so the registry is whole wherever the controller is.
+# The drills, the migration to KRaft, the conversion to TLS and the certificate rotation
+# register their steps in the same registry from modules of their own; imported here, once
+# every name they use exists, so the registry is whole wherever the controller is.
 import management_plane.drills.operation  # noqa: E402, F401
 from management_plane.migration import steps as _migration_steps  # noqa: E402, F401
 from management_plane.mirror import operation as _mirror_steps  # noqa: E402, F401
+from management_plane.security import conversion as _conversion  # noqa: E402, F401
 from management_plane.security import rotation as _rotation  # noqa: E402, F401

@@ -17,6 +17,7 @@ from enum import StrEnum
 from typing import Any
 
 from planner.contracts.kraft_migration import MigrationPhase
+from planner.contracts.transport_security import CONVERSION_PHASES, TransportSecurity
 from planner.pki.rotation import ROUNDS, RotationKind
 
 
@@ -35,6 +36,7 @@ class OperationKind(StrEnum):
     RUN_DRILL = "run_drill"
     ROTATE_CERTS = "rotate_certs"
     ROTATE_CA = "rotate_ca"
+    SECURE_CLUSTER = "secure_cluster"
     CREATE_MIRROR_FLOW = "create_mirror_flow"
     DELETE_MIRROR_FLOW = "delete_mirror_flow"
     # Tenant operations run inside their request (tenant_service), through the same runner.
@@ -117,6 +119,10 @@ class StepName(StrEnum):
     SIGN_LEAVES = "sign_leaves"
     WAIT_LEAVES = "wait_leaves"
     PROMOTE_CA = "promote_ca"
+    # a pre-TLS cluster's conversion (management_plane.security.conversion); the batch is
+    # the phase's index
+    TRANSPORT_PHASE = "transport_phase"
+    SECURE_ZNODES = "secure_znodes"
     # MirrorMaker 2 flows into the cluster (management_plane.mirror.operation)
     GRANT_SOURCE_ACLS = "grant_source_acls"
     DELIVER_SOURCE = "deliver_source"
@@ -303,6 +309,8 @@ def expand_steps(kind: OperationKind | str, batch_count: int = 0) -> list[StepRe
         if kind == OperationKind.ROTATE_CERTS:
             return [*steps, StepRef(N.FINISH)]
         return [StepRef(N.STAGE_CA), *steps, StepRef(N.PROMOTE_CA), StepRef(N.FINISH)]
+    if kind == OperationKind.SECURE_CLUSTER:
+        return conversion_steps()
     if kind == OperationKind.CREATE_MIRROR_FLOW:
         # The source's ACLs and credentials first: the agents start the flow as soon as they
         # read it.
@@ -385,6 +393,21 @@ def rollback_steps(first_phase: int = 0) -> list[StepRef]:
         if ROLLBACK_PHASES[index] is None:
             steps.append(StepRef(N.CLEAR_MIGRATION))
         steps += [StepRef(N.MIGRATION_PHASE, index), StepRef(N.WAIT_APPLIED, index)]
+    return [*steps, StepRef(N.FINISH)]
+
+
+def conversion_steps(first_phase: int = 0) -> list[StepRef]:
+    """Each phase of CONVERSION_PHASES from `first_phase` on written, then applied by every
+    agent; once every client talks TLS (and before the plain side closes) the znodes an
+    older release left open get the cluster's ACLs."""
+    if not 0 <= first_phase < len(CONVERSION_PHASES):
+        raise ValueError(f"a conversion starts at phase 0-{len(CONVERSION_PHASES) - 1}")
+    N = StepName
+    steps: list[StepRef] = []
+    for index in range(first_phase, len(CONVERSION_PHASES)):
+        steps += [StepRef(N.TRANSPORT_PHASE, index), StepRef(N.WAIT_APPLIED, index)]
+        if CONVERSION_PHASES[index] is TransportSecurity.TLS_CLIENTS:
+            steps.append(StepRef(N.SECURE_ZNODES))
     return [*steps, StepRef(N.FINISH)]
 
 

@@ -26,6 +26,7 @@ from management_plane.service.engine import Engine
 from management_plane.service.operations import (
     OperationKind,
     batches,
+    conversion_steps,
     expand_steps,
     migration_start,
     migration_steps,
@@ -55,6 +56,7 @@ from planner.contracts.kraft_migration import (
     rollback_refusal,
 )
 from planner.contracts.spec import ClusterSpec, parse_spec
+from planner.contracts.transport_security import conversion_refusal, conversion_start
 from planner.pki.authority import Authority, PkiError
 from planner.pki.client_settings import client_files
 from planner.pki.files import IdentityFiles
@@ -378,6 +380,26 @@ class Service:
             steps = migration_steps(migration_start(phase), finalize)
         self._idle(name)
         op = self.db.add_operation(name, kind, {"finalize": finalize}, steps, caller)
+        self.engine.wake()
+        return op
+
+    def secure_cluster(self, name: str, caller: str) -> OperationRow:
+        """Queue the rolling conversion of a pre-TLS cluster to TLS on every channel; a
+        conversion stopped in a phase resumes there. Refused (nothing stored) for a cluster
+        that runs TLS already, and while another operation runs (a conversion among them)."""
+        spec = parse_spec(self._cluster(name)["spec"])
+        refusal = conversion_refusal(spec.transport_security)
+        if refusal:
+            raise ApiError(409, "already_secure", f"cluster {name}: {refusal}")
+        self._idle(name)
+        steps = conversion_steps(conversion_start(spec.transport_security))
+        op = self.db.add_operation(
+            name,
+            OperationKind.SECURE_CLUSTER,
+            {"from": spec.transport_security.value},
+            steps,
+            caller,
+        )
         self.engine.wake()
         return op
 

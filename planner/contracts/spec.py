@@ -27,6 +27,11 @@ from planner.contracts.kraft_migration import (
 )
 from planner.contracts.log_limits import DEFAULT_LOG_LIMITS, LogLimits, parse_log_limits
 from planner.contracts.monitoring import MonitoringTargets, parse_monitoring
+from planner.contracts.transport_security import (
+    DEFAULT_TRANSPORT,
+    TransportSecurity,
+    parse_transport,
+)
 
 SPEC_SCHEMA_VERSION = 1
 ZOOKEEPER_ENSEMBLE_SIZES = (1, 3, 5)
@@ -64,6 +69,9 @@ class ClusterSpec:
     # A ZooKeeper-mode cluster migrating to KRaft: the phase it is asked to run.
     migration: KraftMigration | None = None
     logs: LogLimits | None = None  # absent: LogLimits()'s defaults
+    # TLS on every channel unless the cluster runs the legacy plaintext listeners or is
+    # being converted from them.
+    transport_security: TransportSecurity = DEFAULT_TRANSPORT
 
     @property
     def kafka_mode(self) -> KafkaMode:
@@ -96,6 +104,12 @@ class ClusterSpec:
             **({"monitoring": self.monitoring.to_json()} if self.monitoring else {}),
             **({"migration": self.migration.to_json()} if self.migration else {}),
             **({"logs": self.logs.to_json()} if self.logs else {}),
+            # Written only when not TLS, so a secure cluster's spec keeps its bytes.
+            **(
+                {"transport_security": self.transport_security.value}
+                if self.transport_security is not DEFAULT_TRANSPORT
+                else {}
+            ),
         }
 
     def encode(self) -> bytes:
@@ -222,6 +236,19 @@ def parse_spec(raw: bytes | str) -> ClusterSpec:
         logs = parse_log_limits(value["logs"]) if "logs" in value else None
     except ContractError as exc:
         raise SpecError(str(exc)) from None
+    try:
+        transport = (
+            parse_transport(value["transport_security"])
+            if "transport_security" in value
+            else DEFAULT_TRANSPORT
+        )
+    except ContractError as exc:
+        raise SpecError(str(exc)) from None
+    if transport is not DEFAULT_TRANSPORT and (mode is KafkaMode.KRAFT or migration):
+        raise SpecError(
+            f"spec.transport_security is {transport.value}, but only ZooKeeper-mode clusters "
+            "ran before TLS: a KRaft or migrating cluster runs TLS"
+        )
     return ClusterSpec(
         cluster=cluster,
         kafka_version=kafka_version,
@@ -236,4 +263,5 @@ def parse_spec(raw: bytes | str) -> ClusterSpec:
         monitoring=monitoring,
         migration=migration,
         logs=logs,
+        transport_security=transport,
     )

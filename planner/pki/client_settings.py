@@ -20,6 +20,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from planner.contracts.transport_security import DEFAULT_TRANSPORT, TransportSecurity
 from planner.pki.authority import PkiError, Role
 from planner.pki.files import IdentityFiles
 from planner.private_files import write_private
@@ -27,6 +28,7 @@ from planner.private_files import write_private
 ClientConfig = dict[str, str | int | float | bool]
 
 SSL = "SSL"
+PLAINTEXT = "PLAINTEXT"
 SASL_SSL = "SASL_SSL"
 TENANT_SASL_MECHANISM = "SCRAM-SHA-512"
 
@@ -44,16 +46,24 @@ def properties_text(properties: Mapping[str, str]) -> str:
 
 @dataclass(frozen=True)
 class InternalClient:
-    """A client of the internal listener presenting `identity`'s certificate."""
+    """A client of the internal listener presenting `identity`'s certificate (of a cluster
+    made before TLS, whose clients do not use it yet: its PLAINTEXT listener, anonymous)."""
 
     bootstrap_servers: str
     identity: IdentityFiles
+    transport: TransportSecurity = DEFAULT_TRANSPORT
 
     def with_servers(self, bootstrap_servers: str) -> InternalClient:
         return replace(self, bootstrap_servers=bootstrap_servers)
 
     def librdkafka(self, **overrides: str | int | float | bool) -> ClientConfig:
         """confluent-kafka's settings; `overrides` adds or replaces keys (timeouts, acks)."""
+        if not self.transport.clients_use_tls:
+            return {
+                "bootstrap.servers": self.bootstrap_servers,
+                "security.protocol": PLAINTEXT,
+                **overrides,
+            }
         config: ClientConfig = {
             "bootstrap.servers": self.bootstrap_servers,
             "security.protocol": SSL,
@@ -67,6 +77,11 @@ class InternalClient:
 
     def kafka_python(self) -> dict[str, object]:
         """kafka-python's keyword arguments (KafkaAdminClient, KafkaConsumer, ...)."""
+        if not self.transport.clients_use_tls:
+            return {
+                "bootstrap_servers": self.bootstrap_servers.split(","),
+                "security_protocol": PLAINTEXT,
+            }
         return {
             "bootstrap_servers": self.bootstrap_servers.split(","),
             "security_protocol": SSL,
@@ -78,6 +93,8 @@ class InternalClient:
 
     def java(self) -> dict[str, str]:
         """The Java client's settings (PEM stores: no JKS, no store password)."""
+        if not self.transport.clients_use_tls:
+            return {"bootstrap.servers": self.bootstrap_servers, "security.protocol": PLAINTEXT}
         return {
             "bootstrap.servers": self.bootstrap_servers,
             "security.protocol": SSL,

@@ -17,7 +17,14 @@ from typing import Final
 
 from planner.contracts.log_limits import DEFAULT_LOG_LIMITS, LogLimits
 from planner.contracts.spec import ClusterSpec
-from planner.contracts.vm_config.kafka_tls import TlsFiles, listener_security, listeners
+from planner.contracts.transport_security import DEFAULT_TRANSPORT, TransportSecurity
+from planner.contracts.vm_config.kafka_tls import (
+    PLAIN_INTERNAL_PORT,
+    PLAIN_TENANT_PORT,
+    TlsFiles,
+    listener_security,
+    listeners,
+)
 from planner.contracts.vm_config.validation import (
     BROKER_CONFIGS,
     BrokerConfigError,
@@ -69,6 +76,9 @@ class BrokerFacts:
     zookeeper_connect: str  # host:port list with Kafka's chroot, e.g. "h1:2181,h2:2181/kafka/c1"
     host_sizing: Mapping[str, str]  # sizing_properties(profile): chosen by whoever starts the VM
     tls: TlsFiles  # the VM's identity, issued by the cluster CA
+    # A pre-TLS cluster's PLAINTEXT internal and SASL_PLAINTEXT tenant listeners.
+    plain_port: int = PLAIN_INTERNAL_PORT
+    plain_tenant_port: int = PLAIN_TENANT_PORT
 
     @property
     def zookeeper_tls(self) -> ZookeeperTlsFiles:
@@ -81,7 +91,8 @@ class BrokerFacts:
             found.append(
                 ConfigProblem("broker.id", f"broker id must be >= 0, got {self.broker_id}")
             )
-        for port in (self.port, self.tenant_port):
+        ports = (self.port, self.tenant_port, self.plain_port, self.plain_tenant_port)
+        for port in ports:
             if not 0 < port < 65536:
                 found.append(ConfigProblem("listeners", f"port must be 1-65535, got {port}"))
         if self.port == self.tenant_port:
@@ -90,6 +101,10 @@ class BrokerFacts:
                     "listeners",
                     f"the internal and the tenant listener share port {self.port}",
                 )
+            )
+        elif len(set(ports)) != len(ports):
+            found.append(
+                ConfigProblem("listeners", f"the TLS and the plain listeners share a port: {ports}")
             )
         if not self.rack.strip():
             found.append(ConfigProblem("broker.rack", "rack (zone) must not be empty"))
@@ -117,12 +132,19 @@ class BrokerFacts:
         return tuple(found)
 
 
-def agent_owned_properties(facts: BrokerFacts) -> dict[str, str]:
+def agent_owned_properties(
+    facts: BrokerFacts, transport: TransportSecurity = DEFAULT_TRANSPORT
+) -> dict[str, str]:
+    plain = (facts.plain_port, facts.plain_tenant_port)
     return {
         "broker.id": str(facts.broker_id),
         "broker.rack": facts.rack,
-        "listeners": listeners(facts.listener_address, facts.port, facts.tenant_port),
-        "advertised.listeners": listeners(facts.advertised_address, facts.port, facts.tenant_port),
+        "listeners": listeners(
+            facts.listener_address, facts.port, facts.tenant_port, transport, plain
+        ),
+        "advertised.listeners": listeners(
+            facts.advertised_address, facts.port, facts.tenant_port, transport, plain
+        ),
         "log.dirs": ",".join(facts.log_dirs),
         "zookeeper.connect": facts.zookeeper_connect,
     }
@@ -139,11 +161,12 @@ def render_server_properties(spec: ClusterSpec, facts: BrokerFacts) -> dict[str,
     problems = facts.problems() + spec_broker_config_problems(spec.broker_config)
     if problems:
         raise BrokerConfigError(problems)
+    transport = spec.transport_security
     properties = {
-        **agent_owned_properties(facts),
+        **agent_owned_properties(facts, transport),
         **ZOOKEEPER_SESSION,
-        **broker_zookeeper_client_properties(facts.zookeeper_tls),
-        **listener_security(facts.tls),
+        **broker_zookeeper_client_properties(facts.zookeeper_tls, transport),
+        **listener_security(facts.tls, transport),
         **durable_defaults(spec.broker_count),
         **facts.host_sizing,
     }

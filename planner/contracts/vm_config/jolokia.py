@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from pathlib import PurePath
 from typing import Final
 
+from planner.contracts.transport_security import DEFAULT_TRANSPORT, TransportSecurity
+
 JOLOKIA_PROPERTIES: Final = "jolokia.properties"
 CONTROLLER_JOLOKIA_PROPERTIES: Final = "jolokia-controller.properties"
 """A KRaft controller's own Jolokia (its own port): the controller-only MBeans
@@ -40,13 +42,31 @@ def jolokia_agent_option(
 
 
 def render_jolokia_properties(
-    address: str, port: int, tls: JolokiaTls, policy_file: PurePath, client_principal: str
+    address: str,
+    port: int,
+    tls: JolokiaTls,
+    policy_file: PurePath,
+    client_principal: str,
+    transport: TransportSecurity = DEFAULT_TRANSPORT,
 ) -> str:
+    """HTTPS with client certificates, or, on a pre-TLS cluster until its conversion moves
+    the agents to TLS, plain HTTP (as such clusters ran); read-only by policy either way."""
     if not 0 < port < 65536:
         raise ValueError(f"Jolokia port must be 1-65535, got {port}")
     values = (address, client_principal, *map(str, (tls.trust_bundle, tls.certificate)))
     if any("\n" in value or not value.strip() for value in values):
         raise ValueError(f"Jolokia settings must be single non-empty lines: {values}")
+    if not transport.clients_use_tls:
+        return "\n".join(
+            [
+                f"host={address}",
+                f"port={port}",
+                "discoveryEnabled=false",
+                "protocol=http",
+                f"policyLocation=file://{policy_file}",
+                "",
+            ]
+        )
     return "\n".join(
         [
             f"host={address}",

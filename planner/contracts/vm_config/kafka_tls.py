@@ -13,6 +13,13 @@ Two named listeners, no plaintext one:
 
 Every SSL setting is listener-prefixed, so each listener says all of its own security, and
 a KRaft controller listener takes the internal listener's settings from the same function.
+
+A cluster made before TLS (`TransportSecurity.PLAINTEXT_LEGACY`, kept to rehearse its
+conversion) has the plain listeners instead, on ports of their own: INTERNAL_PLAIN
+(PLAINTEXT, every client `User:ANONYMOUS`, a super user, as such clusters ran) and
+TENANT_PLAIN (SASL_PLAINTEXT, SCRAM). A conversion's phases open the TLS listeners beside
+them, move inter-broker traffic to INTERNAL, and drop the plain ones last
+(planner.contracts.transport_security).
 """
 
 from __future__ import annotations
@@ -23,20 +30,39 @@ from enum import StrEnum
 from types import MappingProxyType
 from typing import Final
 
+from planner.contracts.transport_security import DEFAULT_TRANSPORT, TransportSecurity
+
 
 class ListenerName(StrEnum):
     INTERNAL = "INTERNAL"
     TENANT = "TENANT"
+    # A pre-TLS cluster's listeners, until its conversion's last phase.
+    INTERNAL_PLAIN = "INTERNAL_PLAIN"
+    TENANT_PLAIN = "TENANT_PLAIN"
 
 
 class SecurityProtocol(StrEnum):
     SSL = "SSL"
     SASL_SSL = "SASL_SSL"
+    PLAINTEXT = "PLAINTEXT"
+    SASL_PLAINTEXT = "SASL_PLAINTEXT"
 
 
 LISTENER_PROTOCOLS: Final[Mapping[ListenerName, SecurityProtocol]] = MappingProxyType(
     {ListenerName.INTERNAL: SecurityProtocol.SSL, ListenerName.TENANT: SecurityProtocol.SASL_SSL}
 )
+PLAIN_LISTENER_PROTOCOLS: Final[Mapping[ListenerName, SecurityProtocol]] = MappingProxyType(
+    {
+        ListenerName.INTERNAL_PLAIN: SecurityProtocol.PLAINTEXT,
+        ListenerName.TENANT_PLAIN: SecurityProtocol.SASL_PLAINTEXT,
+    }
+)
+# The plain listeners' ports: apart from the TLS listeners', so that both serve during a
+# conversion and a converted cluster ends on the ports a new one has.
+PLAIN_INTERNAL_PORT: Final = 9091
+PLAIN_TENANT_PORT: Final = 9095
+# A PLAINTEXT listener's clients have no identity: a pre-TLS cluster trusted them all.
+ANONYMOUS_SUPER_USER: Final = "User:ANONYMOUS"
 TENANT_SASL_MECHANISM: Final = "SCRAM-SHA-512"
 TLS_PROTOCOLS: Final = "TLSv1.3,TLSv1.2"
 # The distinguished names of the role identities (planner.pki.authority's roles) become their
@@ -109,20 +135,70 @@ BROKER_SECURITY: Final[Mapping[str, str]] = MappingProxyType(
 )
 
 
-def listener_security(tls: TlsFiles) -> dict[str, str]:
-    """Every security key of a broker's server.properties, broker-wide first."""
+def plain_tenant_listener_security() -> dict[str, str]:
+    prefix = _prefix(ListenerName.TENANT_PLAIN)
     return {
-        **BROKER_SECURITY,
-        **internal_listener_security(ListenerName.INTERNAL, tls),
-        **tenant_listener_security(tls),
+        f"{prefix}sasl.enabled.mechanisms": TENANT_SASL_MECHANISM,
+        f"{prefix}{TENANT_SASL_MECHANISM.lower()}.sasl.jaas.config": SCRAM_LOGIN_MODULE,
     }
 
 
-def listeners(address: str, internal_port: int, tenant_port: int) -> str:
-    return (
-        f"{ListenerName.INTERNAL}://{address}:{internal_port},"
-        f"{ListenerName.TENANT}://{address}:{tenant_port}"
-    )
+def open_listeners(transport: TransportSecurity) -> dict[ListenerName, SecurityProtocol]:
+    """The listeners a broker opens under `transport`, TLS ones first."""
+    return {
+        **(LISTENER_PROTOCOLS if transport.tls_listeners else {}),
+        **(PLAIN_LISTENER_PROTOCOLS if transport.plain_listeners else {}),
+    }
+
+
+def inter_broker_listener(transport: TransportSecurity) -> ListenerName:
+    return ListenerName.INTERNAL if transport.clients_use_tls else ListenerName.INTERNAL_PLAIN
+
+
+def listener_security(
+    tls: TlsFiles, transport: TransportSecurity = DEFAULT_TRANSPORT
+) -> dict[str, str]:
+    """Every security key of a broker's server.properties, broker-wide first."""
+    if transport is DEFAULT_TRANSPORT:
+        return {
+            **BROKER_SECURITY,
+            **internal_listener_security(ListenerName.INTERNAL, tls),
+            **tenant_listener_security(tls),
+        }
+    protocols = open_listeners(transport)
+    return {
+        **BROKER_SECURITY,
+        "listener.security.protocol.map": ",".join(
+            f"{name}:{protocol}" for name, protocol in protocols.items()
+        ),
+        "inter.broker.listener.name": inter_broker_listener(transport).value,
+        "super.users": f"{SUPER_USERS};{ANONYMOUS_SUPER_USER}",
+        **(
+            {
+                **internal_listener_security(ListenerName.INTERNAL, tls),
+                **tenant_listener_security(tls),
+            }
+            if transport.tls_listeners
+            else {}
+        ),
+        **plain_tenant_listener_security(),
+    }
+
+
+def listeners(
+    address: str,
+    internal_port: int,
+    tenant_port: int,
+    transport: TransportSecurity = DEFAULT_TRANSPORT,
+    plain_ports: tuple[int, int] = (PLAIN_INTERNAL_PORT, PLAIN_TENANT_PORT),
+) -> str:
+    ports = {
+        ListenerName.INTERNAL: internal_port,
+        ListenerName.TENANT: tenant_port,
+        ListenerName.INTERNAL_PLAIN: plain_ports[0],
+        ListenerName.TENANT_PLAIN: plain_ports[1],
+    }
+    return ",".join(f"{name}://{address}:{ports[name]}" for name in open_listeners(transport))
 
 
 _EXAMPLE = TlsFiles("/k", "/t")
@@ -133,6 +209,7 @@ RENDERED_OUTSIDE_CATALOG: Final = frozenset(
     {"super.users"}
     | set(internal_listener_security(ListenerName.INTERNAL, _EXAMPLE))
     | set(tenant_listener_security(_EXAMPLE))
+    | set(plain_tenant_listener_security())
 )
 
 # The spec may not set these: they make the listeners, their authentication and isolation

@@ -13,6 +13,7 @@ from enum import StrEnum
 from pathlib import PurePath
 
 from planner.contracts.log_limits import DEFAULT_LOG_LIMITS, LogLimits
+from planner.contracts.transport_security import DEFAULT_TRANSPORT, TransportSecurity
 from planner.contracts.vm_config.zookeeper_security import (
     ZookeeperSecurity,
     zoo_cfg_security_lines,
@@ -98,6 +99,7 @@ def render_zoo_cfg(
     security: ZookeeperSecurity,
     client_port: int,
     client_address: str | None = None,
+    transport: TransportSecurity = DEFAULT_TRANSPORT,
 ) -> str:
     """zoo.cfg: the same on every server except its paths and client address. reconfigEnabled
     must be the same on every server; standaloneEnabled=false keeps a one-server ensemble a
@@ -119,7 +121,7 @@ def render_zoo_cfg(
             "autopurge.snapRetainCount=3",
             "autopurge.purgeInterval=1",
             "maxClientCnxns=200",
-            *zoo_cfg_security_lines(security, client_port, client_address),
+            *zoo_cfg_security_lines(security, client_port, client_address, transport),
             "",
         ]
     )

@@ -16,6 +16,11 @@ client over TLS with ACLs on Kafka's znodes. Pure.
   certificate names no host.
 - Key and trust stores are the PEM files of the VM's identity (`planner.pki.files`): no Java
   key store to convert, no store password.
+
+A pre-TLS cluster (`TransportSecurity.PLAINTEXT_LEGACY`) has the plain `clientPort`, a plain
+quorum and no authentication. Its conversion keeps the one port: first TLS beside plaintext
+on the client port and the quorum (ZooKeeper's port unification), then the quorum on TLS,
+then the secure port alone with authentication enforced.
 """
 
 from __future__ import annotations
@@ -23,6 +28,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import PurePath
 from typing import Final
+
+from planner.contracts.transport_security import DEFAULT_TRANSPORT, TransportSecurity
 
 TLS_PROTOCOLS: Final = "TLSv1.3,TLSv1.2"
 NETTY_SERVER = "org.apache.zookeeper.server.NettyServerCnxnFactory"
@@ -60,7 +67,10 @@ def _stores(prefix: str, tls: ZookeeperTlsFiles) -> list[str]:
 
 
 def zoo_cfg_security_lines(
-    security: ZookeeperSecurity, client_port: int, client_address: str | None
+    security: ZookeeperSecurity,
+    client_port: int,
+    client_address: str | None,
+    transport: TransportSecurity = DEFAULT_TRANSPORT,
 ) -> list[str]:
     """zoo.cfg's security lines. `client_address`: the address the secure client port binds
     (None: every interface, as the image's identity-free file says)."""
@@ -68,6 +78,31 @@ def zoo_cfg_security_lines(
         raise ValueError(f"secure client port must be 1-65535, got {client_port}")
     if "\n" in security.super_user or not security.super_user.strip():
         raise ValueError(f"super user must be one distinguished name, got {security.super_user!r}")
+    plain_port = [
+        f"clientPort={client_port}",
+        *([f"clientPortAddress={client_address}"] if client_address else []),
+    ]
+    if transport is TransportSecurity.PLAINTEXT_LEGACY:
+        return plain_port
+    if transport.zookeeper_plain_port:
+        # Both on the one port, and the quorum accepting both, while clients and servers
+        # move; TLS sessions are still authenticated by their certificate, plain ones are
+        # anonymous, so authentication cannot be enforced yet.
+        return [
+            *plain_port,
+            "client.portUnification=true",
+            f"serverCnxnFactory={NETTY_SERVER}",
+            f"authProvider.{X509_SCHEME}={X509_PROVIDER}",
+            f"ssl.authProvider={X509_SCHEME}",
+            "ssl.clientAuth=need",
+            "ssl.clientHostnameVerification=false",
+            *_stores("ssl", security.tls),
+            f"sslQuorum={'true' if transport.clients_use_tls else 'false'}",
+            "portUnification=true",
+            "ssl.quorum.hostnameVerification=true",
+            *_stores("ssl.quorum", security.tls),
+            f"X509AuthenticationProvider.superUser={security.super_user}",
+        ]
     return [
         f"secureClientPort={client_port}",
         *([f"secureClientPortAddress={client_address}"] if client_address else []),
@@ -86,10 +121,15 @@ def zoo_cfg_security_lines(
     ]
 
 
-def broker_zookeeper_client_properties(tls: ZookeeperTlsFiles) -> dict[str, str]:
+def broker_zookeeper_client_properties(
+    tls: ZookeeperTlsFiles, transport: TransportSecurity = DEFAULT_TRANSPORT
+) -> dict[str, str]:
     """A ZooKeeper-mode broker's client of ZooKeeper: Netty over TLS with the VM's identity
     (the server's certificate checked against its address), and ACLs on every znode Kafka
-    creates (its creator, the nodes' identity, may write; sensitive ones only it may read)."""
+    creates (its creator, the nodes' identity, may write; sensitive ones only it may read).
+    Before a conversion's clients phase: plaintext, anonymous, no ACLs (as before TLS)."""
+    if not transport.clients_use_tls:
+        return {"zookeeper.set.acl": "false"}
     return {
         "zookeeper.clientCnxnSocket": NETTY_CLIENT,
         "zookeeper.ssl.client.enable": "true",
