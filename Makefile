@@ -10,9 +10,10 @@ MONITORING := build/monitoring
 ARTIFACT_SETS := kafka kafka-previous kafka-kraft mirror mirror-kraft zookeeper jolokia spark-kafka
 ARTIFACT_SUMS := $(foreach set,$(ARTIFACT_SETS),$(ARTIFACTS)/$(set)/SHA256SUMS)
 PYTEST_ARGS ?=
-# The real-cluster tests mostly wait on JVMs and faults: two pytest workers (one file each at
-# a time, so a file's shared cluster stays in one worker) halve the wall time on 2 cores.
-PYTEST_PARALLEL ?= -n 2 --dist loadfile
+# The real-cluster tests mostly wait on JVMs and faults (a 2-worker run kept 0.8 of the 2
+# cores busy): three pytest workers, one file each at a time, so a file's shared cluster
+# stays in one worker.
+PYTEST_PARALLEL ?= -n 3 --dist loadfile
 # Extra `kaas up` options for demo and up, e.g. UP_ARGS='--address-base 127.0.5' beside another cluster.
 UP_ARGS ?=
 
@@ -80,7 +81,7 @@ demo: setup
 ## test: lint and types, then unit, integration and drill tests against real local clusters
 ## (every test's time in build/test-results.xml, for keeping the suite within its budget)
 test: setup lint typecheck
-	$(BIN)/pytest $(PYTEST_PARALLEL) --durations=40 --junitxml=build/test-results.xml $(PYTEST_ARGS)
+	$(BIN)/pytest $(PYTEST_PARALLEL) --durations=40 --junitxml=build/test-results.xml -m 'not long_drill' $(PYTEST_ARGS)
 
 test-unit: setup
 	$(BIN)/pytest -m unit $(PYTEST_ARGS)
@@ -94,6 +95,7 @@ test-drill: setup
 ## drills: every `kaas drill` at its full fault duration (make test runs them for seconds)
 drills: setup
 	KAAS_DRILL_FULL=1 $(BIN)/pytest -m drill -s tests/drills/test_kaas_drill.py tests/drills/test_kaas_drill_volumes.py tests/integration/test_kraft_cluster.py $(PYTEST_ARGS)
+	$(BIN)/pytest -m long_drill -s $(PYTEST_ARGS)
 
 lint: setup
 	$(BIN)/ruff check .

@@ -29,7 +29,8 @@ from tests import harness
 from tests.drills.test_management_plane import Load
 from tests.harness import ClusterHandle, wait_until
 
-pytestmark = pytest.mark.integration
+# A conversion rolls every VM three times (about ten minutes): under `make drills` only.
+pytestmark = [pytest.mark.integration, pytest.mark.long_drill]
 
 T = TransportSecurity
 KAFKA_VERSION = "3.9.2"  # ZooKeeper mode: KaaS ran KRaft with TLS only
