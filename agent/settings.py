@@ -59,6 +59,10 @@ class AgentSettings:
     """This VM's identity (planner.pki.files: ca.pem, node.key, node.crt, node.pem): what the
     agent presents to ZooKeeper, Jolokia and the internal Kafka listener, and what the broker
     and the ZooKeeper server present."""
+    identity_owner: str | None = None
+    """The user the VM's Kafka and ZooKeeper run as when it is not the agent's (systemd units:
+    kafka, the agent root): tls_dir and its files are handed to them after every write, so the
+    JVMs can read their keys; None: the agent's own user (local VMs)."""
     boot_ticket: Path | None = None
     """A boot ticket file (planner.contracts.boot_ticket): at first start, with no identity in
     tls_dir yet, the agent redeems it at the management API for its certificate, then deletes
@@ -170,7 +174,7 @@ class AgentSettings:
     def identity(self) -> IdentityFiles:
         """The VM's identity: ZooKeeper's super user, so the agent may reconfigure, and a
         super user of the internal Kafka listener."""
-        return IdentityFiles(self.tls_dir, Role.NODE)
+        return IdentityFiles(self.tls_dir, Role.NODE, self.identity_owner)
 
     @property
     def kafka_client(self) -> InternalClient:

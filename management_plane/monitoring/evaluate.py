@@ -124,7 +124,14 @@ def _step(
 ) -> Alert | None:
     """The alert after this round (None: no alert)."""
     if value is None:
-        return previous
+        # No data: a firing alert stands (a dead broker's metric stops too). One that never
+        # fired goes once no operation holds it: its series is gone, as a recycled VM's
+        # broker's is after KaaS replaced it, and nothing can make it fire any more.
+        if previous is None or previous.state is AlertState.FIRING:
+            return previous
+        if hold_until is not None and now < hold_until:
+            return previous
+        return None
     if not rule.breached(value):
         if previous is not None and previous.state is AlertState.FIRING:
             return replace(previous, state=AlertState.RESOLVED, value=value, held_until=None)

@@ -94,6 +94,8 @@ def agent_settings(boot: VmBoot) -> dict[str, object]:
         "data_dir": DATA_DIR,
         "config_dir": KAFKA_CONFIG_DIR,
         "supervisor": "systemd",
+        # The units run Kafka and ZooKeeper as kafka; the agent writes their keys as root.
+        "identity_owner": "kafka",
         "image_root": "/",
         "kafka_heap": boot.kafka_heap,
         # A broker has the instance to itself: Kafka's own thread and partition defaults.

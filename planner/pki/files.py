@@ -8,6 +8,8 @@ both in one file (the PEM key stores of Kafka and ZooKeeper).
 
 from __future__ import annotations
 
+import os
+import pwd
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,6 +27,9 @@ class IdentityFiles:
 
     directory: Path
     role: Role
+    owner: str | None = None
+    """The user the files are handed to after each write (a VM whose Kafka and ZooKeeper run
+    as their own user under a root agent); None: the writer's."""
 
     @property
     def _stem(self) -> str:
@@ -79,6 +84,22 @@ def write_identity(
     write_private(files.keystore, key + certificate)
     write_private(files.certificate, certificate)
     write_private(files.trust_bundle, trust_bundle_pem.decode())
+    if files.owner is not None:
+        hand_over(files)
+
+
+def hand_over(files: IdentityFiles) -> None:
+    """Make the folder and its files the owner's (still 0700/0600: only they and root read
+    them). A write replaces a file by a rename, so this follows every write."""
+    assert files.owner is not None
+    try:
+        user = pwd.getpwnam(files.owner)
+    except KeyError:
+        raise PkiError(
+            f"{files.directory}: no user {files.owner!r} to hand the identity to"
+        ) from None
+    for path in (files.directory, files.key, files.keystore, files.certificate, files.trust_bundle):
+        os.chown(path, user.pw_uid, user.pw_gid)
 
 
 def write_authority(directory: Path, authority: Authority) -> None:

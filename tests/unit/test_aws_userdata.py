@@ -64,6 +64,7 @@ def test_user_data_writes_settings_the_agent_accepts() -> None:
     assert settings.address == "10.20.1.37"  # the ENI's, not the instance's primary address
     assert settings.zone == "eu-west-1b"
     assert settings.supervisor == "systemd"
+    assert settings.identity.owner == "kafka"  # the units run the JVMs as kafka
     assert settings.kafka_heap == "-Xms2g -Xmx2g"
     assert settings.host_sizing is SizingProfile.STANDARD
     assert str(settings.config_dir) == KAFKA_CONFIG_DIR

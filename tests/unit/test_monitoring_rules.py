@@ -312,3 +312,17 @@ def test_a_breach_that_outlasts_the_settle_time_pages_after_for_s() -> None:
 def test_settle_time_is_refused_when_negative() -> None:
     with pytest.raises(RulesError, match="settle_s must not be negative"):
         parse_rules(HEADER + "[maintenance]\nsettle_s = -1\n" + URP)
+
+
+def test_a_held_alert_whose_series_is_gone_goes_once_the_hold_ends() -> None:
+    """A broker KaaS drained and recycled (a replacement) stops reporting: its held alert is
+    kept while the hold lasts, then dropped without a page (it never fired)."""
+    held = evaluate(RULES, "c", _urp(2), {}, RESTART_1, 5.0).alerts
+    assert [a.state for a in held.values()] == [AlertState.HELD]
+    during = evaluate(RULES, "c", _urp(None), held, RESTART_1, 50.0)
+    assert list(during.alerts.values()) == list(held.values())
+    after = evaluate(RULES, "c", _urp(None), held, [], 200.0)
+    assert after.alerts == {} and after.notifications == ()
+    pending = evaluate(RULES, "c", _urp(2), {}, [], 0.0).alerts
+    assert [a.state for a in pending.values()] == [AlertState.PENDING]
+    assert evaluate(RULES, "c", _urp(None), pending, [], 10.0).alerts == {}

@@ -4,6 +4,7 @@ certificates and refuse another CA's."""
 from __future__ import annotations
 
 import datetime as dt
+import pwd
 import socket
 import ssl
 import stat
@@ -146,6 +147,25 @@ def test_files_are_private_and_round_trip(tmp_path: Path, authority) -> None:
     assert b"CERTIFICATE" in files.keystore.read_bytes()
     with pytest.raises(PkiError, match="no certificate authority"):
         load_authority(tmp_path / "nowhere")
+
+
+def test_an_identity_with_an_owner_is_handed_to_that_user_after_each_write(
+    tmp_path: Path, authority
+) -> None:
+    """A root agent writes the keys of JVMs that run as their own user (the image's units):
+    the folder and files become that user's, still 0700 and 0600."""
+    nobody = pwd.getpwnam("nobody")
+    files = IdentityFiles(tmp_path / "tls", Role.NODE, owner="nobody")
+    for _ in range(2):  # a renewal replaces each file: handed over again
+        issued = issue(authority, Role.NODE, ("127.0.1.1",), NOW)
+        write_identity(files, issued, authority.certificate_pem)
+        for path in (files.directory, files.key, files.keystore, files.certificate):
+            assert (path.stat().st_uid, path.stat().st_gid) == (nobody.pw_uid, nobody.pw_gid)
+        assert stat.S_IMODE(files.key.stat().st_mode) == 0o600
+        assert stat.S_IMODE(files.directory.stat().st_mode) == 0o700
+    unknown = IdentityFiles(tmp_path / "other", Role.NODE, owner="no-such-user-here")
+    with pytest.raises(PkiError, match="no user 'no-such-user-here'"):
+        write_identity(unknown, issued, authority.certificate_pem)
 
 
 def _handshake(tmp_path: Path, server_files: IdentityFiles, client_files: IdentityFiles) -> str:
