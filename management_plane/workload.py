@@ -60,6 +60,9 @@ RETRIABLE_CREATE_ERRORS = frozenset(
         KafkaError._ALL_BROKERS_DOWN,
         KafkaError.REQUEST_TIMED_OUT,
         KafkaError.NOT_CONTROLLER,
+        # The connection a request went out on was dropped (a broker leaving the metadata
+        # while the cluster starts): a new request goes out on another.
+        KafkaError._DESTROY_BROKER,
     }
 )
 
