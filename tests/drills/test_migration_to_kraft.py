@@ -18,7 +18,8 @@ from tests import harness
 from tests.drills.test_management_plane import Load
 from tests.mp_service import ServiceHandle
 
-pytestmark = pytest.mark.drill
+# A whole migration of a 3-VM cluster (about ten minutes): under `make drills` only.
+pytestmark = [pytest.mark.drill, pytest.mark.long_drill]
 
 GROUP_MESSAGES = 3000
 
