@@ -83,6 +83,13 @@ class MirrorMakerFiles:
     def log4j(self) -> Path:
         return self.directory / "mm2-log4j.properties"
 
+    def written_properties(self) -> str | None:
+        """The properties file as the last start wrote it (None: none written)."""
+        try:
+            return self.properties.read_text()
+        except OSError:
+            return None
+
     def write(self, properties: Mapping[str, str]) -> bool:
         """Write both files; True when the properties changed (the process must restart)."""
         private_dir(self.directory)
@@ -269,10 +276,7 @@ class SystemdMirrorProcess:
         return self.unit.state() != STOPPED
 
     def started_properties(self) -> str | None:
-        try:
-            return self.files.properties.read_text()
-        except OSError:
-            return None
+        return self.files.written_properties()
 
     def start(self, properties: Mapping[str, str], kafka_version: str) -> None:
         self.files.write(properties)
@@ -294,10 +298,7 @@ class LocalMirrorProcess:
         return self.jvm.state() != STOPPED
 
     def started_properties(self) -> str | None:
-        try:
-            return self.files.properties.read_text()
-        except OSError:
-            return None
+        return self.files.written_properties()
 
     def start(self, properties: Mapping[str, str], kafka_version: str) -> None:
         self.files.write(properties)
