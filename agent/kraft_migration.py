@@ -17,6 +17,7 @@ from pathlib import Path
 
 import structlog
 
+from agent.broker_config.rendering import migration_metadata_dir
 from agent.errors import AgentError
 from agent.kraft_keeper import metadata_directory_id
 from agent.ports import PAUSED, RUNNING, KafkaZnodes, ProcessState, StoreUnavailable
@@ -31,8 +32,6 @@ log = structlog.get_logger("kaas.agent")
 
 STORAGE_TOOL = "kafka.tools.StorageTool"
 FORMAT_TIMEOUT_S = 120.0
-# Beside the broker's log dir, as a KRaft cluster's local VMs keep it.
-MIGRATION_METADATA_DIR = "kraft-controller"
 
 
 def kafka_reads_kraft(settings_kraft: bool, spec: ClusterSpec | None) -> bool:
@@ -74,10 +73,6 @@ def format_cluster_id(
 def is_stray(wanted: bool, process: ProcessState | None) -> bool:
     """A controller runs that the spec's phase does not want here (a rollback stopped them)."""
     return not wanted and process in (RUNNING, PAUSED)
-
-
-def migration_metadata_dir(settings: AgentSettings) -> Path:
-    return settings.controller_data_dir or settings.data_dir.parent / MIGRATION_METADATA_DIR
 
 
 def storage_format_command(

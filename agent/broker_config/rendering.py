@@ -4,7 +4,8 @@ give. Pure."""
 
 from __future__ import annotations
 
-from agent.kraft_migration import migration_metadata_dir
+from pathlib import Path
+
 from agent.settings import AgentSettings
 from planner.contracts.kraft_migration import CONTROLLER_PORT
 from planner.contracts.paths import ClusterPaths
@@ -30,6 +31,13 @@ from planner.contracts.vm_config.migration import (
     render_migration_controller_properties,
 )
 from planner.pki.authority import Role, role_distinguished_name
+
+# Beside the broker's log dir, as a KRaft cluster's local VMs keep it.
+MIGRATION_METADATA_DIR = "kraft-controller"
+
+
+def migration_metadata_dir(settings: AgentSettings) -> Path:
+    return settings.controller_data_dir or settings.data_dir.parent / MIGRATION_METADATA_DIR
 
 
 def broker_facts(settings: AgentSettings, broker_id: int) -> BrokerFacts:
