@@ -21,7 +21,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from enum import Enum
 
-from management_plane.monitoring.rules import Rule, RuleSet, Scope, Severity
+from management_plane.monitoring.rules import HeldBy, Rule, RuleSet, Scope, Severity
 
 CLUSTER_SUBJECT = "cluster"
 
@@ -109,7 +109,9 @@ def _hold_until(
     ends = [
         op.since + expected[op.kind] if op.ended is None else op.ended + rules.maintenance.settle_s
         for op in operations
-        if rule.scope is Scope.CLUSTER or str(op.broker_id) == subject
+        if rule.scope is Scope.CLUSTER
+        or rule.held_by is HeldBy.ANY_BROKER
+        or str(op.broker_id) == subject
     ]
     return max(ends) if ends else None
 

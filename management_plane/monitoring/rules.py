@@ -38,6 +38,15 @@ class Scope(Enum):
     BROKER = "broker"  # one series per broker, named by its id; held by that broker's operation
 
 
+class HeldBy(Enum):
+    """Whose operations hold a broker rule. A broker's produce latency and its log's fetch
+    errors rise while another broker restarts (acks=all waits on the restarting follower;
+    followers lose their leader), so those rules are held by any broker's operation."""
+
+    SUBJECT = "subject"  # the broker the series names
+    ANY_BROKER = "any_broker"
+
+
 class Aggregate(Enum):
     """How a cluster rule combines its brokers' series: each broker's own latest point, then
     this function over the brokers whose series is current. (Graphite's sumSeries adds the
@@ -70,6 +79,7 @@ class Rule:
     severity: Severity
     line: int  # where the rule starts in its file, for messages
     aggregate: Aggregate | None = None  # cluster rules over per-broker series
+    held_by: HeldBy = HeldBy.SUBJECT  # broker rules only: cluster rules are held by any broker
     window_s: float | None = None
     """How far back the render reads (None: the loop's few intervals): a batch job's gauge
     (the audit's completeness) is one point per run, still the latest hours later."""
@@ -157,6 +167,7 @@ RULE_KEYS = {
     "severity",
     "aggregate",
     "window_s",
+    "held_by",
 }
 
 
@@ -194,6 +205,11 @@ def _parse_rule(table: Any, line: int, index: int) -> Rule:
         raise RulesError(
             f"{where}: aggregate combines brokers into one series: scope must be cluster"
         )
+    held_by = _enum(HeldBy, table, "held_by", where, HeldBy.SUBJECT)
+    if held_by is not HeldBy.SUBJECT and scope is not Scope.BROKER:
+        raise RulesError(
+            f"{where}: held_by applies to broker rules (a cluster rule is held by any broker)"
+        )
     window_s = _number(table, "window_s", where) if "window_s" in table else None
     if window_s is not None and not 60 <= window_s <= 7 * 86400:
         raise RulesError(f"{where}: window_s must be 60-604800 seconds, got {window_s:g}")
@@ -211,6 +227,7 @@ def _parse_rule(table: Any, line: int, index: int) -> Rule:
         line=line,
         aggregate=aggregate,
         window_s=window_s,
+        held_by=held_by,
     )
 
 

@@ -145,7 +145,10 @@ def test_killed_broker_pages_once_and_resolves_and_a_rolling_restart_pages_nothi
         assert status == 200
         held = [e for e in history if e["rule"] == RULE and e["state"] == "held"]
         assert held, history  # URP did rise during the restarts, and was held
-        assert receiver.events[sent_before:] == [], receiver.events[sent_before:]
+        # No page: a resolve of an alert the kill above fired (a broker's produce latency, whose
+        # percentiles decay over minutes) may still come, a trigger may not.
+        pages = [e for e in receiver.events[sent_before:] if e[1]["event_action"] == "trigger"]
+        assert pages == [], receiver.events[sent_before:]
         result = harness.kaas_cli(
             "alerts",
             "history",

@@ -21,6 +21,7 @@ from management_plane.monitoring.evaluate import (
 )
 from management_plane.monitoring.rules import (
     Comparison,
+    HeldBy,
     RulesError,
     Scope,
     Severity,
@@ -59,7 +60,18 @@ low = 10
 high = 100
 severity = "warning"
 """
-RULES = parse_rules(HEADER + "[maintenance]\nrestart_s = 100\n" + URP + DISK + BAND)
+LATENCY = """
+[[rules]]
+name = "latency"
+target = "aliasByNode(kaas.{cluster}.brokers.*.produce_total_time_ms_p99, 3)"
+scope = "broker"
+held_by = "any_broker"
+op = ">"
+threshold = 1000
+for_s = 0
+severity = "warning"
+"""
+RULES = parse_rules(HEADER + "[maintenance]\nrestart_s = 100\n" + URP + DISK + BAND + LATENCY)
 
 
 def test_default_rules_file_parses_with_every_required_rule() -> None:
@@ -92,7 +104,7 @@ def test_default_rules_file_parses_with_every_required_rule() -> None:
 
 
 def test_parsed_rule_fields() -> None:
-    urp, disk, band = RULES.rules
+    urp, disk, band, latency = RULES.rules
     assert (urp.scope, urp.severity, urp.for_s, urp.line) == (
         Scope.CLUSTER,
         Severity.CRITICAL,
@@ -100,6 +112,11 @@ def test_parsed_rule_fields() -> None:
         6,
     )
     assert disk.scope is Scope.BROKER and disk.breached(14.9) and not disk.breached(15)
+    assert (disk.held_by, latency.held_by, urp.held_by) == (
+        HeldBy.SUBJECT,
+        HeldBy.ANY_BROKER,
+        HeldBy.SUBJECT,
+    )
     assert band.breached(9) and band.breached(101) and not band.breached(50)
     assert RULES.maintenance.restart_s == 100 and RULES.maintenance.drain_s == 3600
     assert urp.target_for("prod") == "sumSeries(kaas.prod.brokers.*.under_replicated_partitions)"
@@ -129,6 +146,8 @@ def test_parsed_rule_fields() -> None:
         (HEADER + BAND.replace("low = 10", "low = 1000"), "low 1000 is above high 100"),
         ("schema_version = 1\ninterval_s = 0\n" + URP, "interval_s must be positive"),
         (HEADER + URP.replace("for_s = 30", "window_s = 10"), "window_s must be 60-604800"),
+        (HEADER + URP + 'held_by = "any_broker"\n', "held_by applies to broker rules"),
+        (HEADER + DISK + 'held_by = "all"\n', "held_by must be one of subject, any_broker"),
     ],
 )
 def test_malformed_rules_are_refused_with_line_and_reason(text: str, message: str) -> None:
@@ -217,6 +236,10 @@ CASES = {
     "a broker rule is held only for the broker KaaS works on": (
         [(0, {"disk": {"1": 5.0, "2": 5.0}}, RESTART_1)],
         [(0, "trigger", "disk", "2")],
+    ),
+    "a broker rule held by any broker is held for every broker": (
+        [(0, {"latency": {"1": 1500.0, "2": 1500.0}}, RESTART_1), (30, {"latency": {}}, [])],
+        [],
     ),
     "band rule fires below and above": (
         [
