@@ -65,38 +65,6 @@ def _homes_file(first: int) -> Path:
     return Path(tempfile.gettempdir()) / f"kaas-test-net-{first}.homes"
 
 
-def _stop_clusters_left_on(first: int) -> None:
-    """A session killed before its end (SIGKILL, SIGTERM: no fixture teardown, no session
-    finish) leaves its clusters running on the network this session now holds: stop every
-    cluster the file names (their JVMs, agents and monitoring daemons, by pid and start time,
-    with whatever is left of each one's session), then start a new list."""
-    homes = _homes_file(first)
-    try:
-        listed = homes.read_text().split()
-    except FileNotFoundError:
-        listed = []
-    for home in dict.fromkeys(listed):
-        state = read_state(Path(home))
-        if state is None:
-            continue
-        try:
-            LocalCluster(Path(home)).down()
-        except KaasError as exc:
-            print(f"harness: could not stop the cluster left at {home}: {exc}", file=sys.stderr)
-        for record in _records_of(Path(home), state):
-            kill_session(record)
-    homes.write_text("")
-
-
-_TEST_NETWORK = _claim_test_network()
-SHARED_CLUSTER_BASE = f"127.0.{_TEST_NETWORK}"
-FRESH_CLUSTER_BASE = f"127.0.{_TEST_NETWORK + 1}"
-SCRATCH_BASE = f"127.0.{_TEST_NETWORK + 2}"
-
-STARTED_PROCESSES: set[ProcessRecord] = set()
-USED_ENDPOINTS: set[tuple[str, int]] = set()
-
-
 def _records_of(home: Path, state: ClusterState) -> list[ProcessRecord]:
     records = [
         record
@@ -108,6 +76,45 @@ def _records_of(home: Path, state: ClusterState) -> list[ProcessRecord]:
         monitoring = plan_pipeline(home, state.layout.vms[0].address.rsplit(".", 1)[0])
         records += pipeline_records(monitoring).values()
     return records
+
+
+def _stop_clusters_left_on(first: int) -> None:
+    """A session killed before its end (SIGKILL, SIGTERM: no fixture teardown, no session
+    finish) leaves its clusters running on the network this session now holds: stop every
+    cluster the file names (their JVMs, agents and monitoring daemons, by pid and start time,
+    with whatever is left of each one's session), then start a new list."""
+    homes = _homes_file(first)
+    try:
+        listed = homes.read_text().split()
+    except FileNotFoundError:
+        listed = []
+    for home in dict.fromkeys(listed):
+        # Best effort: a failure here must not stop this session's import (each worker that
+        # pytest-xdist starts in a crashed one's place would fail the same way).
+        try:
+            state = read_state(Path(home))
+            if state is None:
+                continue
+            try:
+                LocalCluster(Path(home)).down()
+            except KaasError as exc:
+                print(f"harness: could not stop the cluster left at {home}: {exc}", file=sys.stderr)
+            for record in _records_of(Path(home), state):
+                kill_session(record)
+        except Exception as exc:
+            print(
+                f"harness: could not clean up the cluster left at {home}: {exc!r}", file=sys.stderr
+            )
+    homes.write_text("")
+
+
+_TEST_NETWORK = _claim_test_network()
+SHARED_CLUSTER_BASE = f"127.0.{_TEST_NETWORK}"
+FRESH_CLUSTER_BASE = f"127.0.{_TEST_NETWORK + 1}"
+SCRATCH_BASE = f"127.0.{_TEST_NETWORK + 2}"
+
+STARTED_PROCESSES: set[ProcessRecord] = set()
+USED_ENDPOINTS: set[tuple[str, int]] = set()
 
 
 def remember(home: Path) -> None:
