@@ -116,7 +116,7 @@ class AlertLoop:
         current = [(b, OperationKind.RESTART) for b in reader.restarting_brokers()]
         current += [(b, OperationKind.DRAIN) for b in spec.draining_broker_ids]
         seen = track_operations(
-            self._operations.get(cluster, {}), current, now, self.rules.maintenance.settle_s
+            self._operations.get(cluster, {}), current, now, self.rules.longest_settle_s()
         )
         self._operations[cluster] = seen
         graphite = self.graphite_of(spec.monitoring.graphite_url)

@@ -106,8 +106,9 @@ def _hold_until(
         OperationKind.RESTART: rules.maintenance.restart_s,
         OperationKind.DRAIN: rules.maintenance.drain_s,
     }
+    settle_s = rule.settle_s if rule.settle_s is not None else rules.maintenance.settle_s
     ends = [
-        op.since + expected[op.kind] if op.ended is None else op.ended + rules.maintenance.settle_s
+        op.since + expected[op.kind] if op.ended is None else op.ended + settle_s
         for op in operations
         if rule.scope is Scope.CLUSTER
         or rule.held_by is HeldBy.ANY_BROKER

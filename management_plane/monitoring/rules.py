@@ -80,6 +80,9 @@ class Rule:
     line: int  # where the rule starts in its file, for messages
     aggregate: Aggregate | None = None  # cluster rules over per-broker series
     held_by: HeldBy = HeldBy.SUBJECT  # broker rules only: cluster rules are held by any broker
+    settle_s: float | None = None
+    """How long this rule's hold outlives an operation, when not [maintenance]'s: a
+    percentile Kafka draws from a sample of the last minutes stays high that long."""
     window_s: float | None = None
     """How far back the render reads (None: the loop's few intervals): a batch job's gauge
     (the audit's completeness) is one point per run, still the latest hours later."""
@@ -121,6 +124,11 @@ class RuleSet:
     interval_s: float
     maintenance: Maintenance
     rules: tuple[Rule, ...]
+
+    def longest_settle_s(self) -> float:
+        """How long an ended operation is remembered: the longest any rule's hold outlives it."""
+        own = [r.settle_s for r in self.rules if r.settle_s is not None]
+        return max([self.maintenance.settle_s, *own])
 
 
 def _rule_lines(text: str) -> list[int]:
@@ -168,6 +176,7 @@ RULE_KEYS = {
     "aggregate",
     "window_s",
     "held_by",
+    "settle_s",
 }
 
 
@@ -210,6 +219,9 @@ def _parse_rule(table: Any, line: int, index: int) -> Rule:
         raise RulesError(
             f"{where}: held_by applies to broker rules (a cluster rule is held by any broker)"
         )
+    settle_s = _number(table, "settle_s", where) if "settle_s" in table else None
+    if settle_s is not None and not 0 <= settle_s <= 3600:
+        raise RulesError(f"{where}: settle_s must be 0-3600 seconds, got {settle_s:g}")
     window_s = _number(table, "window_s", where) if "window_s" in table else None
     if window_s is not None and not 60 <= window_s <= 7 * 86400:
         raise RulesError(f"{where}: window_s must be 60-604800 seconds, got {window_s:g}")
@@ -228,6 +240,7 @@ def _parse_rule(table: Any, line: int, index: int) -> Rule:
         aggregate=aggregate,
         window_s=window_s,
         held_by=held_by,
+        settle_s=settle_s,
     )
 
 

@@ -148,6 +148,7 @@ def test_parsed_rule_fields() -> None:
         (HEADER + URP.replace("for_s = 30", "window_s = 10"), "window_s must be 60-604800"),
         (HEADER + URP + 'held_by = "any_broker"\n', "held_by applies to broker rules"),
         (HEADER + DISK + 'held_by = "all"\n', "held_by must be one of subject, any_broker"),
+        (HEADER + DISK + "settle_s = -5\n", "settle_s must be 0-3600"),
     ],
 )
 def test_malformed_rules_are_refused_with_line_and_reason(text: str, message: str) -> None:
@@ -330,6 +331,23 @@ def test_a_breach_that_outlasts_the_settle_time_pages_after_for_s() -> None:
         (70.0, "firing"),
         (70.0, "trigger"),
     ]
+
+
+def test_a_rule_with_its_own_settle_time_is_held_that_long_after_the_operation() -> None:
+    rules = parse_rules(
+        HEADER + "[maintenance]\nsettle_s = 30\n" + URP + LATENCY + "settle_s = 300\n"
+    )
+    assert rules.longest_settle_s() == 300
+    ended = [Operation(1, OperationKind.RESTART, 0.0, ended=60.0)]
+    values = {"urp": {"cluster": 2.0}, "latency": {"2": 1500.0}}
+    result = evaluate(rules, "c", values, {}, ended, 100.0)
+    states = {k.rule: a.state for k, a in result.alerts.items()}
+    # URP's hold ended at 90 (for_s 30 pending now); latency's lasts until 360.
+    assert states == {"urp": AlertState.PENDING, "latency": AlertState.HELD}
+    assert next(a for a in result.alerts.values() if a.key.rule == "latency").held_until == 360
+    seen = track_operations({}, [(1, OperationKind.RESTART)], 0.0, rules.longest_settle_s())
+    seen = track_operations(seen, [], 60.0, rules.longest_settle_s())
+    assert track_operations(seen, [], 350.0, rules.longest_settle_s()) == seen
 
 
 def test_settle_time_is_refused_when_negative() -> None:
