@@ -95,7 +95,16 @@ class LocalProvider(HomeAuthorities):
             "cluster or start the service with more --local-address-base values"
         )
 
-    def _info(self, cluster: str, state: ClusterState, vm: VmLayout, running: bool) -> VmInfo:
+    def _info(
+        self,
+        cluster: str,
+        state: ClusterState,
+        vm: VmLayout,
+        running: bool,
+        kafka_version: str | None = None,
+    ) -> VmInfo:
+        """`kafka_version`: the release a VM was made with (an upgrade's new VMs run the
+        spec's new one while the cluster's file still names the old)."""
         return VmInfo(
             vm_id=f"{cluster}/{vm.name}",
             cluster=cluster,
@@ -103,7 +112,7 @@ class LocalProvider(HomeAuthorities):
             address=vm.address,
             state="running" if running else "stopped",
             instance_type=INSTANCE_TYPES[0],
-            kafka_version=state.kafka_version,
+            kafka_version=kafka_version or state.kafka_version,
             broker_id=volume_broker_id(vm.kafka_data_dir),
             controller="controller" in state.vm_kinds(vm.name),
         )
@@ -155,7 +164,9 @@ class LocalProvider(HomeAuthorities):
             vm = local.add_vm(request.zone, request.reuse_broker_id, request.controller)
         except KaasError as exc:
             raise ProviderError(f"cannot add a VM to {request.cluster}: {exc}") from None
-        return self._info(request.cluster, require_state(local.home), vm, True)
+        return self._info(
+            request.cluster, require_state(local.home), vm, True, request.kafka_version
+        )
 
     def describe_vm(self, vm_id: str) -> VmInfo:
         cluster, name = self._split(vm_id)
