@@ -35,10 +35,16 @@ from planner.contracts.vm_config import (
     parse_server_properties,
     render_server_properties,
 )
-from planner.contracts.vm_config.kafka_tls import RENDERED_OUTSIDE_CATALOG
+from planner.contracts.vm_config.kafka_tls import (
+    RENDERED_OUTSIDE_CATALOG,
+    plain_tenant_listener_security,
+)
 from tests.harness import ClusterHandle
 
 pytestmark = pytest.mark.integration
+
+# The shared cluster runs TLS only: the legacy plain tenant listener's keys are not rendered.
+OUTSIDE_CATALOG_ON_TLS = RENDERED_OUTSIDE_CATALOG - set(plain_tenant_listener_security())
 
 
 @pytest.fixture(scope="module")
@@ -116,12 +122,12 @@ def test_the_catalog_is_the_running_brokers_own_list(
     # Besides the table, a broker reports the keys of its file outside it: super.users and
     # the listener-prefixed ones, each with its value hidden (a key Kafka cannot type, or a
     # password) or as the file has it.
-    assert set(entries) == set(BROKER_CONFIGS) | RENDERED_OUTSIDE_CATALOG
+    assert set(entries) == set(BROKER_CONFIGS) | OUTSIDE_CATALOG_ON_TLS
     vm = next(v for v in kafka_cluster.layout.vms if v.broker_id == 0)
     in_file = parse_server_properties((vm.config_dir / "server.properties").read_text())
     shown = {
         key: entries[key].value
-        for key in RENDERED_OUTSIDE_CATALOG
+        for key in OUTSIDE_CATALOG_ON_TLS
         if entries[key].value not in (None, in_file[key])
     }
     assert shown == {}
