@@ -41,6 +41,11 @@ TABLE_DRILLS = tuple(
     )
 )
 
+# The game day's table faults in `make test`, less the broker kill: its recovery (the agent's
+# restart, then the ISR complete again) is the game day's longest, about 100 s, and the
+# ZooKeeper-mode drill tests run it; `make drills` runs it on KRaft at full duration.
+CI_TABLE_DRILLS = tuple(d for d in GAME_DAY_DRILLS if d != "broker-sigkill")
+
 
 def run_kraft_drills(
     handle: ClusterHandle, tmp_path: Path
@@ -54,7 +59,7 @@ def run_kraft_drills(
             for name in (*CONTROLLER_DRILLS, *TABLE_DRILLS)
         ]
     else:
-        drill = game_day((*CONTROLLER_DRILLS, *GAME_DAY_DRILLS))
+        drill = game_day((*CONTROLLER_DRILLS, *CI_TABLE_DRILLS))
         results = [
             run_and_check(handle, "game-day", tmp_path, drill=drill, short_s=SHORT_CONTROLLER_S)
         ]
