@@ -154,8 +154,8 @@ class LocalCluster:
             client.stop()
             client.close()
 
-    def _stop_all(self, state: ClusterState) -> None:
-        stop_every_vm(state)
+    def _stop_all(self, state: ClusterState, discard: bool = False) -> None:
+        stop_every_vm(state, discard)
         stop_pipeline(self._monitoring(state.layout))
 
     def _monitoring(self, layout: ClusterLayout) -> PipelineLayout:
@@ -298,13 +298,14 @@ class LocalCluster:
 
     def down(self, purge: bool = False, stop_service: bool = True) -> ClusterState | None:
         """Stop every process; with `stop_service`, first the management plane `kaas up`
-        started beside the cluster (so it never takes the VMs going away for a loss)."""
+        started beside the cluster (so it never takes the VMs going away for a loss). With
+        `purge` the folder goes too, so its JVMs are killed rather than shut down."""
         if stop_service:
             stop_background_service(self.home)
         with locked(self.home):
             state = read_state(self.home)
             if state is not None:
-                self._stop_all(state)
+                self._stop_all(state, discard=purge)
                 write_state(state)
         if purge and self.home.exists():
             shutil.rmtree(self.home)

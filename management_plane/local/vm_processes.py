@@ -21,7 +21,13 @@ from management_plane.errors import KaasError
 from management_plane.local import kraft, probes, render
 from management_plane.local.image import LocalImage
 from management_plane.local.layout import VmLayout
-from management_plane.local.processes import is_alive, send_signal, start_process, stop_process
+from management_plane.local.processes import (
+    is_alive,
+    kill_process,
+    send_signal,
+    start_process,
+    stop_process,
+)
 from management_plane.local.state import ClusterState, mirror_maker_record
 from management_plane.local.tls import admin_client
 
@@ -254,12 +260,23 @@ def wait_brokers(state: ClusterState, vms: tuple[VmLayout, ...]) -> None:
 # -- stopping ---------------------------------------------------------------------------
 
 
-def stop_every_vm(state: ClusterState) -> None:
-    """Stop every process of every VM, forgetting their records."""
+def stop_every_vm(state: ClusterState, discard: bool = False) -> None:
+    """Stop every process of every VM, forgetting their records. `discard`: the data goes
+    right after (a purge), so no shutdown needs to be orderly: past the agents, every JVM
+    is killed. Brokers stopping side by side cannot hand their leaderships to each other,
+    and their controlled shutdowns retried for about 40 s of every purge."""
     # Agents first, so that none heals a broker being stopped; then brokers, while
     # ZooKeeper still has a quorum for their controlled shutdown; KRaft controllers after
     # the brokers, whose controlled shutdown they answer; ZooKeeper last.
     _stop_kind_everywhere(state, "agent", AGENT_STOP_TIMEOUT, (signal.SIGTERM,))
+    if discard:
+        for vm in state.layout.vms:
+            send_signal(mirror_maker_record(vm), signal.SIGKILL)
+        for kind in ("kafka", "controller", "zookeeper"):
+            _stop_kind_everywhere(state, kind, 0.0, (signal.SIGKILL,))
+        for vm in state.layout.vms:
+            stop_mirror_maker(vm)
+        return
     # MirrorMaker next (its agent would start it again), while both clusters still answer.
     for vm in state.layout.vms:
         stop_mirror_maker(vm)
@@ -278,7 +295,10 @@ def _stop_kind_everywhere(
         for signum in signals:
             send_signal(state.record(vm.name, kind), signum)
     for vm in state.layout.vms:
-        stop_process(state.record(vm.name, kind), timeout_s)
+        if timeout_s > 0:
+            stop_process(state.record(vm.name, kind), timeout_s)
+        else:
+            kill_process(state.record(vm.name, kind))
         state.set_record(vm.name, kind, None)
 
 

@@ -30,7 +30,12 @@ STEADY_S = 10.0
 def wait_healthy(home: Path) -> None:
     cluster = LocalFaultCluster(home)
     last: list[str] = []
+    # The last problems seen, and when: a timeout with a healthy last look means the cluster
+    # flapped, and the problem it flapped on is what the failure has to name.
+    last_seen: list[tuple[float, list[str]]] = []
+    flips = [0]
     healthy_since: list[float] = []
+    started = time.monotonic()
 
     def steady() -> bool:
         # Healthy for STEADY_S in a row: a check before this one may leave an agent about to
@@ -38,6 +43,9 @@ def wait_healthy(home: Path) -> None:
         # drill's own refusal looks at the cluster again a moment later.
         last[:] = health_problems(cluster.status())
         if last:
+            if healthy_since:
+                flips[0] += 1
+            last_seen[:] = [(time.monotonic() - started, list(last))]
             healthy_since.clear()
             return False
         if not healthy_since:
@@ -47,7 +55,14 @@ def wait_healthy(home: Path) -> None:
     try:
         harness.wait_until(steady, 180, "the cluster healthy again, steadily")
     except AssertionError as exc:
-        raise AssertionError(f"{exc}: {'; '.join(last)}") from None
+        seen = (
+            f"; last unhealthy {last_seen[0][0]:.0f}s in: {'; '.join(last_seen[0][1])}"
+            if last_seen
+            else ""
+        )
+        raise AssertionError(
+            f"{exc}: now {'; '.join(last) or 'healthy'}; healthy then not {flips[0]} times{seen}"
+        ) from None
 
 
 def run_and_check(
