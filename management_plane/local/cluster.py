@@ -287,7 +287,7 @@ class LocalCluster:
         """Stop everything of a cluster about to be replaced and delete its folder's
         contents (all but the lock file, which the caller holds)."""
         stop_background_service(self.home)
-        self._stop_all(state)
+        self._stop_all(state, discard=True)
         for entry in self.home.iterdir():
             if entry.name == LOCK_FILE:
                 continue

@@ -63,8 +63,24 @@ def check_agent_starts_a_stopped_broker_and_restarts_a_paused_one(cluster: Clust
                 return None
             return parse_member(zk.get(member)[0]).state
 
+        def start_finished() -> bool:
+            return any(
+                e.vm_id == vm.name
+                and e.action == "start"
+                and e.result != "started"
+                and e.at_ms >= since_ms
+                for e in harness.journal_entries(zk, name)
+            )
+
+        # The start's journal entry as well: the member record read here may still be the
+        # one from before the stop when the new pid appears, and a broker paused while its
+        # start waits for an answer is left to that wait (up to 180 s), not restarted.
         wait_until(
-            lambda: _pid(vm.directory) not in (None, first_pid) and state() == MemberState.HEALTHY,
+            lambda: (
+                _pid(vm.directory) not in (None, first_pid)
+                and state() == MemberState.HEALTHY
+                and start_finished()
+            ),
             180,
             f"{vm.name}'s agent to start its stopped broker ({target}) and report healthy",
         )

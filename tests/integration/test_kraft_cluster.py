@@ -637,6 +637,17 @@ def test_replacing_a_controller_vm_through_the_service_keeps_the_quorum_and_ever
     )
 
 
+def _sentences(cluster: ClusterHandle) -> list[str]:
+    """The agents' last sentences (the elected planner's says why it moves nothing)."""
+    client = cluster.zookeeper()
+    client.start(timeout=30)
+    try:
+        return harness.agent_sentences(client, cluster.layout.name)
+    finally:
+        client.stop()
+        client.close()
+
+
 def _replicas_on(connection: ClientConfig, topic: str, broker: int) -> int:
     metadata = AdminClient(connection).list_topics(topic, timeout=10)
     return sum(broker in p.replicas for p in metadata.topics[topic].partitions.values())
@@ -679,11 +690,14 @@ def test_plan_execution_balances_a_fourth_vm_in_and_drains_it(
         newest = max(state.layout.vms, key=lambda v: v.index)
         assert "controller" not in state.vm_kinds(newest.name)  # a broker only
         joiner = max(vm["broker_id"] for vm in service.call("GET", "/v1/clusters/kraft")[1]["vms"])
-        harness.wait_until(
-            lambda: _replicas_on(connection, topic, joiner) > 0 and _in_sync(connection, topic),
-            300,
-            f"broker {joiner} to receive replicas of {topic}, all in sync",
-        )
+        try:
+            harness.wait_until(
+                lambda: _replicas_on(connection, topic, joiner) > 0 and _in_sync(connection, topic),
+                300,
+                f"broker {joiner} to receive replicas of {topic}, all in sync",
+            )
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}; the agents say: {_sentences(kraft_cluster)}") from None
         balanced_s = time.monotonic() - started
         status, op = service.call("POST", "/v1/clusters/kraft/scale", {"broker_count": 3})
         assert status == 202, op

@@ -11,6 +11,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from management_plane.local.layout import plan_layout
 from management_plane.local.processes import (
     ProcessRecord,
     is_alive,
@@ -20,6 +21,8 @@ from management_plane.local.processes import (
     start_process,
     stop_session,
 )
+from management_plane.local.state import ClusterState
+from management_plane.local.vm_processes import stop_every_vm
 
 pytestmark = pytest.mark.integration
 
@@ -56,3 +59,32 @@ def test_stop_session_ends_master_and_worker(tmp_path: Path) -> None:
     stop_session(record, 5)
     assert session_members(record) == []
     assert not any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in members)
+
+
+# A stand-in for a JVM whose shutdown would take long: it ignores SIGTERM.
+STUBBORN = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(120)"
+
+
+def test_a_purge_kills_every_vms_processes_without_waiting_for_their_shutdown(
+    tmp_path: Path,
+) -> None:
+    layout = plan_layout("purged", tmp_path, 2, "127.0.99")
+    state = ClusterState(layout=layout, kafka_version="3.9.2")
+    started = []
+    for vm in layout.vms:
+        for kind in ("zookeeper", "kafka"):
+            record = start_process(
+                [sys.executable, "-c", STUBBORN], tmp_path / f"{vm.name}-{kind}.log", tmp_path
+            )
+            state.set_record(vm.name, kind, record)
+            started.append(record)
+    time.sleep(0.5)  # the handler is in place
+    begun = time.monotonic()
+    stop_every_vm(state, discard=True)
+    took = time.monotonic() - begun
+    assert not any(is_alive(r) for r in started)
+    assert all(
+        state.record(vm.name, k) is None for vm in layout.vms for k in ("zookeeper", "kafka")
+    )
+    # A graceful stop would have waited ZooKeeper's 30 s timeout for each ignored SIGTERM.
+    assert took < 10, f"the purge took {took:.1f}s"
