@@ -63,7 +63,7 @@ class LostValue:
     sequence: int
     topic: str
     partition: int
-    offset: int
+    offset: int | None  # None: acknowledged as a duplicate of a stored batch
     acknowledged_s: float | None
 
 
@@ -306,9 +306,9 @@ def _lost(history: History, read_values: set[str], max_examples: int) -> Finding
     lost: set[str] = set()
     examples: list[LostValue] = []
     for send in history.sends:
-        # An acknowledged send always names its position (`HistoryBuilder` refuses one that
-        # does not), so the partition and offset tests only narrow the types.
-        if send.error is not None or send.partition is None or send.offset is None:
+        # An acknowledged send always names its partition (`HistoryBuilder` refuses one that
+        # does not), so that test only narrows the type; its offset may be unknown.
+        if send.error is not None or send.partition is None:
             continue
         if send.value_id in read_values or send.value_id in lost:
             continue

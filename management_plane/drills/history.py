@@ -70,7 +70,7 @@ class SendRecord:
     sequence: int  # per key, 0, 1, 2... in the order the producer sent them
     value_id: str  # names the message's value; the same for every attempt of one message
     partition: int | None  # where it was acknowledged; None when not acknowledged
-    offset: int | None
+    offset: int | None  # also None for an acknowledged duplicate (see HistoryBuilder)
     time_s: float | None  # when the outcome arrived; None when the recorder had no clock
     error: str | None  # None: acknowledged
 
@@ -169,10 +169,12 @@ class HistoryBuilder:
                 f"send of {send.value_id!r} names producer {send.producer!r}, "
                 "which no earlier producer record declares"
             )
-        if send.acknowledged and (send.partition is None or send.offset is None):
+        # The offset may be missing: librdkafka acknowledges an idempotent producer's retry
+        # that the broker found a duplicate of a stored batch without telling where it is.
+        if send.acknowledged and send.partition is None:
             raise HistoryError(
                 f"send of {send.value_id!r} has no error, so it was acknowledged, "
-                "but it lacks its partition or offset"
+                "but it lacks its partition"
             )
         message = (send.topic, send.key, send.sequence)
         known = self._messages.setdefault(send.value_id, message)

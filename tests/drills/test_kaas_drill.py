@@ -171,6 +171,10 @@ def _our_cgroups(pid: int) -> list[Path]:
     return sorted(root.glob(f"kaas_drill_{pid}_*"))
 
 
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.mark.parametrize(
     ("name", "signum"),
     [("network-partition", signal.SIGTERM), ("degraded-network", signal.SIGINT)],
@@ -198,6 +202,9 @@ def test_an_interrupted_network_drill_removes_its_rules(
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
+        # A suite started in the background (`make test &`) inherits SIGINT ignored, and so
+        # would the drill: it gets SIGINT's default back, as a drill run from a terminal has.
+        preexec_fn=_default_sigint,
     )
     try:
         harness.wait_until(lambda: _our_tables(drill.pid) != [], 90, f"{name}'s rules")

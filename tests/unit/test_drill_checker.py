@@ -143,6 +143,18 @@ def test_lost_acknowledged_value_never_read() -> None:
     )
 
 
+def test_an_ack_without_an_offset_counts_as_acknowledged() -> None:
+    # librdkafka acknowledges an idempotent retry the broker found already stored without
+    # its offset: the value must still be read, and is lost when it is not.
+    read_once = verdict_of([*CLEAN, send("d", 0, 1, None, time_s=4.0), read("c1", "d", 0, 1, 2)])
+    assert read_once.valid, nonzero_counts(read_once)
+    assert read_once.totals.acknowledged == 6
+    never_read = verdict_of([*CLEAN, send("d", 0, 1, None, time_s=4.0)])
+    assert nonzero_counts(never_read) == {AnomalyKind.LOST: 1}
+    (lost,) = never_read.lost.examples
+    assert (lost.value_id, lost.partition, lost.offset) == ("d:0", 1, None)
+
+
 def test_lost_counts_a_value_once_however_many_acks_it_had() -> None:
     # The application sent b:1 again after an ack it did not trust: two acks, one value.
     records = [*CLEAN, send("b", 1, 0, 3), send("b", 1, 0, 4)]

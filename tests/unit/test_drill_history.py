@@ -173,7 +173,8 @@ def test_blank_lines_are_skipped() -> None:
         ([HEADER, PRODUCER, PRODUCER], "history line 3: producer 'p1' is declared twice"),
         (
             [HEADER, PRODUCER, send_line(partition=None)],
-            "history line 3: send of 'k:0' has no error, so it was acknowledged, but it lacks",
+            "history line 3: send of 'k:0' has no error, so it was acknowledged, but it lacks its "
+            "partition",
         ),
         (
             [HEADER, PRODUCER, send_line(), send_line(sequence=1)],
