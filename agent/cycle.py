@@ -514,7 +514,12 @@ class Agent:
         self.planner_role.start(stop)
         start_plan_executor(self.plan_executor, lambda: self.planner_role.is_planner, stop)
         if self.quorum_keeper is not None:
-            start_quorum_keeper(self.quorum_keeper, self.settings.quorum_check_interval_s, stop)
+            start_quorum_keeper(
+                self.quorum_keeper,
+                self.settings.quorum_check_interval_s,
+                stop,
+                self.settings.quorum_steady_check_interval_s,
+            )
         if self.ports.mirror is not None:
             start_mirror_keeper(
                 self.ports.mirror,

@@ -146,6 +146,9 @@ class QuorumKeeper:
         # A ZooKeeper-mode cluster's keeper: a quorum only while a migration runs one.
         self.static_only = static_only
         self.state = QuorumKeeperState()
+        # The last look found the quorum as the spec wants it with nothing to do: the next
+        # may wait longer (each look costs two JVM runs of Kafka's tool).
+        self.steady = False
 
     @property
     def sentence(self) -> str:
@@ -161,6 +164,7 @@ class QuorumKeeper:
     def tick(self) -> QuorumChange | None:
         """One look: describe, decide, make the change this agent may make. The change made
         (or None)."""
+        self.steady = False
         spec = self.spec()
         if spec is None:
             return None
@@ -200,6 +204,13 @@ class QuorumKeeper:
         if elected:
             self._unregister_stale()
         change = decide_quorum(view)
+        if change is None:
+            self.steady = (
+                status.leader_id is not None
+                and voters == spec.kraft_controllers
+                and not self.state.unseen_since
+                and (me is None or any(r.node_id == me.node_id for r in _voters(replicas)))
+            )
         if change is None or not allowed(change, me, elected):
             return None
         self.journal(str(change.kind).replace("-", "_"), change.reason, "started")
@@ -249,16 +260,24 @@ class QuorumKeeper:
             self.state.seen_registered -= {broker_id}
 
 
+def _voters(replicas: tuple[QuorumReplica, ...]) -> list[QuorumReplica]:
+    return [r for r in replicas if r.role is not QuorumRole.OBSERVER]
+
+
 def start_quorum_keeper(
-    keeper: QuorumKeeper, interval_s: float, stop: threading.Event
+    keeper: QuorumKeeper, interval_s: float, stop: threading.Event, steady_interval_s: float
 ) -> threading.Thread:
+    """Looks every `interval_s`, or every `steady_interval_s` after a look that found the
+    quorum steady."""
+
     def loop() -> None:
         while not stop.is_set():
             try:
                 keeper.tick()
             except Exception as exc:  # never let one bad look end the keeper
                 log.error("quorum_keeper_failed", error=str(exc))
-            stop.wait(interval_s)
+                keeper.steady = False
+            stop.wait(steady_interval_s if keeper.steady else interval_s)
 
     thread = threading.Thread(target=loop, name="agent-quorum", daemon=True)
     thread.start()

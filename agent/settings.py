@@ -140,6 +140,9 @@ class AgentSettings:
     quorum_check_interval_s: float = 10.0
     """How often the controller quorum is described (two short JVM runs of Kafka's tool) and
     at most one voter change made."""
+    quorum_steady_check_interval_s: float = 45.0
+    """The wait after a look that found every voter the spec wants caught up and nothing to
+    change: the looks' JVMs cost a share of a small VM's cores."""
     controller_gone_s: float = 60.0
     """A voter not caught up this long is removed from the quorum, if a majority stays."""
     controller_caught_up_ms: int = 5000

@@ -266,3 +266,27 @@ def test_a_recycled_vms_voter_goes_at_once_and_a_never_claimed_one_waits() -> No
     assert "its VM is recycled" in change.reason
     assert recycled_controllers(frozenset({0, 1, 3}), frozenset({0, 1})) == {3003}
     assert recycled_controllers(frozenset(), frozenset({0})) == frozenset()
+
+
+def test_a_look_is_steady_only_when_the_quorum_is_as_the_spec_wants_it() -> None:
+    clock = Clock()
+    journal: list[tuple[str, str, str]] = []
+    voters = [replica(3000, LEADER), replica(3001, FOLLOWER), replica(3002, FOLLOWER)]
+    quorum = FakeQuorum([*voters, replica(0, OBSERVER)])
+    me = ControllerIdentity(3001, "dir-3001")
+    look = keeper(quorum, me, False, clock, journal)
+    look.tick()
+    assert look.steady
+    # A voter fallen behind: looked at again soon, though nothing is to change yet.
+    quorum.replicas = [voters[0], voters[1], replica(3002, FOLLOWER, ago=60_000)]
+    look.tick()
+    assert not look.steady and quorum.calls == []
+    # This VM's controller an observer the spec wants as a voter: it adds itself, unsteady.
+    quorum.replicas = [voters[0], voters[2], replica(3001, OBSERVER)]
+    joining = keeper(quorum, me, False, clock, journal)
+    joining.tick()
+    assert quorum.calls == ["add"] and not joining.steady
+    # No leader: nothing can change and nothing is steady.
+    quorum.replicas = [replica(3000, FOLLOWER), replica(3001, FOLLOWER), replica(3002, FOLLOWER)]
+    joining.tick()
+    assert not joining.steady
