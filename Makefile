@@ -94,7 +94,7 @@ test-drill: setup
 
 ## drills: every `kaas drill` at its full fault duration (make test runs them for seconds)
 drills: setup
-	KAAS_DRILL_FULL=1 $(BIN)/pytest -m drill -s tests/drills/test_kaas_drill.py tests/drills/test_kaas_drill_volumes.py tests/integration/test_kraft_cluster.py $(PYTEST_ARGS)
+	KAAS_DRILL_FULL=1 $(BIN)/pytest -m drill -s tests/drills/test_kaas_drill.py tests/drills/test_kaas_drill_bounces.py tests/drills/test_kaas_drill_volumes.py tests/integration/test_kraft_cluster.py $(PYTEST_ARGS)
 	$(BIN)/pytest -m long_drill -s $(PYTEST_ARGS)
 
 lint: setup

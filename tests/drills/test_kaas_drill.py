@@ -69,7 +69,16 @@ VOLUME_DRILLS = ("destroyed-volume", "full-disk")
 # The drills that fault the management plane need one beside the cluster, and the planner's
 # drill checks more than the verdict: tests of their own.
 PLANE_DRILLS = ("management-plane-kill", "lost-vm")
-OWN_TESTS = (*VOLUME_DRILLS, *PLANE_DRILLS, "planner-agent-kill")
+# The bounces and the game day (minutes of restarts) run in test_kaas_drill_bounces.py, on a
+# cluster of their own, beside this file on the other worker.
+BOUNCE_DRILLS = (
+    "leader-clean-bounce",
+    "leader-hard-bounce",
+    "controller-clean-bounce",
+    "controller-hard-bounce",
+    "game-day",
+)
+OWN_TESTS = (*VOLUME_DRILLS, *PLANE_DRILLS, *BOUNCE_DRILLS, "planner-agent-kill")
 
 
 @pytest.mark.parametrize(

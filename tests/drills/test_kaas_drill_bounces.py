@@ -1,0 +1,25 @@
+"""The drills that bounce brokers (the partition leader and the controller, cleanly and
+hard, each a few times) and the game day, checked as every other drill is
+(tests/drills/test_kaas_drill.py), on a cluster of their own: their minutes of restarts run
+beside that file's drills on the other worker."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.drills.drill_runs import run_and_check
+from tests.drills.test_kaas_drill import BOUNCE_DRILLS, drill_cluster
+from tests.harness import ClusterHandle
+
+pytestmark = pytest.mark.drill
+
+__all__ = ["drill_cluster"]  # the module-scoped cluster, one instance for this file
+
+
+@pytest.mark.parametrize("name", BOUNCE_DRILLS)
+def test_bounce_drill_is_valid_and_reports_its_recovery(
+    drill_cluster: ClusterHandle, name: str, tmp_path: Path
+) -> None:
+    run_and_check(drill_cluster, name, tmp_path)
