@@ -271,11 +271,9 @@ def stop_every_vm(state: ClusterState, discard: bool = False) -> None:
     _stop_kind_everywhere(state, "agent", AGENT_STOP_TIMEOUT, (signal.SIGTERM,))
     if discard:
         for vm in state.layout.vms:
-            send_signal(mirror_maker_record(vm), signal.SIGKILL)
+            kill_process(mirror_maker_record(vm))
         for kind in ("kafka", "controller", "zookeeper"):
             _stop_kind_everywhere(state, kind, 0.0, (signal.SIGKILL,))
-        for vm in state.layout.vms:
-            stop_mirror_maker(vm)
         return
     # MirrorMaker next (its agent would start it again), while both clusters still answer.
     for vm in state.layout.vms:
