@@ -361,11 +361,7 @@ def test_a_controller_taken_out_of_the_voters_is_added_back_by_its_agent(
     client = kraft_cluster.zookeeper()
     client.start(timeout=30)
     try:
-        folder = ClusterPaths("kraft").journal
-        entries = [
-            parse_journal_entry(client.get(f"{folder}/{name}")[0])
-            for name in client.get_children(folder)
-        ]
+        entries = harness.journal_entries(client, "kraft")
     finally:
         client.stop()
         client.close()

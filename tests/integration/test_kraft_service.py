@@ -13,7 +13,7 @@ from confluent_kafka.admin import AdminClient
 from management_plane.local import kraft
 from management_plane.local.state import require_state
 from management_plane.workload import BackgroundProducer, create_topic, read_back
-from planner.contracts.journal import JournalAction, parse_journal_entry
+from planner.contracts.journal import JournalAction
 from planner.contracts.paths import ClusterPaths
 from planner.pki.client_settings import ClientConfig
 from tests import harness
@@ -94,11 +94,7 @@ def test_replacing_a_controller_vm_through_the_service_keeps_the_quorum_and_ever
     client = kraft_cluster.zookeeper()
     client.start(timeout=30)
     try:
-        folder = ClusterPaths("kraft").journal
-        entries = [
-            parse_journal_entry(client.get(f"{folder}/{name}")[0])
-            for name in client.get_children(folder)
-        ]
+        entries = harness.journal_entries(client, "kraft")
     finally:
         client.stop()
         client.close()
