@@ -2,8 +2,9 @@
 add-controller, remove-controller) and kafka-cluster (unregister), run from the image's jars.
 
 Kafka's Java Admin client has these calls (describeMetadataQuorum, addRaftVoter,
-removeRaftVoter, unregisterBroker); the Python client this project uses (confluent-kafka,
-librdkafka) has none of them, so the agent runs the tools Kafka ships. The parsers of their
+removeRaftVoter, unregisterBroker); of the Python clients, only kafka-python has one of them
+(DescribeQuorum, and only through a broker), so a describe asks the brokers first and runs
+the tool when none answers; the other calls run the tools Kafka ships. The parsers of their
 output are pure; the adapter holds no decision (agent/kraft_quorum.py decides).
 """
 
@@ -24,6 +25,7 @@ from planner.contracts.kraft_quorum_state import (
     parse_status,
 )
 from planner.contracts.spec import ClusterSpec
+from planner.kraft_quorum_reader import QuorumReadError, describe_quorum_through_brokers
 from planner.pki.client_settings import InternalClient
 
 METADATA_QUORUM_TOOL = "org.apache.kafka.tools.MetadataQuorumCommand"
@@ -36,6 +38,7 @@ class QuorumToolError(AgentError):
 
 
 Runner = Callable[[Sequence[str]], str]
+BrokerReader = Callable[[InternalClient, int], tuple[QuorumStatus, tuple[QuorumReplica, ...]]]
 
 
 def run_tool(command: Sequence[str]) -> str:
@@ -81,6 +84,8 @@ class MetadataQuorumTool:
     controller_config: str | None
     clock_ms: Callable[[], int]
     runner: Runner = run_tool
+    # None: describe with the tool alone (a migration's 3.9 brokers cannot answer for it).
+    broker_reader: BrokerReader | None = describe_quorum_through_brokers
 
     def _command(self, tool: str, *arguments: str) -> list[str]:
         return [
@@ -111,6 +116,11 @@ class MetadataQuorumTool:
             )
 
     def describe(self) -> tuple[QuorumStatus, tuple[QuorumReplica, ...]]:
+        if self.broker_reader is not None:
+            try:
+                return self.broker_reader(self.kafka, self.clock_ms())
+            except (QuorumReadError, QuorumOutputError):
+                pass  # no broker up yet, or none answers: the tool asks the controllers
         # The status first: the replicas read after it are at least at its high watermark.
         status_text = self._quorum("describe", "--status")
         replication_text = self._quorum("describe", "--replication")
@@ -175,6 +185,7 @@ class MigrationQuorumTool:
             self.tool,
             bootstrap_controllers=spec.migration.controller_endpoints,
             libs=self.libs(spec.kafka_version),
+            broker_reader=None,
         ).describe()
 
     def add_controller(self) -> None:

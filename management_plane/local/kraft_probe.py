@@ -1,5 +1,6 @@
-"""A running KRaft cluster's controller quorum, read with Kafka's own kafka-metadata-quorum
-tool from the image's jars (the Python client has no quorum call), for `kaas status`."""
+"""A running KRaft cluster's controller quorum, for `kaas status` and the drills: asked of
+the brokers (one DescribeQuorum request), else read with Kafka's own kafka-metadata-quorum
+tool from the image's jars (a JVM run, the only way when no broker answers)."""
 
 from __future__ import annotations
 
@@ -15,11 +16,16 @@ from planner.contracts.kraft_quorum_state import (
     QuorumReplica,
     parse_replication,
 )
+from planner.kraft_quorum_reader import QuorumReadError, describe_quorum_through_brokers
 
 DESCRIBE_TIMEOUT_S = 60.0
 
 
 def quorum_replicas(layout: ClusterLayout, java: str, libs: str) -> tuple[QuorumReplica, ...]:
+    try:
+        return describe_quorum_through_brokers(admin_client(layout), int(time.time() * 1000))[1]
+    except (QuorumReadError, QuorumOutputError):
+        pass  # no broker answers: ask the controllers with the tool
     try:
         with admin_client(layout).java_security_file() as command_config:
             command = kraft.metadata_quorum_command(

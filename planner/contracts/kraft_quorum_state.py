@@ -1,12 +1,16 @@
-"""The KRaft controller quorum as Kafka's kafka-metadata-quorum tool describes it, which both
-planes read (the agent to converge the quorum, `kaas status` to show each VM's controller
-role): typed replicas and the one parser of each output. Pure.
+"""The KRaft controller quorum as Kafka's kafka-metadata-quorum tool and its DescribeQuorum
+API describe it, which both planes read (the agent to converge the quorum, `kaas status` and
+the drills to see each VM's controller role): typed replicas and the one parser of each
+output. Pure.
 """
 
 from __future__ import annotations
 
+import base64
 import enum
-from dataclasses import dataclass
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 
 from planner.contracts.fields import ContractError
 
@@ -99,3 +103,62 @@ def parse_status(text: str) -> QuorumStatus:
             f"describe --status lacks LeaderId or HighWatermark ({exc})"
         ) from None
     return QuorumStatus(leader if leader >= 0 else None, high_watermark)
+
+
+def kafka_uuid(text: str) -> str:
+    """A UUID as Kafka writes it (URL-safe base64 of its 16 bytes, unpadded: what the quorum
+    tool prints and meta.properties keeps), from the dashed form kafka-python gives."""
+    try:
+        raw = uuid.UUID(text).bytes
+    except (ValueError, TypeError, AttributeError):
+        raise QuorumOutputError(f"replica_directory_id {text!r} is not a UUID") from None
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def _int_field(item: Mapping[str, object], name: str) -> int:
+    value = item.get(name)
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise QuorumOutputError(f"DescribeQuorum answer: {name} is {value!r}, not an integer")
+    return value
+
+
+def _replica(item: object, role: QuorumRole, now_ms: int) -> QuorumReplica:
+    if not isinstance(item, Mapping):
+        raise QuorumOutputError(f"DescribeQuorum answer: a replica is {item!r}")
+    caught_up = _int_field(item, "last_caught_up_timestamp")
+    return QuorumReplica(
+        node_id=_int_field(item, "replica_id"),
+        directory_id=kafka_uuid(str(item.get("replica_directory_id"))),
+        log_end_offset=_int_field(item, "log_end_offset"),
+        role=role,
+        caught_up_ago_ms=max(0, now_ms - caught_up) if caught_up > 0 else None,
+    )
+
+
+def parse_describe_quorum(
+    answer: object, now_ms: int
+) -> tuple[QuorumStatus, tuple[QuorumReplica, ...]]:
+    """kafka-python's DescribeQuorum answer for __cluster_metadata (a dict shaped like the
+    response) into what `describe --status` and `describe --replication` give: one answer,
+    so the replicas and the high watermark are of the same moment. Leader, then the other
+    voters, then observers, as the tool lists them."""
+    try:
+        partition = answer["topics"][0]["partitions"][0]  # type: ignore[index]
+    except (KeyError, IndexError, TypeError):
+        raise QuorumOutputError(
+            "DescribeQuorum answer has no __cluster_metadata partition"
+        ) from None
+    if not isinstance(partition, Mapping):
+        raise QuorumOutputError(f"DescribeQuorum answer: the partition is {partition!r}")
+    if partition.get("error"):
+        raise QuorumOutputError(f"DescribeQuorum answer: {partition['error']}")
+    leader = _int_field(partition, "leader_id")
+    status = QuorumStatus(leader if leader >= 0 else None, _int_field(partition, "high_watermark"))
+    voters, observers = partition.get("current_voters"), partition.get("observers")
+    if not isinstance(voters, list) or not isinstance(observers, list):
+        raise QuorumOutputError("DescribeQuorum answer lacks current_voters or observers")
+    replicas = [_replica(item, QuorumRole.FOLLOWER, now_ms) for item in voters]
+    replicas = [replace(r, role=QuorumRole.LEADER) if r.node_id == leader else r for r in replicas]
+    replicas.sort(key=lambda r: r.role is not QuorumRole.LEADER)
+    replicas += [_replica(item, QuorumRole.OBSERVER, now_ms) for item in observers]
+    return status, tuple(replicas)
