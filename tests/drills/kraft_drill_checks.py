@@ -9,10 +9,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from management_plane.drills.catalog import DRILLS, GAME_DAY_DRILLS, game_day
+from management_plane.drills.catalog import DRILLS, game_day
 from management_plane.drills.controller_faults import NEW_LEADER_AFTER_FAULT
 from management_plane.drills.runner import DrillResult, FaultOutcome
-from tests.drills.drill_runs import FULL, run_and_check
+from tests.drills.drill_runs import CI_GAME_DAY_DRILLS, FULL, run_and_check
 from tests.harness import ClusterHandle
 
 CONTROLLER_DRILLS = (
@@ -41,11 +41,6 @@ TABLE_DRILLS = tuple(
     )
 )
 
-# The game day's table faults in `make test`, less the broker kill: its recovery (the agent's
-# restart, then the ISR complete again) is the game day's longest, about 100 s, and the
-# ZooKeeper-mode drill tests run it; `make drills` runs it on KRaft at full duration.
-CI_TABLE_DRILLS = tuple(d for d in GAME_DAY_DRILLS if d != "broker-sigkill")
-
 
 def run_kraft_drills(
     handle: ClusterHandle, tmp_path: Path
@@ -59,7 +54,7 @@ def run_kraft_drills(
             for name in (*CONTROLLER_DRILLS, *TABLE_DRILLS)
         ]
     else:
-        drill = game_day((*CONTROLLER_DRILLS, *CI_TABLE_DRILLS))
+        drill = game_day((*CONTROLLER_DRILLS, *CI_GAME_DAY_DRILLS))
         results = [
             run_and_check(handle, "game-day", tmp_path, drill=drill, short_s=SHORT_CONTROLLER_S)
         ]
