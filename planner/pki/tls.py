@@ -6,12 +6,44 @@ Jolokia)."""
 from __future__ import annotations
 
 import ssl
+import threading
+from pathlib import Path
 
 from planner.pki.files import IdentityFiles
 
+# Reading the bundle, certificate and key is most of a probe's CPU (an agent probes every
+# ZooKeeper server each cycle), so a context is kept while its three files stay as they were;
+# a rotation rewrites them, and the next call makes a new one.
+_CACHE_SIZE = 32
+_contexts: dict[tuple[object, ...], ssl.SSLContext] = {}
+_lock = threading.Lock()
 
-def client_context(identity: IdentityFiles) -> ssl.SSLContext:
+
+def _file_key(path: Path) -> tuple[str, int, int, int]:
+    status = path.stat()
+    return (str(path), status.st_ino, status.st_mtime_ns, status.st_size)
+
+
+def _new_context(identity: IdentityFiles) -> ssl.SSLContext:
     context = ssl.create_default_context(cafile=str(identity.trust_bundle))
     context.minimum_version = ssl.TLSVersion.TLSv1_2
     context.load_cert_chain(str(identity.certificate), str(identity.key))
+    return context
+
+
+def client_context(identity: IdentityFiles) -> ssl.SSLContext:
+    try:
+        key = tuple(
+            _file_key(path) for path in (identity.trust_bundle, identity.certificate, identity.key)
+        )
+    except OSError:
+        return _new_context(identity)  # raises the error that names the missing file
+    with _lock:
+        context = _contexts.get(key)
+    if context is None:
+        context = _new_context(identity)
+        with _lock:
+            if len(_contexts) >= _CACHE_SIZE:
+                _contexts.pop(next(iter(_contexts)))
+            _contexts[key] = context
     return context

@@ -30,6 +30,7 @@ from planner.pki.authority import (
     sign,
 )
 from planner.pki.files import IdentityFiles, load_authority, write_authority, write_identity
+from planner.pki.tls import client_context
 
 pytestmark = pytest.mark.unit
 
@@ -234,3 +235,26 @@ def test_every_ca_of_a_cluster_has_a_subject_of_its_own() -> None:
     longest = create_authority("x" * 64, now)
     names = longest.certificate.subject.get_attributes_for_oid(NameOID.COMMON_NAME)
     assert len(str(names[0].value)) == 64
+
+
+def test_a_client_context_is_kept_until_its_files_are_rewritten(
+    tmp_path: Path, authority, other_authority
+) -> None:
+    files = IdentityFiles(tmp_path / "agent", Role.NODE)
+    write_identity(
+        files, issue(authority, Role.NODE, ("127.0.1.1",), NOW), authority.certificate_pem
+    )
+    first = client_context(files)
+    assert client_context(files) is first
+    # A rotation rewrites the files: the next context presents and trusts the new ones.
+    rotated = issue(other_authority, Role.NODE, ("127.0.1.1",), NOW)
+    write_identity(files, rotated, other_authority.certificate_pem)
+    second = client_context(files)
+    assert second is not first
+    presented = second.get_ca_certs()
+    assert [c["serialNumber"] for c in presented] == [
+        format(other_authority.certificate.serial_number, "X")
+    ]
+    files.key.unlink()
+    with pytest.raises(OSError):
+        client_context(files)
