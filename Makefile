@@ -92,10 +92,12 @@ test-integration: setup
 test-drill: setup
 	$(BIN)/pytest -m drill $(PYTEST_ARGS)
 
-## drills: every `kaas drill` at its full fault duration (make test runs them for seconds)
+## drills: every `kaas drill` at its full fault duration (make test runs them for seconds,
+## and leaves the long_drill tests out), then every other long_drill test
+FULL_DRILL_FILES = tests/drills/test_kaas_drill.py tests/drills/test_kaas_drill_bounces.py tests/drills/test_kaas_drill_volumes.py tests/integration/test_kraft_cluster.py
 drills: setup
-	KAAS_DRILL_FULL=1 $(BIN)/pytest -m drill -s tests/drills/test_kaas_drill.py tests/drills/test_kaas_drill_bounces.py tests/drills/test_kaas_drill_volumes.py tests/integration/test_kraft_cluster.py $(PYTEST_ARGS)
-	$(BIN)/pytest -m long_drill -s $(PYTEST_ARGS)
+	KAAS_DRILL_FULL=1 $(BIN)/pytest -m drill -s $(FULL_DRILL_FILES) $(PYTEST_ARGS)
+	$(BIN)/pytest -m long_drill -s $(addprefix --ignore=,$(FULL_DRILL_FILES)) $(PYTEST_ARGS)
 
 lint: setup
 	$(BIN)/ruff check .

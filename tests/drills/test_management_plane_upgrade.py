@@ -20,7 +20,11 @@ from tests import harness
 from tests.drills.test_management_plane import Load
 from tests.mp_service import ServiceHandle
 
-pytestmark = pytest.mark.drill
+# Every VM replaced in turn, then the protocol unpinned (14 minutes of a loaded CI run's
+# worker): run by `make drills`. `make test` keeps
+# the replacement under load (test_management_plane.py) and the upgrade's steps and protocol
+# pinning against fakes (tests/unit/test_mp_operations.py, test_mp_controller.py).
+pytestmark = [pytest.mark.drill, pytest.mark.long_drill]
 
 
 def broker_versions(home: Path) -> dict[str, str]:
