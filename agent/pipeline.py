@@ -382,10 +382,13 @@ def throttle_changes(
     rate: int,
     topics: Iterable[str] = (),
     brokers: Iterable[int] = (),
+    registered: frozenset[int] | None = None,
 ) -> tuple[ConfigChange, ...]:
     """The config writes taking the cluster from `applied` to `desired`. `applied` None: not
     known (a newly elected planner): every one of `topics` and `brokers` is written, which
-    also clears what an earlier planner left behind."""
+    also clears what an earlier planner left behind. `registered`: the brokers there are; no
+    write goes to another (a broker gone with its VM, whose config KRaft refuses with
+    UnknownBrokerId: a rate without throttled replicas throttles nothing anyway)."""
     changes: list[ConfigChange] = []
     known = applied or ThrottleSet()
     all_topics = set(desired.leader) | set(desired.follower) | set(known.leader)
@@ -411,6 +414,8 @@ def throttle_changes(
     if applied is None:
         all_brokers |= set(brokers)
     for broker in sorted(all_brokers):
+        if registered is not None and broker not in registered:
+            continue
         on = broker in desired.brokers
         if applied is not None and on == (broker in known.brokers):
             continue

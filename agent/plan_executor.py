@@ -152,7 +152,7 @@ class PlanExecutor:
         action = decide_plan(snap)
         self.executing = action.kind == "execute"
         if not self.executing and spec is not None:
-            self._clear_leftover_throttles(spec)
+            self._clear_leftover_throttles(spec, snap.registered)
         sentence = self._act(action, snap, spec)
         if sentence != self.sentence:
             log.info(sentence, action=action.kind)
@@ -382,7 +382,7 @@ class PlanExecutor:
         )
         return f"planner: {sentence}"
 
-    def _clear_leftover_throttles(self, spec: ClusterSpec) -> None:
+    def _clear_leftover_throttles(self, spec: ClusterSpec, registered: frozenset[int]) -> None:
         """Moves of a superseded plan keep their throttles while they run; with no plan
         running they are cleared once Kafka runs none of them."""
         if self.memory.throttles is None or self.memory.throttles.empty:
@@ -392,7 +392,12 @@ class PlanExecutor:
             return
         empty = ThrottleSet()
         admin.write_configs(
-            throttle_changes(self.memory.throttles, empty, spec.budget.throttle_bytes_per_s)
+            throttle_changes(
+                self.memory.throttles,
+                empty,
+                spec.budget.throttle_bytes_per_s,
+                registered=registered,
+            )
         )
         self.memory = replace(self.memory, throttles=empty)
 
@@ -405,6 +410,7 @@ class PlanExecutor:
             spec.budget.throttle_bytes_per_s,
             topics={p.topic for p in plan.partitions},
             brokers=snap.registered,
+            registered=snap.registered,
         )
         self.reassignments().write_configs(changes)
         self.memory = replace(self.memory, throttles=desired)

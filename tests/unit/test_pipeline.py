@@ -198,6 +198,19 @@ def test_throttle_changes_write_what_differs_and_delete_what_ended() -> None:
     assert all(c.values == ((LEADER_RATE, "100"), (FOLLOWER_RATE, "100")) for c in start[1:])
 
 
+def test_no_throttle_write_goes_to_a_broker_that_is_not_registered() -> None:
+    # Broker 4 left with its VM while its rate was on: clearing it would be refused by KRaft
+    # (UnknownBrokerId) on every tick; the topic's lists still go, and so do the others' rates.
+    before = throttles_for([("t", 0, (1, 2), (3, 2)), ("u", 0, (1, 2), (1, 4))])
+    changes = throttle_changes(before, ThrottleSet(), rate=100, registered=frozenset({1, 2, 3}))
+    assert {c.name for c in changes if c.kind is ResourceKind.BROKER} == {"1", "2", "3"}
+    assert {c.name for c in changes if c.kind is ResourceKind.TOPIC} == {"t", "u"}
+    fresh = throttle_changes(
+        None, ThrottleSet(), rate=100, brokers={1, 4}, registered=frozenset({1})
+    )
+    assert [c.name for c in fresh if c.kind is ResourceKind.BROKER] == ["1"]
+
+
 def test_throttles_go_once_none_of_their_moves_runs() -> None:
     throttles = throttles_for([("t", 0, (1, 2), (3, 2))])
     assert not throttles_may_go(throttles, {("t", 0): Reassigning((3, 2, 1), (3,), (1,))})
