@@ -140,6 +140,11 @@ def test_planner_agent_killed_mid_reassignment_is_succeeded_by_another_that_fini
     assert by_successor, [(e.vm_id, e.action, e.reason) for e in entries[-20:]]
 
 
+# A roll of every broker around the kill: `make drills` runs it. `make test` keeps the
+# service SIGKILLed mid-operation and resuming from its journal under load
+# (tests/drills/test_management_plane.py, mid-replacement) and this drill's injection and
+# verdict against fakes (tests/unit/test_drill_plane_faults.py).
+@pytest.mark.long_drill
 def test_management_plane_killed_mid_operation_resumes_it_from_its_journal(
     drill_cluster: ClusterHandle, tmp_path: Path
 ) -> None:
