@@ -11,9 +11,10 @@ from pathlib import Path
 
 from planner.pki.files import IdentityFiles
 
-# Reading the bundle, certificate and key is most of a probe's CPU (an agent probes every
-# ZooKeeper server each cycle), so a context is kept while its three files stay as they were;
-# a rotation rewrites them, and the next call makes a new one.
+# Reading the bundle, certificate and key is a share of every probe's CPU beside the
+# handshake (an agent probes every ZooKeeper server each cycle), so a context is kept while
+# its three files stay as they were; a rotation rewrites them, and the next call makes a new
+# one.
 _CACHE_SIZE = 32
 _contexts: dict[tuple[object, ...], ssl.SSLContext] = {}
 _lock = threading.Lock()
