@@ -10,7 +10,7 @@ import os
 import time
 from pathlib import Path
 
-from management_plane.drills.catalog import GAME_DAY_DRILLS, Drill, find_drill, game_day
+from management_plane.drills.catalog import GAME_DAY_DRILLS, Drill, find_drill
 from management_plane.drills.faults import ManagementPlane
 from management_plane.drills.health import health_problems
 from management_plane.drills.local_cluster import LocalFaultCluster
@@ -25,9 +25,9 @@ SHORT_S = 3.0
 GAME_DAY_SHORT_S = 2.0
 
 STEADY_S = 10.0
-# The game day's faults in `make test`, less the broker kill: its recovery (the agent's
-# restart, then the ISR complete again) is the longest, about 100 s, and the broker-sigkill
-# drill test runs it alone; `make drills` runs the whole game day.
+# The game day's faults in `make test` (the KRaft short game day), less the broker kill: its
+# recovery (the agent's restart, then the ISR complete again) is the longest, about 100 s,
+# and the broker-sigkill drill test runs it alone; `make drills` runs the whole game day.
 CI_GAME_DAY_DRILLS = tuple(d for d in GAME_DAY_DRILLS if d != "broker-sigkill")
 # One bounce per bounce drill in `make test` (three under `make drills`): the bounce loop's
 # count and pacing are unit-tested against fakes; on real servers one bounce is the point.
@@ -84,10 +84,7 @@ def run_and_check(
     under `make drills`, full) duration: the checker's verdict valid, recovered, its report
     written, nothing left behind. `short_s`: the short duration, when not the default."""
     wait_healthy(drill_cluster.home)
-    if drill is None:
-        drill = (
-            game_day(CI_GAME_DAY_DRILLS) if name == "game-day" and not FULL else find_drill(name)
-        )
+    drill = drill or find_drill(name)
     options = DrillOptions(
         duration_s=None
         if FULL
