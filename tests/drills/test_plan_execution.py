@@ -3,7 +3,10 @@ that joins gets its share, a draining broker is emptied under an acks=all produc
 zero loss, the planner's agent killed mid-batch is resumed by the next one (same plan, not
 a new one). A corrupt plan is refused, never executed: the store's refusal against real
 ZooKeeper in tests/integration/test_plan_store.py, the planner's in
-tests/unit/test_plan_executor.py."""
+tests/unit/test_plan_executor.py.
+A `make drills` test (over ten minutes of a worker): `make test` keeps its parts in short
+form, a fourth VM balanced in and drained under load on KRaft (test_kraft_service.py) and
+the planner's agent killed mid-reassignment (test_kaas_drill.py)."""
 
 from __future__ import annotations
 
@@ -35,7 +38,7 @@ from planner.pki.client_settings import ClientConfig
 from tests import harness
 from tests.harness import ClusterHandle, wait_for_healthy_agents, wait_until
 
-pytestmark = pytest.mark.drill
+pytestmark = [pytest.mark.drill, pytest.mark.long_drill]
 
 
 @pytest.fixture

@@ -5,7 +5,9 @@ it, applied by rolling restarts; no produce fails, nothing acknowledged is lost,
 TLS port of every VM (Kafka's two listeners, Jolokia, and the ZooKeeper server's secure
 client port, which ZooKeeper 3.8 reloads only by a restart) presents the new serial.
 On the same cluster: a leaf near its expiry is renewed by its agent with no operator action
-(the engine's renewal signer answers), and the CA itself is rotated under load."""
+(the engine's renewal signer answers). The CA's rotation under load (three rolling rounds,
+over four minutes here) is a test of its own that `make drills` runs; its rounds' order
+and trust changes are unit-tested in tests/unit/test_cert_rotation.py."""
 
 from __future__ import annotations
 
@@ -87,10 +89,9 @@ def port_serials(cluster: ClusterHandle) -> dict[tuple[str, int], str | None]:
     }
 
 
-def test_rotating_every_certificate_under_load_loses_nothing(
-    fresh_cluster_with_agents: ClusterHandle, tmp_path: Path
-) -> None:
-    cluster = fresh_cluster_with_agents
+def adopted(cluster: ClusterHandle, tmp_path: Path) -> tuple[Database, LocalProvider, str, Engine]:
+    """The cluster, once its agents are healthy, adopted by a management plane whose engine
+    this test drives."""
     zk = cluster.zookeeper()
     zk.start(timeout=30)
     try:
@@ -101,7 +102,14 @@ def test_rotating_every_certificate_under_load_loses_nothing(
     db = Database(f"sqlite:///{tmp_path / 'kaas.db'}")
     provider = LocalProvider(tmp_path / "provider", (harness.FRESH_CLUSTER_BASE,))
     name = adopt_local_cluster(db, provider, cluster.home)
-    engine = Engine(db, Controller(db, provider))
+    return db, provider, name, Engine(db, Controller(db, provider))
+
+
+def test_rotating_every_certificate_under_load_loses_nothing(
+    fresh_cluster_with_agents: ClusterHandle, tmp_path: Path
+) -> None:
+    cluster = fresh_cluster_with_agents
+    db, provider, name, engine = adopted(cluster, tmp_path)
     keys = {vm.name: vm_identity(vm).key.read_bytes() for vm in cluster.layout.vms}
     before = port_serials(cluster)
     assert None not in before.values(), before
@@ -134,6 +142,14 @@ def test_rotating_every_certificate_under_load_loses_nothing(
                 assert serial == installed != before[(address, port)], (address, port)
 
     _a_leaf_near_expiry_is_renewed_by_its_agent(cluster, db, provider, name)
+
+
+@pytest.mark.long_drill
+def test_rotating_the_ca_under_load_loses_nothing(
+    fresh_cluster_with_agents: ClusterHandle, tmp_path: Path
+) -> None:
+    cluster = fresh_cluster_with_agents
+    db, provider, name, engine = adopted(cluster, tmp_path)
     _the_ca_is_rotated_under_load(cluster, db, engine, provider, name)
 
 
