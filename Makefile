@@ -10,9 +10,10 @@ MONITORING := build/monitoring
 ARTIFACT_SETS := kafka kafka-previous kafka-kraft mirror mirror-kraft zookeeper jolokia spark-kafka
 ARTIFACT_SUMS := $(foreach set,$(ARTIFACT_SETS),$(ARTIFACTS)/$(set)/SHA256SUMS)
 PYTEST_ARGS ?=
-# The real-cluster tests mostly wait on JVMs and faults: two pytest workers (one file each at
-# a time, so a file's shared cluster stays in one worker) halve the wall time on 2 cores; a
-# third worker kept the load average at 40-70 and ended no sooner.
+# The real-cluster tests mostly wait on JVMs and faults: two pytest workers halve the wall
+# time on 2 cores; a third kept the load average at 40-70 and ended no sooner. Each file runs
+# on one worker (its module-scoped cluster starts once), and the files of the session's
+# shared cluster run together on one worker (tests/conftest.py makes the groups).
 PYTEST_PARALLEL ?= -n 2 --dist loadfile
 # Extra `kaas up` options for demo and up, e.g. UP_ARGS='--address-base 127.0.5' beside another cluster.
 UP_ARGS ?=
