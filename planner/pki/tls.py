@@ -5,24 +5,25 @@ Jolokia)."""
 
 from __future__ import annotations
 
+import hashlib
 import ssl
 import threading
 from pathlib import Path
 
 from planner.pki.files import IdentityFiles
 
-# Reading the bundle, certificate and key is a share of every probe's CPU beside the
-# handshake (an agent probes every ZooKeeper server each cycle), so a context is kept while
-# its three files stay as they were; a rotation rewrites them, and the next call makes a new
-# one.
+# Parsing the bundle, certificate and key into a context is a share of every probe's CPU
+# beside the handshake (an agent probes every ZooKeeper server each cycle), so a context is
+# kept while its three files hold the same bytes; a rotation rewrites them, and the next call
+# makes a new one. The files' contents are the key, not their inode, mtime and size: a
+# rewrite by rename can reuse a freed inode within one clock tick at the same size.
 _CACHE_SIZE = 32
 _contexts: dict[tuple[object, ...], ssl.SSLContext] = {}
 _lock = threading.Lock()
 
 
-def _file_key(path: Path) -> tuple[str, int, int, int]:
-    status = path.stat()
-    return (str(path), status.st_ino, status.st_mtime_ns, status.st_size)
+def _file_key(path: Path) -> tuple[str, bytes]:
+    return (str(path), hashlib.sha256(path.read_bytes()).digest())
 
 
 def _new_context(identity: IdentityFiles) -> ssl.SSLContext:
