@@ -7,6 +7,11 @@ partition may drop below its min ISR) and Kafka's controlled shutdown; the confi
 the broker started; wait until it answers; then keep the lock until every ISR is complete
 on `isr_stable_checks` checks in a row, so the next broker does not stop while this one's
 replicas still catch up. Every wait has its deadline in the settings.
+
+A start of a broker whose process is gone takes no lock: it stops nothing, so it cannot take
+a partition below its min ISR, and a restart elsewhere meanwhile is still held back by that
+restart's own safety check while this broker's replicas catch up. Under the lock, a cold
+start of every VM at once started the brokers one after another, each waiting for the last.
 """
 
 from __future__ import annotations
@@ -237,6 +242,8 @@ def step(
         return _finish(state, f"{kind} failed: {outcome.error}")
     match state.phase, outcome:
         case Phase.LOCKING, Begun():
+            if kind is LaunchKind.START:
+                return _start(state)
             return state, AcquireLock(timeouts.lock_poll_s)
         case Phase.LOCKING, LockBusy(holder):
             waiting = f"{kind}: waiting for restart lock held by {holder or 'nobody'}"

@@ -1,7 +1,7 @@
 """The agent heals its broker, checked on a cluster with agents that other drills share
 (tests/drills/test_kaas_drill.py runs it on its cluster) through the drills' own process
-faults: a stopped broker is started, a paused (SIGSTOP) broker is restarted, both through
-the ZooKeeper restart lock, and the agent keeps the broker id its claim names."""
+faults: a stopped broker is started, a paused (SIGSTOP) broker is restarted through the
+ZooKeeper restart lock, and the agent keeps the broker id its claim names."""
 
 from __future__ import annotations
 

@@ -53,8 +53,8 @@ pytestmark = pytest.mark.integration
 
 @pytest.fixture(autouse=True)
 def patient_start(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Agents start their brokers one at a time, each waiting for complete ISRs: on a
-    machine shared by many test runs that takes longer than `kaas up`'s own 240 s."""
+    """Agents start their brokers and wait for complete ISRs: on a machine shared by many
+    test runs that can take longer than `kaas up`'s own 240 s."""
     monkeypatch.setattr("management_plane.local.vm_processes.BROKERS_READY_TIMEOUT", 600.0)
 
 

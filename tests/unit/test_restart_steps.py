@@ -96,9 +96,24 @@ def test_a_restart_of_a_live_broker_runs_every_step_in_order() -> None:
     ]
 
 
-def test_a_start_skips_the_safety_check_and_the_stop() -> None:
-    steps = run(LaunchKind.START, [LockTaken(0.0)])
-    assert steps[-1] == WriteConfig({"broker.id": "1"})
+def test_a_start_takes_no_lock_and_skips_the_safety_check_and_the_stop() -> None:
+    steps = run(
+        LaunchKind.START,
+        [StepDone(1.0), StepDone(2.0), AnswerRead(True, 3.0), IsrRead(0, False, 4.0)],
+    )
+    assert steps == [
+        WriteConfig({"broker.id": "1"}),
+        LaunchBroker("3.9.2"),
+        CheckAnswer(0.0),
+        CheckIsr(0.0),
+        CheckIsr(TIMEOUTS.isr_poll_s),
+    ]
+    state = begin(LaunchKind.START, LAUNCH)
+    for outcome in (Begun(), StepDone(1.0), StepDone(2.0), AnswerRead(True, 3.0)):
+        state, _ = step(state, outcome, TIMEOUTS)
+    for now in (4.0, 6.0):
+        state, last = step(state, IsrRead(0, False, now), TIMEOUTS)
+    assert last == Finish("done, ISR complete", release_lock=False)
 
 
 def test_a_restart_of_a_stopped_broker_does_not_stop_it() -> None:
@@ -148,18 +163,21 @@ def test_how_a_restart_ends(outcomes: list[Outcome], finish: Finish) -> None:
 
 
 def test_a_busy_lock_is_polled_and_its_holder_named() -> None:
-    state, _ = step(begin(LaunchKind.START, LAUNCH), Begun(), TIMEOUTS)
+    state, _ = step(begin(LaunchKind.RESTART, LAUNCH), Begun(), TIMEOUTS)
     state, next_step = step(state, LockBusy("broker 2"), TIMEOUTS)
     assert next_step == AcquireLock(TIMEOUTS.lock_poll_s)
-    assert state.progress == "start: waiting for restart lock held by broker 2"
+    assert state.progress == "restart: waiting for restart lock held by broker 2"
     assert not state.lock_held
 
 
 def test_a_spec_that_does_not_render_starts_nothing() -> None:
     launch = BrokerLaunch("3.9.2", None, "broker_config: unknown key 'bogus'")
-    steps = run(LaunchKind.START, [LockTaken(0.0)], launch)
+    assert run(LaunchKind.START, [], launch)[-1] == Finish(
+        "start failed: broker_config: unknown key 'bogus'", release_lock=False
+    )
+    steps = run(LaunchKind.RESTART, [LockTaken(0.0), SafetyRead(True, ())], launch)
     assert steps[-1] == Finish(
-        "start failed: broker_config: unknown key 'bogus'", release_lock=True
+        "restart failed: broker_config: unknown key 'bogus'", release_lock=True
     )
 
 
@@ -202,7 +220,7 @@ def test_the_isr_streak_starts_again_after_a_bad_reading() -> None:
 
 def test_an_outcome_out_of_order_is_refused_by_name() -> None:
     with pytest.raises(ValueError, match="AnswerRead is unexpected in locking"):
-        step(begin(LaunchKind.START, LAUNCH), AnswerRead(True, 0.0), TIMEOUTS)
+        step(begin(LaunchKind.RESTART, LAUNCH), AnswerRead(True, 0.0), TIMEOUTS)
 
 
 # -- the plan executor's housekeeping ---------------------------------------------------------
