@@ -276,6 +276,7 @@ class LeaderPhases:
             s.active,
             s.replicas,
         )
+        weight_in = s.leader_weight_in
         tol = s.settings.leader_bytes_tolerance
         target = s.leader_load_target
         band_low, band_high = target * (1 - tol), target * (1 + tol)
@@ -316,14 +317,16 @@ class LeaderPhases:
                     least, aim, most = bounds
                     if may_give and leaders[f] < high and least <= wp <= most:
                         gap = abs(wp - aim)
-                        if gap < best_gap:
+                        if gap < best_gap and self._evens_directions(b, f, wp, weight_in[p]):
                             best_changes, best_gap = [(p, f)], gap
                     for q in follows.get(f, ()):
                         amount = wp - weight[q]
                         # A swap is two changes: it must beat a single one clearly.
                         if least <= amount <= most:
                             gap = abs(amount - aim) * 1.5
-                            if gap < best_gap:
+                            if gap < best_gap and self._evens_directions(
+                                b, f, amount, weight_in[p] - weight_in[q]
+                            ):
                                 best_changes, best_gap = [(p, f), (q, b)], gap
         elif leaders[b] < high:
             for p in s.hosted[b]:
@@ -335,8 +338,39 @@ class LeaderPhases:
                     continue
                 least, aim, most = bounds
                 wp = weight[p]
-                if least <= wp <= most and abs(wp - aim) < best_gap:
+                if (
+                    least <= wp <= most
+                    and abs(wp - aim) < best_gap
+                    and self._evens_directions(giver, b, wp, weight_in[p])
+                ):
                     best_changes, best_gap = [(p, b)], abs(wp - aim)
         for p, new_leader in best_changes:
             s.make_leader(p, new_leader)
         return len(best_changes)
+
+    def _evens_directions(self, giver: int, taker: int, moved: float, moved_in: float) -> bool:
+        """Whether handing `moved` of leader load (`moved_in` of it bytes in, the rest bytes
+        out) from giver to taker brings the two brokers' bytes in and bytes out, each on its
+        own, closer to their targets in all. The band is judged on their sum, where the two
+        directions are interchangeable (each scaled by its own mean: `_kaas_metrics` read at
+        a few B/s weighs as much as a hot topic's MB/s in); without this check the phase
+        traded one for the other and left six equal hot partitions led 4-0-2."""
+        s = self.s
+        target_in = s.leader_load_in_target
+        target_out = s.leader_load_target - target_in
+        giver_in, taker_in = s.leader_load_in[giver], s.leader_load_in[taker]
+        giver_out, taker_out = s.leader_load[giver] - giver_in, s.leader_load[taker] - taker_in
+        moved_out = moved - moved_in
+        before = (
+            abs(giver_in - target_in)
+            + abs(taker_in - target_in)
+            + abs(giver_out - target_out)
+            + abs(taker_out - target_out)
+        )
+        after = (
+            abs(giver_in - moved_in - target_in)
+            + abs(taker_in + moved_in - target_in)
+            + abs(giver_out - moved_out - target_out)
+            + abs(taker_out + moved_out - target_out)
+        )
+        return after < before

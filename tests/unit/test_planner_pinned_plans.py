@@ -130,16 +130,21 @@ PINNED = [
     # Re-pinned when the chain phase learnt resized stand-ins (p: o -> n, q: x -> o and
     # p2: o -> n2 become r: x -> n and p2': o -> n2): large_added/1 1,436 -> 1,435, every
     # other plan unchanged.
+    # Re-pinned when the leader-bytes phase stopped trading one direction for the other (a
+    # leadership change must bring bytes in and bytes out, each on its own, closer to their
+    # targets in all): replicas moved the same everywhere; leadership changes large_added/1
+    # 22 -> 21 (leader_bytes term 88.16 -> 88.22), large_added/2 0 -> 1 (88.47 both),
+    # more_replicas_than_racks/2 15 -> 16 (88.20 -> 88.11); every other plan unchanged.
     ("imbalance", 1, 0, 85, 16, "bd365c4f0757ea29"),
     ("imbalance", 2, 7, 85, 15, "96c1b85174c8b0ca"),
     ("added", 1, 0, 304, 7, "1bd5dfb90e762bf9"),
     ("added", 2, 7, 302, 4, "8ee8115718b6cbf1"),
     ("draining", 1, 0, 355, 3, "774db1fb5983688e"),
     ("draining", 2, 7, 360, 3, "da65cf049bf456fc"),
-    ("large_added", 1, 0, 1435, 22, "81fcde5985135051"),
-    ("large_added", 2, 7, 1415, 0, "55548db8bed01b87"),
+    ("large_added", 1, 0, 1435, 21, "3c3abc85b477943a"),
+    ("large_added", 2, 7, 1415, 1, "6e2e661c398bcd9d"),
     ("more_replicas_than_racks", 1, 0, 46, 17, "81944d0f3d2a6dab"),
-    ("more_replicas_than_racks", 2, 7, 56, 15, "cbc7a9dc100690c3"),
+    ("more_replicas_than_racks", 2, 7, 56, 16, "501c4307c63f6855"),
     ("tight_disks", 1, 0, 32, 5, "cba8a7ffb07e5d9d"),
     ("tight_disks", 2, 7, 50, 5, "55cfac263f44a6fd"),
 ]
