@@ -120,11 +120,14 @@ class DestroyedVolume:
 class FullDisk:
     """A plain broker's log directory moved onto a small filesystem and filled: Kafka's
     writes fail with ENOSPC, the directory goes offline and the broker stops (the agent's
-    restarts fail the same way) until heal frees the space and moves the data back."""
+    restarts fail the same way) until heal frees the space and moves the data back. Held
+    until the broker started on it stopped, at least the duration."""
 
     name: str = "full-disk"
     headroom_bytes: int = 32 << 20
+    notice_timeout_s: float = 240.0  # a loaded host takes a minute to start the broker
     vm: str | None = field(default=None, init=False)
+    broker_pid: int | None = field(default=None, init=False)  # the one started on it
 
     def describe(self) -> str:
         return "a plain broker's log directory on a size-limited filesystem, filled to the brim"
@@ -139,11 +142,26 @@ class FullDisk:
         self.vm = vm
         size = cluster.limit_log_dir(vm, self.headroom_bytes)
         _start_broker(cluster, vm)
+        self.broker_pid = cluster.broker_pid(vm)
         ballast = cluster.fill_log_dir(vm)
         return f"{vm}'s log directory ({size >> 20} MiB filesystem, {ballast >> 20} MiB ballast)"
 
     def hold(self, context: FaultContext) -> None:
         context.sleep(context.duration_s)
+        if self.vm is None or self.broker_pid is None:
+            return
+        cluster = _disks(context, self.name)
+        deadline = time.monotonic() + self.notice_timeout_s
+        # The broker started on the full filesystem must have hit it (its log directory
+        # offline, the broker stopped) before the heal: a short duration on a loaded host
+        # otherwise heals a broker still starting up, and the drill faulted nothing.
+        while cluster.broker_pid(self.vm) == self.broker_pid:
+            if time.monotonic() > deadline:
+                raise DrillError(
+                    f"{self.vm}'s broker still runs {self.notice_timeout_s:.0f}s after its "
+                    "log directory filled"
+                )
+            context.sleep(0.5)
 
     def heal(self, context: FaultContext) -> None:
         if self.vm is None:

@@ -3,6 +3,12 @@ broker runs, or moved onto a size-limited tmpfs (mounted when a drill asks, the 
 onto it) and filled to the last byte. Every function here runs with the VM's broker and agent
 stopped, but `destroy` and `fill`.
 
+Moved back, the log directory is the tmpfs's exactly: what the broker deleted there stays
+deleted. Merged over the copy made before the move, the clean-shutdown marker Kafka deletes at
+startup came back, and a broker the full disk had halted started again skipping the recovery
+of its logs: their indexes still as the halt left them, a partition it then had to truncate
+could fail to append, its replica out of the ISR until the partition's next leader change.
+
 A tmpfs mounted here is named `kaas_drill_<pid>` after the drill that mounted it, so that a
 drill killed outright leaves a mount the next drill recognises and takes down
 (`stale_mounts`), as the network rules are.
@@ -20,8 +26,10 @@ import psutil
 
 from management_plane.drills.errors import DrillError
 
-SAVED_SUFFIX = ".drill-saved"
+SAVED_SUFFIX = ".drill-saved"  # the log directory as the drill found it
+COPY_SUFFIX = ".drill-copy"  # the tmpfs's content, whole once the tmpfs is unmounted
 BALLAST = "kaas-drill-ballast"
+WHOLE = "kaas-drill-whole"  # on the tmpfs once the whole log directory was copied onto it
 MOUNT_PREFIX = "kaas_drill_"
 CHUNK = 1 << 20
 
@@ -32,6 +40,10 @@ def mount_source(owner_pid: int) -> str:
 
 def saved_dir(data_dir: Path) -> Path:
     return data_dir.with_name(data_dir.name + SAVED_SUFFIX)
+
+
+def copy_dir(data_dir: Path) -> Path:
+    return data_dir.with_name(data_dir.name + COPY_SUFFIX)
 
 
 def mounts() -> dict[Path, str]:
@@ -67,7 +79,7 @@ def limit(data_dir: Path, headroom_bytes: int, owner_pid: int) -> int:
     """Move the log directory onto a tmpfs of its size plus `headroom_bytes`; returns the
     filesystem's size."""
     saved = saved_dir(data_dir)
-    if saved.exists() or data_dir in mounts():
+    if saved.exists() or copy_dir(data_dir).exists() or data_dir in mounts():
         raise DrillError(f"{data_dir} is on a drill's filesystem already ({saved} exists)")
     size = used_bytes(data_dir) + headroom_bytes
     data_dir.rename(saved)
@@ -81,6 +93,7 @@ def limit(data_dir: Path, headroom_bytes: int, owner_pid: int) -> int:
             text=True,
         )
         shutil.copytree(saved, data_dir, dirs_exist_ok=True, symlinks=True)
+        (data_dir / WHOLE).touch()
     except (OSError, subprocess.CalledProcessError) as exc:
         restore(data_dir)
         detail = getattr(exc, "stderr", "") or str(exc)
@@ -109,19 +122,32 @@ def fill(data_dir: Path) -> int:
     return written
 
 
+def _unmount(data_dir: Path) -> None:
+    subprocess.run(["umount", str(data_dir)], check=True, capture_output=True)
+
+
 def restore(data_dir: Path) -> bool:
-    """Back onto the VM's own disk, with what the broker wrote meanwhile; False when the
-    directory is not on a drill's filesystem."""
-    saved = saved_dir(data_dir)
-    if not saved.exists():
-        return False
+    """Back onto the VM's own disk, as the broker left it on the tmpfs (the ballast aside):
+    what it wrote there, and nothing it deleted there; the directory as it was before when
+    the move onto the tmpfs never finished. False when the directory is not on a drill's
+    filesystem. Safe to run again after an interruption: the copy is whole once the tmpfs is
+    unmounted, and from then on it, not the directory saved before, is the log directory."""
+    saved, copy = saved_dir(data_dir), copy_dir(data_dir)
     if data_dir in mounts():
-        (data_dir / BALLAST).unlink(missing_ok=True)
-        shutil.copytree(data_dir, saved, dirs_exist_ok=True, symlinks=True)
-        subprocess.run(["umount", str(data_dir)], check=True, capture_output=True)
+        if (data_dir / WHOLE).exists():
+            if copy.exists():  # an interrupted restore's, maybe partial
+                shutil.rmtree(copy)
+            drill_files = shutil.ignore_patterns(BALLAST, WHOLE)
+            shutil.copytree(data_dir, copy, symlinks=True, ignore=drill_files)
+        _unmount(data_dir)
+    source = copy if copy.exists() else saved
+    if not source.exists():
+        return False
+    if source == copy and saved.exists():
+        shutil.rmtree(saved)
     if data_dir.exists():
         shutil.rmtree(data_dir)
-    os.replace(saved, data_dir)
+    os.replace(source, data_dir)
     return True
 
 
@@ -136,6 +162,6 @@ def stale_mounts(data_dirs: list[Path]) -> list[Path]:
             owner = owner_of(source)
             if owner is None or not psutil.pid_exists(owner):
                 stale.append(data_dir)
-        elif saved_dir(data_dir).exists():
+        elif saved_dir(data_dir).exists() or copy_dir(data_dir).exists():
             stale.append(data_dir)
     return stale

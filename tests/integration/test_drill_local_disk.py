@@ -1,6 +1,7 @@
 """The full-disk fault's filesystem on this host: a log directory moved onto a real
-size-limited tmpfs, filled until ENOSPC, moved back with what was written meanwhile; a mount
-left by a drill that is gone is found as stale. No cluster: seconds."""
+size-limited tmpfs, filled until ENOSPC, moved back as it was left there (what was written
+meanwhile, nothing that was deleted there); a mount left by a drill that is gone is found as
+stale. No cluster: seconds."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ def _log_dir(tmp_path: Path) -> Path:
     (data / "orders-0").mkdir(parents=True)
     (data / "orders-0" / "00000000000000000000.log").write_bytes(b"x" * 4096)
     (data / "meta.properties").write_text("broker.id=0\n")
+    (data / ".kafka_cleanshutdown").touch()  # the broker's clean stop before the drill
     return data
 
 
@@ -31,6 +33,7 @@ def test_a_log_dir_moves_onto_a_small_tmpfs_fills_and_moves_back(tmp_path: Path)
         assert data in local_disk.mounts()
         assert (data / "orders-0" / "00000000000000000000.log").read_bytes() == b"x" * 4096
         (data / "orders-0" / "00000000000000000001.log").write_bytes(b"y" * 1000)
+        (data / ".kafka_cleanshutdown").unlink()  # the broker's start, before its halt
         written = local_disk.fill(data)
         assert 0 < written <= size
         with pytest.raises(OSError, match="No space left"):
@@ -42,6 +45,9 @@ def test_a_log_dir_moves_onto_a_small_tmpfs_fills_and_moves_back(tmp_path: Path)
     assert (data / "orders-0" / "00000000000000000001.log").read_bytes() == b"y" * 1000
     assert (data / "meta.properties").read_text() == "broker.id=0\n"
     assert not (data / local_disk.BALLAST).exists()
+    assert not (data / local_disk.WHOLE).exists()
+    assert not (data / ".kafka_cleanshutdown").exists()  # a halted broker recovers its logs
+    assert not local_disk.copy_dir(data).exists()
     assert local_disk.restore(data) is False  # nothing more to undo
 
 

@@ -5,7 +5,7 @@ before anything is touched."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pytest
@@ -430,6 +430,7 @@ class FakeDiskCluster(FakeCluster):
 
     def fill_log_dir(self, vm: str) -> int:
         self.disks.append((vm, "fill"))
+        self.pids[vm] = None  # its next write fails, the log directory goes offline: it stops
         return 32 << 20
 
     def restore_log_dir(self, vm: str) -> bool:
@@ -483,6 +484,36 @@ def test_a_full_disk_moves_the_log_dir_fills_it_and_heal_moves_it_back(
     assert cluster.disks == [("vm3", f"limit {32 << 20}"), ("vm3", "fill"), ("vm3", "restore")]
     assert cluster.actions == stops + starts + stops + starts
     assert cluster.waited == ["vm3", "vm3"]
+
+
+def test_a_full_disk_is_held_until_the_broker_on_it_stopped() -> None:
+    """A loaded host starts the broker on the small filesystem slowly: healed after the
+    duration alone, it would be healed before it ever hit the full disk."""
+    cluster = FakeDiskCluster(agents=True)
+    (fault,) = find_drill("full-disk").faults()
+    naps: list[float] = []
+
+    def stops_on_the_third_nap(seconds: float) -> None:
+        naps.append(seconds)
+        if len(naps) == 3:
+            cluster.pids["vm3"] = 301  # stopped; the agent started it again, to fail again
+
+    ctx = replace(context(cluster), sleep=stops_on_the_third_nap)
+    fault.inject(ctx)
+    cluster.pids["vm3"] = 300  # still the broker the drill started on the full disk
+    fault.hold(ctx)
+    assert naps == [ctx.duration_s, 0.5, 0.5]
+
+
+def test_a_full_disk_whose_broker_never_stops_fails_the_drill() -> None:
+    cluster = FakeDiskCluster()
+    (fault,) = find_drill("full-disk").faults()
+    ctx = context(cluster)
+    fault.inject(ctx)
+    cluster.pids["vm3"] = 300  # still the same broker
+    fault.notice_timeout_s = 0.0  # type: ignore[attr-defined]
+    with pytest.raises(DrillError, match=r"vm3's broker still runs .* after its log directory"):
+        fault.hold(ctx)
 
 
 @pytest.mark.parametrize("name", ["destroyed-volume", "full-disk"])
