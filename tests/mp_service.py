@@ -95,7 +95,12 @@ class ServiceHandle:
                 self.kill()
 
     def call(
-        self, method: str, path: str, body: Any = None, key: str | None = "admin"
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        key: str | None = "admin",
+        timeout_s: float = 60.0,
     ) -> tuple[int, Any]:
         headers = {"Content-Type": "application/json"}
         if key == "admin":
@@ -106,7 +111,7 @@ class ServiceHandle:
         request = urllib.request.Request(self.url + path, data=data, method=method, headers=headers)
         try:
             context = api_client_context(self.trust_bundle)
-            with urllib.request.urlopen(request, timeout=60, context=context) as response:
+            with urllib.request.urlopen(request, timeout=timeout_s, context=context) as response:
                 return response.status, json.loads(response.read() or b"null")
         except urllib.error.HTTPError as exc:
             return exc.code, json.loads(exc.read() or b"null")
