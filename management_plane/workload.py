@@ -53,6 +53,13 @@ Connection = Mapping[str, str | int | float | bool]
 
 # Errors after which asking again can succeed: the controller moved or was unreachable
 # (a broker of the cluster was just stopped), or the request went unanswered.
+def _listed_brokers(admin: AdminClient) -> int:
+    try:
+        return len(admin.list_topics(timeout=5).brokers)
+    except KafkaException:
+        return 0
+
+
 RETRIABLE_CREATE_ERRORS = frozenset(
     {
         KafkaError._TIMED_OUT,
@@ -95,7 +102,14 @@ def create_topic(
             error: KafkaError = exc.args[0]
             if error.code() == KafkaError.TOPIC_ALREADY_EXISTS:
                 return
-            if not (error.retriable() or error.code() in RETRIABLE_CREATE_ERRORS):
+            # Brokers that started side by side are in the metadata a moment before the
+            # controller counts them: its "larger than available brokers" passes then.
+            lagging_controller = error.code() == KafkaError.INVALID_REPLICATION_FACTOR and (
+                _listed_brokers(admin) >= replication_factor
+            )
+            if not (
+                error.retriable() or error.code() in RETRIABLE_CREATE_ERRORS or lagging_controller
+            ):
                 raise KaasError(f"cannot create topic {topic}: {error.str()}") from None
             reason = error.str()
         except FutureTimeout:
