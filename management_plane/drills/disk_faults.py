@@ -91,20 +91,16 @@ class DestroyedVolume:
         return f"{self.vm}'s broker volume ({deleted})"
 
     def hold(self, context: FaultContext) -> None:
-        context.sleep(context.duration_s)
-        if self.vm is None or self.broker_pid is None:
-            return
-        cluster = _disks(context, self.name)
-        deadline = time.monotonic() + self.notice_timeout_s
         # The broker must have noticed before the drill heals and waits for the recovery:
         # until then its metadata still shows it serving every replica.
-        while cluster.broker_pid(self.vm) == self.broker_pid:
-            if time.monotonic() > deadline:
-                raise DrillError(
-                    f"{self.vm}'s broker still runs {self.notice_timeout_s:.0f}s after its "
-                    "volume was deleted"
-                )
-            context.sleep(0.5)
+        _hold_until_stopped(
+            context,
+            self.name,
+            self.vm,
+            self.broker_pid,
+            self.notice_timeout_s,
+            "volume was deleted",
+        )
 
     def heal(self, context: FaultContext) -> None:
         if self.vm is None:
@@ -114,6 +110,26 @@ class DestroyedVolume:
             cluster.act(self.vm, ProcessAction.START, ProcessKind.KAFKA)
         cluster.wait_broker_serving(self.vm, RESTART_TIMEOUT_S)
         self.vm = None
+
+
+def _hold_until_stopped(
+    context: FaultContext,
+    name: str,
+    vm: str | None,
+    broker_pid: int | None,
+    timeout_s: float,
+    after: str,
+) -> None:
+    """The fault's duration, then until `vm`'s broker process `broker_pid` has stopped."""
+    context.sleep(context.duration_s)
+    if vm is None or broker_pid is None:
+        return
+    cluster = _disks(context, name)
+    deadline = time.monotonic() + timeout_s
+    while cluster.broker_pid(vm) == broker_pid:
+        if time.monotonic() > deadline:
+            raise DrillError(f"{vm}'s broker still runs {timeout_s:.0f}s after its {after}")
+        context.sleep(0.5)
 
 
 @dataclass
@@ -147,21 +163,17 @@ class FullDisk:
         return f"{vm}'s log directory ({size >> 20} MiB filesystem, {ballast >> 20} MiB ballast)"
 
     def hold(self, context: FaultContext) -> None:
-        context.sleep(context.duration_s)
-        if self.vm is None or self.broker_pid is None:
-            return
-        cluster = _disks(context, self.name)
-        deadline = time.monotonic() + self.notice_timeout_s
         # The broker started on the full filesystem must have hit it (its log directory
         # offline, the broker stopped) before the heal: a short duration on a loaded host
         # otherwise heals a broker still starting up, and the drill faulted nothing.
-        while cluster.broker_pid(self.vm) == self.broker_pid:
-            if time.monotonic() > deadline:
-                raise DrillError(
-                    f"{self.vm}'s broker still runs {self.notice_timeout_s:.0f}s after its "
-                    "log directory filled"
-                )
-            context.sleep(0.5)
+        _hold_until_stopped(
+            context,
+            self.name,
+            self.vm,
+            self.broker_pid,
+            self.notice_timeout_s,
+            "log directory filled",
+        )
 
     def heal(self, context: FaultContext) -> None:
         if self.vm is None:
