@@ -254,7 +254,7 @@ def test_a_client_context_is_kept_until_its_files_are_rewritten(
     presented = second.get_ca_certs()
     # Compared as numbers: Python prints the serial with a leading zero when its hex
     # length is odd, which `format` does not.
-    assert [int(c["serialNumber"], 16) for c in presented] == [
+    assert [int(str(c["serialNumber"]), 16) for c in presented] == [
         other_authority.certificate.serial_number
     ]
     files.key.unlink()
