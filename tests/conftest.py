@@ -60,7 +60,6 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 
 class _SharedCluster:
     handle: ClusterHandle | None = None
-    stopped_after_group = False
 
 
 def _uses_shared_cluster(item: pytest.Item) -> bool:
@@ -108,7 +107,6 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> 
     leaving = nextitem is None or not _in_shared_group(nextitem)
     if handle is not None and _in_shared_group(item) and leaving:
         _SharedCluster.handle = None
-        _SharedCluster.stopped_after_group = True
         harness.stop_cluster(handle)
     return result
 
