@@ -453,14 +453,18 @@ def test_a_destroyed_volume_with_agents_leaves_the_restart_to_the_agent() -> Non
     assert cluster.actions == [] and cluster.waited == ["vm3"]
 
 
-def test_a_destroyed_volume_whose_broker_never_notices_fails_the_drill() -> None:
+@pytest.mark.parametrize(
+    ("drill", "after"),
+    [("destroyed-volume", "volume was deleted"), ("full-disk", "log directory filled")],
+)
+def test_a_disk_fault_whose_broker_never_stops_fails_the_drill(drill: str, after: str) -> None:
     cluster = FakeDiskCluster()
-    (fault,) = find_drill("destroyed-volume").faults()
+    (fault,) = find_drill(drill).faults()
     ctx = context(cluster)
     fault.inject(ctx)
     cluster.pids["vm3"] = 300  # still the same broker
     fault.notice_timeout_s = 0.0  # type: ignore[attr-defined]
-    with pytest.raises(DrillError, match="vm3's broker still runs"):
+    with pytest.raises(DrillError, match=rf"vm3's broker still runs .* after its {after}"):
         fault.hold(ctx)
 
 
@@ -503,17 +507,6 @@ def test_a_full_disk_is_held_until_the_broker_on_it_stopped() -> None:
     cluster.pids["vm3"] = 300  # still the broker the drill started on the full disk
     fault.hold(ctx)
     assert naps == [ctx.duration_s, 0.5, 0.5]
-
-
-def test_a_full_disk_whose_broker_never_stops_fails_the_drill() -> None:
-    cluster = FakeDiskCluster()
-    (fault,) = find_drill("full-disk").faults()
-    ctx = context(cluster)
-    fault.inject(ctx)
-    cluster.pids["vm3"] = 300  # still the same broker
-    fault.notice_timeout_s = 0.0  # type: ignore[attr-defined]
-    with pytest.raises(DrillError, match=r"vm3's broker still runs .* after its log directory"):
-        fault.hold(ctx)
 
 
 @pytest.mark.parametrize("name", ["destroyed-volume", "full-disk"])
