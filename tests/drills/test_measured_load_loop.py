@@ -183,7 +183,10 @@ def test_the_planner_spreads_a_hot_topic_the_balance_job_measured(
             )
         )
         hot_leaders_after = {after[(HOT, n)] for n in range(6)}
-        assert len(hot_leaders_after) == 3, after
+        assert len(hot_leaders_after) == 3, (
+            f"hot leaders {[after[(HOT, n)] for n in range(6)]}, leader bytes in before "
+            f"{load_before}, after {load_after}; {planner_sentence(zk, name)}"
+        )
         assert max(load_after.values()) < max(load_before.values())
         journal = harness.journal_entries(zk, name)
         stored = [e for e in journal if e.action == "plan_stored"]

@@ -526,9 +526,12 @@ def test_a_read_only_change_rolls_brokers_then_controllers_the_active_one_last(
         client.close()
     kinds = [(e.action, e.broker_id, e.result) for e in done]
     print("\nroll order:", kinds)
+    # The message first and short: a failing run's output is read from a truncated log.
     assert [a for a, _, _ in kinds] == [JournalAction.RESTART] * 3 + [
         JournalAction.RESTART_CONTROLLER
-    ] * 3, everything
+    ] * 3, "journal since the change: " + "; ".join(
+        f"{action} {broker} {result[:60]}" for action, broker, result in everything
+    )
     assert all(
         result.startswith("done") for a, _, result in kinds if a is JournalAction.RESTART_CONTROLLER
     )
