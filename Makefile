@@ -51,7 +51,7 @@ $(VENV)/.installed: setup.cfg pyproject.toml constraints.txt
 artifacts:
 	@packer/scripts/fetch-artifacts.sh $(ARTIFACTS)
 
-$(IMAGE)/opt/kaas/image.json: $(ARTIFACT_SUMS) packer/scripts/provision.sh $(wildcard systemd/*.service) | artifacts $(VENV)/.installed
+$(IMAGE)/opt/kaas/image.json: $(ARTIFACT_SUMS) packer/scripts/provision.sh planner/contracts/vm_config/class_archive.py $(wildcard systemd/*.service) | artifacts $(VENV)/.installed
 	packer/scripts/provision.sh --root $(IMAGE) --artifacts $(ARTIFACTS) --python $(BIN)/python
 
 $(ARTIFACT_SUMS): | artifacts

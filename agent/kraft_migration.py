@@ -26,6 +26,7 @@ from agent.supervisor import kafka_libs
 from planner.contracts.kraft_migration import MigrationPhase
 from planner.contracts.member import MemberRecord, MemberState
 from planner.contracts.spec import ClusterSpec
+from planner.contracts.vm_config.class_archive import class_path_options
 from planner.contracts.vm_config.kraft import StorageFormat, format_arguments
 
 log = structlog.get_logger("kaas.agent")
@@ -82,8 +83,7 @@ def storage_format_command(
         settings.java,
         "-Xmx128m",
         "-XX:+UseSerialGC",
-        "-cp",
-        f"{kafka_libs(settings.image_root, kafka_version)}/*",
+        *class_path_options(kafka_libs(settings.image_root, kafka_version)),
         STORAGE_TOOL,
         *format_arguments(cluster_id, str(config_file), StorageFormat.STATIC_QUORUM),
     ]

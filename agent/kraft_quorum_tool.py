@@ -25,6 +25,7 @@ from planner.contracts.kraft_quorum_state import (
     parse_status,
 )
 from planner.contracts.spec import ClusterSpec
+from planner.contracts.vm_config.class_archive import class_path_options
 from planner.kraft_quorum_reader import QuorumReadError, describe_quorum_through_brokers
 from planner.pki.client_settings import InternalClient
 
@@ -94,8 +95,7 @@ class MetadataQuorumTool:
             "-XX:+UseSerialGC",
             "-XX:TieredStopAtLevel=1",  # a short run: C1 alone starts sooner, spends less CPU
             f"-Dlog4j2.configurationFile=file:{self.log_config}",
-            "-cp",
-            f"{self.libs}/*",
+            *class_path_options(self.libs),
             tool,
             *arguments,
         ]

@@ -37,6 +37,7 @@ from planner.contracts.mirror_flow import (
     source_credentials_dir,
 )
 from planner.contracts.paths import ClusterPaths
+from planner.contracts.vm_config.class_archive import class_path_options
 from planner.contracts.vm_config.kafka_tls import TlsFiles
 from planner.contracts.vm_config.mirror import (
     MirrorEndpoint,
@@ -110,8 +111,7 @@ def mirror_maker_command(
         "-XX:+UseG1GC",
         "-Djava.awt.headless=true",
         f"-Dlog4j.configuration=file:{files.log4j}",
-        "-cp",
-        f"{libs}/*",
+        *class_path_options(libs),
         MIRROR_MAKER_MAIN,
         str(files.properties),
     ]

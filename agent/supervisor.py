@@ -18,6 +18,7 @@ import psutil
 from agent.errors import AgentError
 from agent.ports import PAUSED, RUNNING, STOPPED, BrokerSupervisor, ProcessState
 from agent.settings import AgentSettings
+from planner.contracts.vm_config.class_archive import class_path_options
 from planner.contracts.vm_config.jolokia import (
     CONTROLLER_JOLOKIA_PROPERTIES,
     JOLOKIA_PROPERTIES,
@@ -169,8 +170,7 @@ class LocalProcessSupervisor:
                 s.config_dir,
                 CONTROLLER_JOLOKIA_PROPERTIES if controller else JOLOKIA_PROPERTIES,
             ),
-            "-cp",
-            f"{kafka_libs(s.image_root, kafka_version)}/*",
+            *class_path_options(kafka_libs(s.image_root, kafka_version)),
             "kafka.Kafka",
             str(s.config_dir / (CONTROLLER_PROPERTIES if controller else "server.properties")),
         ]

@@ -29,6 +29,7 @@ from confluent_kafka.admin import ConfigSource as KafkaConfigSource
 
 from agent.broker_config.classify import ConfigChange, ConfigDiff, ConfigLayer, RunningValue
 from agent.errors import AgentError
+from planner.contracts.vm_config.class_archive import class_path_options
 from planner.contracts.vm_config.properties import server_properties_text
 from planner.contracts.vm_config.validation import BROKER_CONFIGS, broker_config_problems
 from planner.pki.client_settings import InternalClient
@@ -91,8 +92,7 @@ class ConfigCommandClusterDefaults:
             self.java,
             "-Xmx128m",
             "-XX:TieredStopAtLevel=1",  # a short-lived JVM: start fast rather than run fast
-            "-cp",
-            f"{self.kafka_libs}/*",
+            *class_path_options(self.kafka_libs),
             "kafka.admin.ConfigCommand",
             "--bootstrap-server",
             self.kafka.bootstrap_servers,

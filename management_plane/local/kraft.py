@@ -21,6 +21,7 @@ from planner.contracts.kafka_release import KRAFT_QUORUM_SIZES
 from planner.contracts.kraft_quorum_state import QuorumReplica, QuorumRole
 from planner.contracts.spec import ClusterSpec
 from planner.contracts.vm_config import server_properties_text
+from planner.contracts.vm_config.class_archive import class_path_options
 from planner.contracts.vm_config.jolokia import CONTROLLER_JOLOKIA_PROPERTIES, jolokia_agent_option
 from planner.contracts.vm_config.kraft import (
     ControllerFacts,
@@ -163,7 +164,7 @@ def format_commands(
     voter of a new cluster; an observer when `joining` a running one), then its broker's
     log dir."""
     commands = []
-    tool = [java, *tool_jvm_options(vm), "-cp", f"{libs}/*", STORAGE_TOOL]
+    tool = [java, *tool_jvm_options(vm), *class_path_options(libs), STORAGE_TOOL]
     if is_controller_vm(layout, vm):
         how = storage_format(joining, True, len(voters))
         commands.append(
@@ -205,8 +206,7 @@ def controller_command(java: str, vm: VmLayout, libs: str, jolokia_agent: str) -
     return [
         *_kafka_jvm(java, CONTROLLER_HEAP, vm, controller=True),
         jolokia_agent_option(PurePath(jolokia_agent), vm.config_dir, CONTROLLER_JOLOKIA_PROPERTIES),
-        "-cp",
-        f"{libs}/*",
+        *class_path_options(libs),
         "kafka.Kafka",
         str(vm.config_dir / CONTROLLER_PROPERTIES),
     ]
@@ -216,8 +216,7 @@ def broker_command(java: str, vm: VmLayout, libs: str, jolokia_agent: str) -> li
     return [
         *_kafka_jvm(java, render.KAFKA_HEAP, vm, controller=False),
         jolokia_agent_option(PurePath(jolokia_agent), vm.config_dir),
-        "-cp",
-        f"{libs}/*",
+        *class_path_options(libs),
         "kafka.Kafka",
         str(vm.config_dir / render.SERVER_PROPERTIES),
     ]
@@ -237,8 +236,7 @@ def metadata_quorum_command(
     return [
         java,
         *tool_jvm_options(vm),
-        "-cp",
-        f"{libs}/*",
+        *class_path_options(libs),
         METADATA_QUORUM_TOOL,
         "--bootstrap-controller",
         bootstrap_controllers,

@@ -31,6 +31,7 @@ from planner.contracts.vm_config import (
     sizing_properties,
     voting_roles,
 )
+from planner.contracts.vm_config.class_archive import class_path_options
 from planner.contracts.vm_config.jolokia import (
     CONTROLLER_JOLOKIA_PROPERTIES,
     JOLOKIA_POLICY,
@@ -215,8 +216,7 @@ def kafka_command(
             java, KAFKA_HEAP, vm, f"-Dlog4j.configuration=file:{vm.config_dir / KAFKA_LOG4J}"
         ),
         jolokia_agent_option(PurePath(jolokia_agent), vm.config_dir),
-        "-cp",
-        f"{libs}/*",
+        *class_path_options(libs),
         "kafka.Kafka",
         str(vm.config_dir / SERVER_PROPERTIES),
     ]
@@ -229,8 +229,7 @@ def zookeeper_command(java: str, vm: VmLayout, lib: str) -> list[str]:
         "-XX:+UseSerialGC",
         f"-Dzookeeper.log.dir={vm.logs_dir}",
         f"-Dlogback.configurationFile={vm.config_dir / ZOOKEEPER_LOGBACK}",
-        "-cp",
-        f"{lib}/*",
+        *class_path_options(lib),
         "org.apache.zookeeper.server.quorum.QuorumPeerMain",
         str(vm.config_dir / ZOO_CFG),
     ]

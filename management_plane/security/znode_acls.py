@@ -23,6 +23,7 @@ from kazoo.exceptions import BadVersionError, NoNodeError
 from kazoo.security import ACL
 
 from management_plane.errors import KaasError
+from planner.contracts.vm_config.class_archive import class_path_options
 from planner.contracts.vm_config.zookeeper_security import (
     ZookeeperTlsFiles,
     broker_zookeeper_client_properties,
@@ -105,8 +106,7 @@ def kafka_migration_command(
         java,
         "-Xmx128m",
         "-XX:TieredStopAtLevel=1",  # a short-lived JVM: start fast rather than run fast
-        "-cp",
-        f"{kafka_libs}/*",
+        *class_path_options(kafka_libs),
         KAFKA_SECURITY_MIGRATOR,
         "--zookeeper.acl",
         "secure",

@@ -19,6 +19,7 @@ import structlog
 
 from management_plane.errors import KaasError
 from management_plane.tenants.model import QUOTA_FIELDS
+from planner.contracts.vm_config.class_archive import class_path_options
 from planner.pki.client_settings import InternalClient
 
 log = structlog.get_logger(__name__)
@@ -44,8 +45,7 @@ def quota_command(
         java,
         "-Xmx128m",
         "-XX:TieredStopAtLevel=1",  # a short-lived JVM: start fast rather than run fast
-        "-cp",
-        f"{kafka_libs}/*",
+        *class_path_options(kafka_libs),
         "kafka.admin.ConfigCommand",
         "--bootstrap-server",
         bootstrap,

@@ -129,5 +129,12 @@ cat > "$opt/image.json" <<JSON
   "spark_jars": "opt/kaas/spark/jars"
 }
 JSON
-(cd "$root" && find opt/kaas -name '*.jar' -print0 | sort -z | xargs -0 sha256sum > opt/kaas/SHA256SUMS)
+if [[ -n $python ]]; then
+  # With the Java that runs them: each server started once, its classes archived for the
+  # next starts (planner/contracts/vm_config/class_archive.py).
+  # Only start-up time depends on them: without them every JVM still runs.
+  "$python" -m planner.contracts.vm_config class-archives --root "$root" \
+    || echo "provision: class archives not recorded: JVMs start without them (slower)" >&2
+fi
+(cd "$root" && find opt/kaas \( -name '*.jar' -o -name '*.jsa' \) -print0 | sort -z | xargs -0 sha256sum > opt/kaas/SHA256SUMS)
 echo "provision: image ready at $root (kafka $kafka_version, $kafka_previous_version and $kafka_kraft_version, zookeeper $zookeeper_version, jolokia $jolokia_version)"
