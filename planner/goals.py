@@ -9,7 +9,7 @@ working on one never trades away a goal before it:
 2. leaders_per_broker   preferred leaders, max-min <= 1
 3. topic_spread         no broker holds clearly more than its share of one topic
 4. disk_bytes           every broker within +-5% of its share of the bytes
-5. leader_bytes         leader bytes in + out within +-10% of the mean
+5. leader_bytes         leader bytes in and bytes out, each within +-10% of its mean
 
 A goal's checks take two forms:
 
@@ -407,7 +407,7 @@ GOALS: tuple[Goal, ...] = (
         GoalName.LEADER_BYTES,
         Strictness.SOFT,
         10,
-        "leader bytes in + out within +-10% of the mean",
+        "leader bytes in and bytes out, each within +-10% of its mean",
         term=_leader_bytes_term,
     ),
 )

@@ -128,7 +128,8 @@ class PlannerSettings:
     is clearly uneven (the +2 is Cruise Control's topic.replica.count.balance.min.gap);
     within that band, the moves made for other goals are chosen to even topics out."""
     leader_bytes_tolerance: float = 0.10
-    """Soft goal 5 holds when every broker's leader bytes in+out are within ±10% of the mean."""
+    """Soft goal 5 holds when every broker's leader bytes in and bytes out are each within ±10%
+    of their mean."""
     max_rounds: int = 10
     """The phases run again until none changes anything (a fixed point, so planning the
     result gives an empty plan), at most this many times."""

@@ -75,11 +75,14 @@ class PlacementState:
             )
             for i, o in zip(self.bytes_in, self.bytes_out, strict=True)
         ]
-        # The bytes-in part of each weight (the rest is bytes out), so that the leader-bytes
-        # phase can tell a change that evens both directions from one that trades one for
-        # the other. On the grid too: a weight minus its in part is exact.
+        # Each weight's bytes-in and bytes-out parts: the leader-bytes phase evens each
+        # direction on its own, as the goal's term judges them. On the grid too: a weight
+        # minus its in part is exact.
         self.leader_weight_in = [
             _on_load_grid(i / mean_in if mean_in > 0 else 0.0) for i in self.bytes_in
+        ]
+        self.leader_weight_out = [
+            w - i for w, i in zip(self.leader_weight, self.leader_weight_in, strict=True)
         ]
 
         n = len(brokers)
@@ -91,6 +94,8 @@ class PlacementState:
         self.leader_load = [0.0] * n
         self.leader_load_in = [0.0] * n
         """The bytes-in part of leader_load (leader_weight_in summed)."""
+        self.leader_load_out = [0.0] * n
+        """The bytes-out part (leader_weight_out summed): the phase evens each on its own."""
         self.led: list[set[int]] = [set() for _ in range(n)]
         """Partitions each broker is the preferred leader of."""
         self.topic_count: list[dict[int, int]] = [{} for _ in range(n)]
@@ -159,6 +164,7 @@ class PlacementState:
                 self.leaders[leader] += 1
                 self.leader_load[leader] += self.leader_weight[p]
                 self.leader_load_in[leader] += self.leader_weight_in[p]
+                self.leader_load_out[leader] += self.leader_weight_out[p]
                 self.led[leader].add(p)
         for b, partitions in enumerate(hosted):
             rack_total[rack_of[b]] += active[b] * count[b]
@@ -182,6 +188,7 @@ class PlacementState:
             self.leaders[b] += 1
             self.leader_load[b] += self.leader_weight[p]
             self.leader_load_in[b] += self.leader_weight_in[p]
+            self.leader_load_out[b] += self.leader_weight_out[p]
             self.led[b].add(p)
 
     def _remove(self, p: int, b: int, leader: bool) -> None:
@@ -207,6 +214,7 @@ class PlacementState:
             self.leaders[b] -= 1
             self.leader_load[b] -= self.leader_weight[p]
             self.leader_load_in[b] -= self.leader_weight_in[p]
+            self.leader_load_out[b] -= self.leader_weight_out[p]
             self.led[b].discard(p)
 
     def _note_change(self, p: int) -> None:
@@ -233,10 +241,12 @@ class PlacementState:
         self.leaders[old] -= 1
         self.leader_load[old] -= self.leader_weight[p]
         self.leader_load_in[old] -= self.leader_weight_in[p]
+        self.leader_load_out[old] -= self.leader_weight_out[p]
         self.led[old].discard(p)
         self.leaders[b] += 1
         self.leader_load[b] += self.leader_weight[p]
         self.leader_load_in[b] += self.leader_weight_in[p]
+        self.leader_load_out[b] += self.leader_weight_out[p]
         self.led[b].add(p)
         self._note_change(p)
 
@@ -357,6 +367,7 @@ class PlacementState:
         total_load = sum(self.leader_weight)
         self.leader_load_target = total_load / len(active) if active else 0.0
         self.leader_load_in_target = sum(self.leader_weight_in) / len(active) if active else 0.0
+        self.leader_load_out_target = sum(self.leader_weight_out) / len(active) if active else 0.0
 
     def _rf_histogram(self) -> list[tuple[int, int]]:
         """(replication factor, number of partitions) pairs."""

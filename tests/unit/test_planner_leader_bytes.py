@@ -3,7 +3,9 @@ tests/drills/test_measured_load_loop.py does on a real cluster: three brokers, a
 of six partitions (RF 3) all led by one broker, a cold topic of twelve, and KaaS's own
 `_kaas_metrics` and `_kaas_logs` (six partitions each, RF 3). The drill measured 924,113
 B/s of leader bytes in over the hot topic and a few hundred over everything else; its plan
-left the hot leaders 4-2-0 (615,068 / 309,188 / 295 B/s)."""
+left the hot leaders 4-2-0 (615,068 / 309,188 / 295 B/s), and later 3-3-0: the third broker
+led four `_kaas_metrics` partitions, whose bytes out (each direction scaled by its own
+mean) made its bytes in plus out read even with none of the hot topic's bytes in."""
 
 from __future__ import annotations
 
@@ -92,3 +94,67 @@ def test_six_equal_hot_partitions_end_led_two_by_each_broker(
     # The plan never makes its own leader_bytes term worse.
     before = plan.score_before.goals["leader_bytes"]
     assert plan.score_after.goals["leader_bytes"] >= before, leader_in
+
+
+def _led_by(leader: int, n: int) -> tuple[int, ...]:
+    followers = [b for b in BROKERS if b != leader]
+    return (leader, *(followers if n % 2 else followers[::-1]))
+
+
+def _settled_cluster(hot: tuple[int, ...], metrics: tuple[int, ...]) -> Cluster:
+    """The drill's topics with the given hot and `_kaas_metrics` leaders, each broker
+    leading ten partitions in all: no cold traffic, `_kaas_metrics` written a little and
+    read (so its partitions weigh as much out as a hot one in)."""
+    rest = (FIRST,) * 6 + (SECOND,) * 6 + (THIRD,) * 6
+    parts = [Partition(HOT, n, _led_by(b, n), 10**8, HOT_IN, 0.0) for n, b in enumerate(hot)]
+    parts += [
+        Partition("_kaas_metrics", n, _led_by(b, n), 10**5, QUIET_IN["_kaas_metrics"], METRICS_READ)
+        for n, b in enumerate(metrics)
+    ]
+    parts += [
+        Partition("loop-cold", n, _led_by(b, n), 1000, 0.0, 0.0) for n, b in enumerate(rest[:12])
+    ]
+    parts += [
+        Partition("_kaas_logs", n, _led_by(b, n), 10**5, 0.0, 0.0) for n, b in enumerate(rest[12:])
+    ]
+    return Cluster(tuple(Broker(b, "default") for b in BROKERS), tuple(parts))
+
+
+@pytest.mark.parametrize(
+    ("hot", "metrics"),
+    [
+        # In + out, each scaled by its own mean, reads 20 on every broker: the third leads no
+        # hot partition but four metrics ones, each weighing as much as a hot one.
+        pytest.param(
+            (FIRST,) * 3 + (SECOND,) * 3,
+            (FIRST, SECOND, THIRD, THIRD, THIRD, THIRD),
+            id="hot-3-3-0-metrics-1-1-4",
+        ),
+        pytest.param(
+            (FIRST,) * 4 + (SECOND,) * 2,
+            (SECOND, SECOND, THIRD, THIRD, THIRD, THIRD),
+            id="hot-4-2-0-metrics-0-2-4",
+        ),
+    ],
+)
+def test_each_direction_is_evened_on_its_own_when_their_sum_reads_even(
+    hot: tuple[int, ...], metrics: tuple[int, ...]
+) -> None:
+    plan = make_plan(_settled_cluster(hot, metrics))
+    hot_led = dict.fromkeys(BROKERS, 0)
+    led = dict.fromkeys(BROKERS, 0)
+    leader_in = dict.fromkeys(BROKERS, 0.0)
+    leader_out = dict.fromkeys(BROKERS, 0.0)
+    for partition in plan.target.partitions:
+        leader = partition.replicas[0]
+        led[leader] += 1
+        hot_led[leader] += partition.topic == HOT
+        leader_in[leader] += partition.bytes_in_per_s
+        leader_out[leader] += partition.bytes_out_per_s
+    assert hot_led == {FIRST: 2, SECOND: 2, THIRD: 2}, (leader_in, leader_out)
+    for direction in (leader_in, leader_out):
+        mean = sum(direction.values()) / len(BROKERS)
+        assert all(abs(v / mean - 1) <= 0.1 for v in direction.values()), direction
+    assert max(led.values()) - min(led.values()) <= 1, led
+    before = plan.score_before.goals["leader_bytes"]
+    assert plan.score_after.goals["leader_bytes"] > before

@@ -135,18 +135,24 @@ PINNED = [
     # targets in all): replicas moved the same everywhere; leadership changes large_added/1
     # 22 -> 21 (leader_bytes term 88.16 -> 88.22), large_added/2 0 -> 1 (88.47 both),
     # more_replicas_than_racks/2 15 -> 16 (88.20 -> 88.11); every other plan unchanged.
-    ("imbalance", 1, 0, 85, 16, "bd365c4f0757ea29"),
-    ("imbalance", 2, 7, 85, 15, "96c1b85174c8b0ca"),
-    ("added", 1, 0, 304, 7, "1bd5dfb90e762bf9"),
-    ("added", 2, 7, 302, 4, "8ee8115718b6cbf1"),
-    ("draining", 1, 0, 355, 3, "774db1fb5983688e"),
+    # Re-pinned when the leader-bytes phase learnt to even bytes in and bytes out each on its
+    # own band (it judged the band on their sum, where a broker leading no hot partition
+    # but a few read ones read even): replicas moved the same everywhere; leader_bytes
+    # term up on 11 of 12 (imbalance/1 89.68 -> 91.06, added/1 88.11 -> 92.42, large_added/2
+    # 88.47 -> 91.23, ...; draining/2 unchanged at 93.53), for more leadership changes, the
+    # lowest priority (113 -> 259 over all twelve, large_added/1 21 -> 50).
+    ("imbalance", 1, 0, 85, 28, "bcfa02fd79007322"),
+    ("imbalance", 2, 7, 85, 21, "f76a01b6f0681c20"),
+    ("added", 1, 0, 304, 16, "cfba501b79368d6f"),
+    ("added", 2, 7, 302, 14, "238ba3b12fc614e6"),
+    ("draining", 1, 0, 355, 14, "09d0e2db57b867f0"),
     ("draining", 2, 7, 360, 3, "da65cf049bf456fc"),
-    ("large_added", 1, 0, 1435, 21, "3c3abc85b477943a"),
-    ("large_added", 2, 7, 1415, 1, "6e2e661c398bcd9d"),
-    ("more_replicas_than_racks", 1, 0, 46, 17, "81944d0f3d2a6dab"),
-    ("more_replicas_than_racks", 2, 7, 56, 16, "501c4307c63f6855"),
-    ("tight_disks", 1, 0, 32, 5, "cba8a7ffb07e5d9d"),
-    ("tight_disks", 2, 7, 50, 5, "55cfac263f44a6fd"),
+    ("large_added", 1, 0, 1435, 50, "f37909c3409732c8"),
+    ("large_added", 2, 7, 1415, 30, "42ea4c05f66c3fce"),
+    ("more_replicas_than_racks", 1, 0, 46, 29, "1888622fba82b375"),
+    ("more_replicas_than_racks", 2, 7, 56, 29, "73c9c135488e166f"),
+    ("tight_disks", 1, 0, 32, 9, "66914fb61796ddee"),
+    ("tight_disks", 2, 7, 50, 16, "c82394298cc47963"),
 ]
 
 

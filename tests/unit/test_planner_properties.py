@@ -166,6 +166,7 @@ def test_leader_load_kept_move_by_move_equals_the_load_summed_afresh(
     afresh = PlacementState(target_cluster(state), PlannerSettings())
     assert state.leader_load == afresh.leader_load
     assert state.leader_load_in == afresh.leader_load_in
+    assert state.leader_load_out == afresh.leader_load_out
     assert state.leader_load_target == afresh.leader_load_target
 
 
