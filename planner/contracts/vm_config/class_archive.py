@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
+from planner.errors import PlannerError
+
 ARCHIVE_NAME: Final = "classes.jsa"
 KAFKA_MAIN: Final = "kafka.Kafka"
 KAFKA_STORAGE_TOOL: Final = "kafka.tools.StorageTool"
@@ -38,8 +40,8 @@ EXIT_TIMEOUT_S: Final = 300.0
 """Kafka 4 takes most of a minute to stop on a loaded machine; the JVM dumps after that."""
 
 
-class ArchiveError(RuntimeError):
-    pass
+class ArchiveError(PlannerError, RuntimeError):
+    """A recording run failed; the message quotes the server's last lines."""
 
 
 def archive_path(class_dir: Path) -> Path:
