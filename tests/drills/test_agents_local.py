@@ -24,15 +24,23 @@ def _status(cluster: ClusterHandle) -> dict[str, Any]:
     return value
 
 
-def _all_healthy(cluster: ClusterHandle) -> bool:
+def _all_healthy(cluster: ClusterHandle, seen: list[dict[str, Any]] | None = None) -> bool:
+    """Every agent healthy; `seen` keeps the status that said so (a later `kaas status`
+    whose ZooKeeper read times out on a loaded machine names no broker ids)."""
     status = _status(cluster)
-    return all(vm["agent_state"] == "healthy" for vm in status["vms"])
+    healthy = all(vm["agent_state"] == "healthy" for vm in status["vms"])
+    if healthy and seen is not None:
+        seen[:] = [status]
+    return healthy
 
 
 def test_agents_claim_ids_start_heal_and_keep_ids(fresh_cluster_with_agents: ClusterHandle) -> None:
     cluster = fresh_cluster_with_agents
-    wait_until(lambda: _all_healthy(cluster), 120, "every agent to report a healthy broker")
-    status = _status(cluster)
+    healthy: list[dict[str, Any]] = []
+    wait_until(
+        lambda: _all_healthy(cluster, healthy), 120, "every agent to report a healthy broker"
+    )
+    status = healthy[0]
     ids = {vm["name"]: vm["broker_id"] for vm in status["vms"]}
     assert sorted(ids.values()) == [0, 1, 2]
     assert all(vm["broker_registered"] for vm in status["vms"])
@@ -97,5 +105,5 @@ def test_agents_claim_ids_start_heal_and_keep_ids(fresh_cluster_with_agents: Clu
     # A VM restarted with its data volume keeps its broker id.
     assert cluster.vm("stop", "vm3") == "vm3: stopped agent, kafka, zookeeper"
     assert cluster.vm("start", "vm3").startswith("vm3: started zookeeper, agent")
-    wait_until(lambda: _all_healthy(cluster), 120, "vm3 to come back healthy")
-    assert _status(cluster)["vms"][2]["broker_id"] == ids["vm3"]
+    wait_until(lambda: _all_healthy(cluster, healthy), 120, "vm3 to come back healthy")
+    assert healthy[0]["vms"][2]["broker_id"] == ids["vm3"]
