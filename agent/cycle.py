@@ -75,6 +75,12 @@ from planner.contracts.vm_config import BrokerConfigError
 from planner.contracts.vm_config.kraft import controller_node_id
 from planner.errors import PlannerError
 
+# A member in one of these runs a broker that is not back yet (stopped, started, answering
+# or registering): the controllers' roll waits for it as for a broker awaiting a restart.
+UNSETTLED_STATES = frozenset(
+    {MemberState.STARTING, MemberState.RESTARTING, MemberState.UNRESPONSIVE, MemberState.JOINING}
+)
+
 AGENT_VERSION = "0.1.0"
 log = structlog.get_logger("kaas.agent")
 
@@ -368,11 +374,11 @@ class Agent:
         # Brokers that need a restart, or have not yet looked at the current spec: the
         # controller waits for both before restarting itself.
         generation = good.generation if good else -1
+        members = self.members()
         awaiting = frozenset(
-            b
-            for b, m in self.members().items()
-            if m.pending_restart or m.spec_generation < generation
+            b for b, m in members.items() if m.pending_restart or m.spec_generation < generation
         )
+        unsettled = frozenset(b for b, m in members.items() if m.state in UNSETTLED_STATES)
         zookeeper_change = self.ensemble.change(good, now)
         controller_process = self.ports.controller.state() if self.ports.controller else None
         wanted = wants_controller(self.settings.runs_controller, self.broker_id, good)
@@ -400,6 +406,7 @@ class Agent:
             long_action=long_action.progress if long_action is not None and running else None,
             controller_id=controller_id,
             brokers_awaiting_restart=awaiting,
+            brokers_unsettled=unsettled,
             unresponsive_threshold_s=self.settings.broker_unresponsive_s,
             zookeeper_change=zookeeper_change,
             controller=controller,

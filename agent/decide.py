@@ -104,6 +104,9 @@ class Snapshot:
     long_action: str | None = None  # a restart or a start running off the loop, with progress
     controller_id: int | None = None
     brokers_awaiting_restart: frozenset[int] = frozenset()  # other members that need a restart
+    # Other members whose broker is starting, restarting or not answering yet: a broker that
+    # a restart has stopped and started again no longer awaits one, but is not back either.
+    brokers_unsettled: frozenset[int] = frozenset()
     unresponsive_threshold_s: float = 30.0
     zookeeper_change: ReconfigChange | None = None  # from zk_membership.decide_membership
     controller: ProcessState | None = None  # this VM's KRaft controller; None: it runs none
@@ -250,7 +253,7 @@ def _controller_restart(s: Snapshot, who: str, refused: str) -> Action:
     has caught up, so the restart never costs the majority."""
     assert s.spec is not None
     keys = ", ".join(s.controller_changed)
-    brokers = sorted(s.brokers_awaiting_restart - {s.broker_id})
+    brokers = sorted((s.brokers_awaiting_restart | s.brokers_unsettled) - {s.broker_id})
     if brokers:
         waiting = ", ".join(map(str, brokers))
         return nothing(

@@ -197,6 +197,20 @@ def kraft_snap(**changes: object) -> Snapshot:
             "restart_controller",
             "restarting the controller",
         ),
+        # A broker its restart stopped and started, not answering yet, awaits no restart
+        # but is not back: the controllers wait for it (run 6 rolled them past it).
+        (
+            kraft_snap(brokers_unsettled=frozenset({2})),
+            "none",
+            "controller restarts after the brokers, waiting for brokers 2",
+        ),
+        (
+            kraft_snap(
+                brokers_awaiting_restart=frozenset({0}), brokers_unsettled=frozenset({1, 2})
+            ),
+            "none",
+            "controller restarts after the brokers, waiting for brokers 0, 2",
+        ),
         (
             kraft_snap(quorum_leader_id=3001, controllers_awaiting_restart=frozenset({0, 1})),
             "none",
