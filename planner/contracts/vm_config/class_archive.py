@@ -19,7 +19,7 @@ import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -138,7 +138,8 @@ def record_archive(
     """Run the server once with -XX:ArchiveClassesAtExit, stop it cleanly (the JVM writes
     the archive as it exits) and put the archive in place; an existing one is replaced."""
     target = archive_path(class_dir)
-    with _work_dir() as work:
+    with tempfile.TemporaryDirectory(prefix="kaas-class-archive-") as folder:
+        work = Path(folder)
         recording = make_recording(work)
         log = work / "run.log"
         with log.open("w") as out:
@@ -147,7 +148,9 @@ def record_archive(
                     [java, "-Xmx128m", *prepare], stdout=out, stderr=subprocess.STDOUT, timeout=300
                 )
                 if done.returncode != 0:
-                    raise ArchiveError(f"{prepare[-1]} ... failed: {_tail(log)}")
+                    raise ArchiveError(
+                        f"preparing the run ({' '.join(prepare)}) failed: {_tail(log)}"
+                    )
             staged = work / ARCHIVE_NAME
             command = [
                 java,
@@ -190,9 +193,3 @@ def _await_ready(process: subprocess.Popen[bytes], port: int, log: Path) -> None
 def _tail(log: Path) -> str:
     lines = log.read_text(errors="replace").strip().splitlines()
     return " | ".join(lines[-3:]) or "no output"
-
-
-@contextlib.contextmanager
-def _work_dir() -> Iterator[Path]:
-    with tempfile.TemporaryDirectory(prefix="kaas-class-archive-") as work:
-        yield Path(work)
