@@ -12,6 +12,7 @@ import contextlib
 import datetime as dt
 import socket
 import ssl
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol, TypeVar
@@ -147,6 +148,28 @@ def _parsed(raw: bytes | None, parse: Callable[[bytes], T], what: str) -> T | No
         return None
 
 
+class PresentedLooks:
+    """The serial each listener presents, looked at again only when the last look did not find
+    the certificate on disk, or after `recheck_s`."""
+
+    def __init__(self, recheck_s: float, monotonic: Callable[[], float]) -> None:
+        self.recheck_s = recheck_s
+        self.monotonic = monotonic
+        self.matched_at: dict[str, tuple[str, float]] = {}  # listener -> (serial, when)
+
+    def look(self, listener: str, probe: Callable[[], str | None], on_disk: str) -> str | None:
+        now = self.monotonic()
+        matched = self.matched_at.get(listener)
+        if matched is not None and matched[0] == on_disk and 0 <= now - matched[1] < self.recheck_s:
+            return on_disk
+        presented = probe()
+        if presented == on_disk:
+            self.matched_at[listener] = (on_disk, now)
+        else:
+            self.matched_at.pop(listener, None)
+        return presented
+
+
 class CertificateKeeper:
     def __init__(
         self,
@@ -157,13 +180,21 @@ class CertificateKeeper:
         now: Callable[[], dt.datetime],
         journal: Journal,
         zookeeper_presented: Callable[[], str | None] = lambda: None,
+        presented_recheck_s: float = 60.0,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         """`presented`: what the broker's internal listener presents; `zookeeper_presented`:
-        what the VM's ZooKeeper server presents (None: it runs none, or it does not answer)."""
-        self.zookeeper_presented = zookeeper_presented
+        what the VM's ZooKeeper server presents (None: it runs none, or it does not answer).
+        Each look is a TLS handshake; one that found the certificate on disk is not repeated
+        for `presented_recheck_s` while that certificate stays (a process presents what it
+        read from the file, so only a new file can make it present another)."""
         self.identity = identity
         self.exchange = exchange
-        self.presented = presented
+        self.presented_looks = PresentedLooks(presented_recheck_s, monotonic)
+        self.presented = lambda serial: self.presented_looks.look("broker", presented, serial)
+        self.zookeeper_presented = lambda serial: self.presented_looks.look(
+            "zookeeper", zookeeper_presented, serial
+        )
         self.window = window
         self.now = now
         self.journal = journal
@@ -199,7 +230,10 @@ class CertificateKeeper:
             now=self.now(),
             window=self.window,
             leaf=LocalLeaf(
-                serial, expires_at(certificate), self.presented(), self.zookeeper_presented()
+                serial,
+                expires_at(certificate),
+                self.presented(serial),
+                self.zookeeper_presented(serial),
             ),
             round=_parsed(self.exchange.read_round(), parse_cert_round, "round"),
             request=request,

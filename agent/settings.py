@@ -125,6 +125,9 @@ class AgentSettings:
     """ZooKeeper's secure client port (TLS, the VM's certificate)."""
     zookeeper_gone_s: float = 60.0
     """A participant unreachable this long is removed from the ensemble by reconfig."""
+    zookeeper_probe_interval_s: float = 10.0
+    """How often the membership check looks again at a server it last saw serving (a TLS
+    connection per server and look); one not serving is looked at every cycle."""
     controller_bootstrap: str | None = None
     """host:port list of the KRaft controllers (controller.quorum.bootstrap.servers). Set: the
     cluster runs Kafka 4.x in KRaft mode, and the agent reads brokers through the Admin API

@@ -53,6 +53,28 @@ class ReconfigResult:
     text: str  # what the journal says
 
 
+class ServingLooks:
+    """Whether each ZooKeeper server serves, from `srvr`. Every look is a new TLS connection,
+    a handshake both the server and the agent pay for, and every agent looks at every server:
+    a server seen serving is looked at again only after `recheck_s`; one that was not, or is
+    new, at every call, so a recovery is seen at once and a failure within `recheck_s`."""
+
+    def __init__(self, probe: Callable[[str], bool], recheck_s: float) -> None:
+        self.probe = probe
+        self.recheck_s = recheck_s
+        self.serving_since_look: dict[str, float] = {}  # address -> when it was last seen serving
+
+    def serving(self, address: str, now: float) -> bool:
+        seen = self.serving_since_look.get(address)
+        if seen is not None and 0 <= now - seen < self.recheck_s:
+            return True
+        if self.probe(address):
+            self.serving_since_look[address] = now
+            return True
+        self.serving_since_look.pop(address, None)
+        return False
+
+
 class EnsembleKeeper:
     def __init__(
         self,
@@ -67,6 +89,13 @@ class EnsembleKeeper:
         self.identity = identity  # the nodes' identity is ZooKeeper's super user: it may reconfig
         self.journal = journal
         self.zookeeper_down_since: dict[int, float] = {}
+        # Every server of a cluster serves the same secure client port.
+        self.looks = ServingLooks(
+            lambda address: (
+                server_mode(address, settings.zookeeper_client_port, identity) in SERVING_MODES
+            ),
+            settings.zookeeper_probe_interval_s,
+        )
 
     def change(self, spec: ClusterSpec | None, now: float) -> ReconfigChange | None:
         try:
@@ -113,9 +142,7 @@ class EnsembleKeeper:
             servers.setdefault(me.server_id, me)
         serving = {}
         for server_id, server in servers.items():
-            # Every server of a cluster serves the same secure client port.
-            mode = server_mode(server.address, self.settings.zookeeper_client_port, self.identity)
-            serving[server_id] = mode in SERVING_MODES
+            serving[server_id] = self.looks.serving(server.address, now)
             if serving[server_id]:
                 self.zookeeper_down_since.pop(server_id, None)
             else:
