@@ -9,9 +9,6 @@ from __future__ import annotations
 
 import logging
 
-from kafka import KafkaAdminClient
-from kafka.errors import KafkaError
-
 from planner.contracts.kraft_quorum_state import QuorumReplica, QuorumStatus, parse_describe_quorum
 from planner.errors import PlannerError
 from planner.pki.client_settings import InternalClient
@@ -30,6 +27,11 @@ def describe_quorum_through_brokers(
     kafka: InternalClient, now_ms: int, timeout_ms: int = READ_TIMEOUT_MS
 ) -> tuple[QuorumStatus, tuple[QuorumReplica, ...]]:
     """The quorum's leader, high watermark and replicas, from one answer."""
+    # Imported here: kafka-python takes a seventh of a second to import, and `kaas status`
+    # of a ZooKeeper-mode cluster never reads a quorum.
+    from kafka import KafkaAdminClient
+    from kafka.errors import KafkaError
+
     settings = {
         **kafka.kafka_python(),
         "client_id": "kaas-quorum-reader",

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from management_plane.drills.catalog import DRILLS, GAME_DAY_DRILLS, choose_drill
 from management_plane.drills.errors import DrillRefused
-from management_plane.drills.local_cluster import LocalFaultCluster
-from management_plane.drills.local_plane import BackgroundPlane
-from management_plane.drills.network import NftablesRules
-from management_plane.drills.runner import DrillOptions, DrillResult, run_drill
 from management_plane.service.client import add_api_arguments, api_client, watch_operation
+
+if TYPE_CHECKING:
+    from management_plane.drills.runner import DrillResult
 
 
 def add_arguments(drill: argparse.ArgumentParser) -> None:
@@ -49,6 +49,13 @@ def run_command(args: argparse.Namespace, home: Path) -> int:
     drill = choose_drill(args.name, args.drills)
     if args.api:
         return _run_through_api(args, home)
+    # Here, not above: every `kaas` command builds this parser, and these pull in the local
+    # cluster, the checker and the Kafka clients, a second of start-up for `kaas status`.
+    from management_plane.drills.local_cluster import LocalFaultCluster
+    from management_plane.drills.local_plane import BackgroundPlane
+    from management_plane.drills.network import NftablesRules
+    from management_plane.drills.runner import DrillOptions, run_drill
+
     cluster = LocalFaultCluster(home)
     if args.cluster is not None and args.cluster != cluster.name:
         raise DrillRefused(
@@ -76,6 +83,8 @@ def run_command(args: argparse.Namespace, home: Path) -> int:
 def _run_through_api(args: argparse.Namespace, home: Path) -> int:
     if args.report is not None:
         raise DrillRefused("--report names a folder here; with --api the service keeps the report")
+    from management_plane.drills.local_cluster import LocalFaultCluster
+
     name = args.cluster or LocalFaultCluster(home).name
     client = api_client(args)
     body = {"drill": args.name, "duration_s": args.duration, "rate_per_s": args.rate}
