@@ -34,6 +34,11 @@ def _all_healthy(cluster: ClusterHandle, seen: list[dict[str, Any]] | None = Non
     return healthy
 
 
+def _agent_summary(vm: dict[str, Any]) -> str:
+    keys = ("agent_state", "agent_sentence", "broker_registered", "processes")
+    return json.dumps({key: vm.get(key) for key in keys})
+
+
 def test_agents_claim_ids_start_heal_and_keep_ids(fresh_cluster_with_agents: ClusterHandle) -> None:
     cluster = fresh_cluster_with_agents
     healthy: list[dict[str, Any]] = []
@@ -100,7 +105,13 @@ def test_agents_claim_ids_start_heal_and_keep_ids(fresh_cluster_with_agents: Clu
         record = require_state(cluster.home).record("vm2", "kafka")
         return record is not None and record.pid != old.pid and _all_healthy(cluster)
 
-    wait_until(restarted, 120, "vm2's agent to start its broker again")
+    # The start is a JVM and a TLS listener under the restart lock: on a machine running two
+    # clusters at once it has taken over two minutes.
+    try:
+        wait_until(restarted, 240, "vm2's agent to start its broker again")
+    except AssertionError as exc:
+        vms = {vm["name"]: vm for vm in _status(cluster)["vms"]}
+        raise AssertionError(f"{exc}; vm2 now: {_agent_summary(vms['vm2'])}") from None
 
     # A VM restarted with its data volume keeps its broker id.
     assert cluster.vm("stop", "vm3") == "vm3: stopped agent, kafka, zookeeper"

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import stat
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
@@ -86,3 +87,11 @@ def test_a_file_that_cannot_be_written_is_said_and_tried_again(tmp_path: Path) -
 def test_the_reloading_frameworks_look_at_their_file_again() -> None:
     assert 'scan="true" scanPeriod="10 seconds"' in render_zookeeper_logback()
     assert render_kafka_log4j2().startswith("monitorInterval = 10\n")
+
+
+def test_zookeeper_logs_no_line_per_tls_client_or_four_letter_word() -> None:
+    rendered = ET.fromstring(render_zookeeper_logback())
+    levels = {logger.get("name"): logger.get("level") for logger in rendered.iter("logger")}
+    assert levels["org.apache.zookeeper.server.auth.X509AuthenticationProvider"] == "WARN"
+    assert levels["org.apache.zookeeper.server.NettyServerCnxn"] == "WARN"
+    assert rendered.find("root").get("level") == "INFO"  # type: ignore[union-attr]

@@ -155,6 +155,10 @@ def render_zookeeper_logback(limits: LogLimits = DEFAULT_LOG_LIMITS) -> str:
     </triggeringPolicy>
     <encoder><pattern>%d{{ISO8601}} [myid:%X{{myid}}] %-5level [%t] %logger{{1}} - %msg%n</pattern></encoder>
   </appender>
+  <!-- Two lines for every TLS client and one for every four-letter word: the agents' probes
+       would fill the file with them. Refusals are logged at WARN and stay. -->
+  <logger name="org.apache.zookeeper.server.auth.X509AuthenticationProvider" level="WARN"/>
+  <logger name="org.apache.zookeeper.server.NettyServerCnxn" level="WARN"/>
   <root level="INFO"><appender-ref ref="FILE"/></root>
 </configuration>
 """
