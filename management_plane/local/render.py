@@ -284,6 +284,9 @@ def agent_settings(
         "zookeeper_client_port": vm.ports.zookeeper_client,
         # Local VMs are cheap to restart and tests should not wait a minute: shorter than the default.
         "zookeeper_gone_s": 20,
+        # A server seen serving is looked at again after this: well inside the gone threshold,
+        # so a server killed for the drills' 30 s is removed before it comes back.
+        "zookeeper_probe_interval_s": 4,
         "metrics_interval_s": 10,
         # A drain is a chain of short batches, each waiting for the next planner tick: on cheap
         # local VMs a shorter tick makes replacements minutes shorter.
