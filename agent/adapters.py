@@ -15,7 +15,13 @@ import structlog
 from confluent_kafka import ElectionType, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 from kazoo.client import KazooState
-from kazoo.exceptions import KazooException, LockTimeout, NodeExistsError, NoNodeError
+from kazoo.exceptions import (
+    BadVersionError,
+    KazooException,
+    LockTimeout,
+    NodeExistsError,
+    NoNodeError,
+)
 from kazoo.recipe.lock import Lock
 
 from agent import brokerview
@@ -158,17 +164,31 @@ class KazooAgentZooKeeper:
         return result
 
     def write_member(self, broker_id: int, value: bytes) -> None:
+        """Set this broker's member znode, owned by this session. A node left by this
+        agent's previous process (killed, its session not yet expired) is replaced, not
+        set: setting it would leave the record to vanish when that session expires, and
+        the controllers' roll reads a missing record as a broker with nothing pending."""
         path = self.paths.member(broker_id)
+        session_id = self.client.client_id[0] if self.client.client_id else None
         try:
-            try:
-                self.client.set(path, value)
-            except NoNodeError:
-                try:
-                    self.client.create(path, value, ephemeral=True, makepath=True)
-                except NodeExistsError:
-                    self.client.set(path, value)
+            # Each pass either writes or removes a node another session owns; a few passes
+            # cover a node that changes between the look and the write.
+            for _ in range(5):
+                stat = self.client.exists(path)
+                if stat is None:
+                    with contextlib.suppress(NodeExistsError):
+                        self.client.create(path, value, ephemeral=True, makepath=True)
+                        return
+                elif stat.ephemeralOwner == session_id:
+                    with contextlib.suppress(NoNodeError):
+                        self.client.set(path, value)
+                        return
+                else:
+                    with contextlib.suppress(NoNodeError, BadVersionError):
+                        self.client.delete(path, version=stat.version)
         except KazooException as exc:
             raise StoreUnavailable(str(exc)) from exc
+        raise StoreUnavailable(f"member znode {path} kept changing under this agent's writes")
 
     def append_journal(self, value: bytes) -> None:
         try:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from agent.adapters import KazooAgentZooKeeper
 from agent.identity import claim_broker_id, volume_id
 from planner.contracts.claim import parse_claim
 from planner.contracts.paths import ClusterPaths
@@ -79,3 +80,28 @@ def test_a_volume_keeps_its_id_across_restarts_and_vms(
     finally:
         client.stop()
         client.close()
+
+
+def test_a_restarted_agents_member_record_outlives_its_predecessors_session(
+    zk_hosts: str, zk_identity: IdentityFiles
+) -> None:
+    """An agent killed while its member znode stands (its session not yet expired) is
+    started again: the new process's record is its own, and stays when the old session
+    ends, so the controllers' roll keeps seeing the broker it describes."""
+    paths = ClusterPaths(f"members-{uuid.uuid4().hex[:8]}")
+    before = KazooAgentZooKeeper(zk_hosts, paths, zk_identity)
+    before.connect(15)
+    after = KazooAgentZooKeeper(zk_hosts, paths, zk_identity)
+    try:
+        before.write_member(1, b"restarting")
+        after.connect(15)
+        after.write_member(1, b"starting")
+        _, stat = after.client.get(paths.member(1))
+        assert stat.ephemeralOwner == after.client.client_id[0]
+        before.close()  # the predecessor's session ends
+        assert after.read_members() == {1: b"starting"}
+        after.write_member(1, b"healthy")  # its own node: set in place
+        assert after.read_members() == {1: b"healthy"}
+    finally:
+        before.close()
+        after.close()
