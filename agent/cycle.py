@@ -404,6 +404,7 @@ class Agent:
             ),
             config=changes,
             long_action=long_action.progress if long_action is not None and running else None,
+            start_wait_s=self.restarts.start_wait_s(now),
             controller_id=controller_id,
             brokers_awaiting_restart=awaiting,
             brokers_unsettled=unsettled,

@@ -123,6 +123,9 @@ class Snapshot:
     controller_format_cluster_id: str | None = None
     # A controller process runs that the spec's phase no longer has on this VM (a rollback).
     stray_controller: bool = False
+    # Seconds before the broker may be started again: it exited while starting, in a row
+    # (agent.restart.start_backoff_s); 0: now.
+    start_wait_s: float = 0.0
 
 
 def awaits_restart(snap: Snapshot) -> bool:
@@ -307,6 +310,11 @@ def decide(s: Snapshot) -> Action:
     )
     launch = _launch(s.spec, s.config)
 
+    if s.broker.process == STOPPED and s.start_wait_s > 0:
+        return nothing(
+            f"{who}: broker exited while starting, starting it again in "
+            f"{s.start_wait_s:.0f}s{refused}"
+        )
     if s.broker.process == STOPPED:
         return StartBroker(f"{who}: broker process gone, starting it{refused}", launch)
     if s.zookeeper_change is not None:

@@ -101,10 +101,26 @@ class StepDone:
     now: float
 
 
+EXITED_WHILE_STARTING = "broker process exited before it answered"
+START_BACKOFF_FIRST_S = 10.0
+START_BACKOFF_MAX_S = 300.0
+
+
+def start_backoff_s(exits: int) -> float:
+    """How long a broker that exited while starting `exits` times in a row waits before its
+    next start: doubling from 10 s to 5 minutes, so a broker that cannot start (a full or
+    failed log directory) is not started again every cycle."""
+    if exits <= 0:
+        return 0.0
+    return min(START_BACKOFF_MAX_S, START_BACKOFF_FIRST_S * 2 ** (exits - 1))
+
+
 @dataclass(frozen=True)
 class AnswerRead:
     answers: bool
     now: float
+    exited: bool = False
+    """The started process is gone: it will not answer, however long the wait."""
 
 
 @dataclass(frozen=True)
@@ -287,7 +303,7 @@ def step(
                 state, phase=Phase.AWAITING_ANSWER, deadline=now + timeouts.answer_s
             )
             return answering, CheckAnswer(0.0)
-        case Phase.AWAITING_ANSWER, AnswerRead(answers, now):
+        case Phase.AWAITING_ANSWER, AnswerRead(answers, now, exited):
             if answers:
                 isr = replace(
                     state,
@@ -297,6 +313,10 @@ def step(
                     progress=f"{kind} {total}/{total}: waiting until every ISR is complete",
                 )
                 return isr, CheckIsr(0.0)
+            if exited:
+                # A broker that stops while starting (a failed log directory, a bad config)
+                # is looked at again by the next cycle, not waited for until the timeout.
+                return _finish(state, f"{kind}: {EXITED_WHILE_STARTING}")
             if now >= state.deadline:
                 return _finish(
                     state, f"{kind}: broker did not answer within {timeouts.answer_s:.0f}s"

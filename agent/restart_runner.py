@@ -20,6 +20,7 @@ from agent.ports import (
     StoreUnavailable,
 )
 from agent.restart import (
+    EXITED_WHILE_STARTING,
     AcquireLock,
     AnswerRead,
     Begun,
@@ -45,6 +46,7 @@ from agent.restart import (
     StopBroker,
     WriteConfig,
     begin,
+    start_backoff_s,
     step,
 )
 from agent.safety import lagging_on_running_brokers, restart_blockers
@@ -106,6 +108,14 @@ class RestartRunner:
         self.journal = journal
         self.timeouts = restart_timeouts(settings)
         self.server_properties = settings.config_dir / "server.properties"
+        self.exits_while_starting = 0
+        """Starts in a row whose broker exited before it answered (0 once one answers)."""
+        self.last_exit_at = 0.0
+
+    def start_wait_s(self, now: float) -> float:
+        """Seconds before the broker may be started again (0: now)."""
+        wait = start_backoff_s(self.exits_while_starting)
+        return max(0.0, self.last_exit_at + wait - now) if wait else 0.0
 
     def run(
         self,
@@ -124,9 +134,14 @@ class RestartRunner:
             state, next_step = step(state, outcome, self.timeouts)
             report(state.progress)
             if isinstance(next_step, Finish):
+                if next_step.result.endswith(EXITED_WHILE_STARTING):
+                    self.exits_while_starting += 1
+                    self.last_exit_at = self.clock.monotonic()
                 self._finish(next_step, lock, kind, reason, broker_id)
                 return state
             outcome = self._run(next_step, lock, broker_id)
+            if isinstance(outcome, AnswerRead) and outcome.answers:
+                self.exits_while_starting = 0
 
     def _finish(
         self, finish: Finish, lock: RestartLock, kind: LaunchKind, reason: str, broker_id: int
@@ -181,7 +196,8 @@ class RestartRunner:
                 answers = self.admin.metadata_answers(broker_id, 3.0) and self.admin.serving(
                     self.settings.jolokia_url
                 )
-                return AnswerRead(answers, clock.monotonic())
+                exited = not answers and self.supervisor.state() == STOPPED
+                return AnswerRead(answers, clock.monotonic(), exited)
             case CheckIsr(after_s):
                 if after_s > 0:
                     clock.sleep(after_s)

@@ -224,6 +224,7 @@ class FakeBroker:
         self.applied: list[ConfigDiff] = []
         self.calls: list[str] = []
         self.starting = False  # its own state says it is still starting
+        self.exits_on_start = False  # the process dies as it starts (a full log directory)
         self.serving_reads = 0
 
     # -- supervisor -------------------------------------------------------------------------
@@ -241,6 +242,9 @@ class FakeBroker:
             (key, RunningValue(value, ConfigLayer.STATIC))
             for key, value in parse_server_properties(text).items()
         )
+        if self.exits_on_start:
+            self.process = STOPPED
+            return
         self.process = RUNNING
         self.zookeeper.registered.add(self.broker_id)
 

@@ -243,6 +243,36 @@ def test_a_broker_that_never_answers_ends_the_start_after_the_start_timeout(
     assert rig.zookeeper.lock_holder is None
 
 
+def test_a_broker_that_exits_while_starting_is_started_again_after_a_growing_wait(
+    tmp_path: Path,
+) -> None:
+    """The start ends as soon as the process is gone (not after the start timeout), and the
+    next starts wait 10 s, then 20 s; a start that answers ends the waits."""
+    rig = make_rig(tmp_path, SPEC, broker_start_timeout_s=180)
+    rig.broker.exits_on_start = True
+    rig.agent.run_cycle()
+    assert rig.zookeeper.journaled("start")[-1]["result"] == (
+        "start: broker process exited before it answered"
+    )
+    assert rig.clock.slept < 5
+    assert rig.agent.run_cycle() == (
+        "broker 0: broker exited while starting, starting it again in 10s"
+    )
+    assert len(rig.broker.starts) == 1
+    rig.clock.advance(10)
+    rig.agent.run_cycle()
+    assert len(rig.broker.starts) == 2
+    assert "starting it again in 20s" in rig.agent.run_cycle()
+    rig.broker.exits_on_start = False
+    rig.clock.advance(20)
+    rig.agent.run_cycle()
+    assert len(rig.broker.starts) == 3
+    assert rig.zookeeper.journaled("start")[-1]["result"].startswith("done")
+    rig.broker.process = STOPPED  # gone again, after a start that answered: no wait
+    assert rig.agent.run_cycle() == "broker 0: broker process gone, starting it"
+    assert len(rig.broker.starts) == 4
+
+
 def test_zookeeper_unreachable_takes_no_action(tmp_path: Path) -> None:
     rig = make_rig(tmp_path, SPEC)
     rig.zookeeper.up = False

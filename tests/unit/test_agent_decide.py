@@ -75,6 +75,11 @@ def snap(**changes: object) -> Snapshot:
             "waiting for a valid cluster spec (spec is not valid JSON)",
         ),
         (
+            snap(broker=BrokerView(STOPPED, False, False), start_wait_s=19.6),
+            "none",
+            "broker 1: broker exited while starting, starting it again in 20s",
+        ),
+        (
             snap(broker=BrokerView(STOPPED, False, False)),
             "start",
             "broker process gone, starting it",

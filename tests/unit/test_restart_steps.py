@@ -42,6 +42,7 @@ from agent.restart import (
     StopBroker,
     WriteConfig,
     begin,
+    start_backoff_s,
     step,
 )
 
@@ -146,6 +147,10 @@ def test_a_restart_of_a_stopped_broker_does_not_stop_it() -> None:
         (
             [*UNTIL_STARTED, *(AnswerRead(False, 3.0 + t) for t in (0.0, 100.0, 180.0))],
             Finish("restart: broker did not answer within 180s", release_lock=True),
+        ),
+        (
+            [*UNTIL_STARTED, AnswerRead(False, 3.0), AnswerRead(False, 4.0, exited=True)],
+            Finish("restart: broker process exited before it answered", release_lock=True),
         ),
         (
             [
@@ -297,3 +302,13 @@ def test_another_plan_starts_the_memory_afresh_but_keeps_the_throttles() -> None
     fresh = for_plan(memory, 4)
     assert (fresh.plan_id, fresh.concurrency, fresh.elected) == (4, 0, frozenset())
     assert fresh.throttles == throttles
+
+
+@pytest.mark.parametrize(
+    ("exits", "wait_s"),
+    [(0, 0.0), (1, 10.0), (2, 20.0), (3, 40.0), (5, 160.0), (6, 300.0), (40, 300.0)],
+)
+def test_a_broker_that_exits_while_starting_waits_longer_each_time(
+    exits: int, wait_s: float
+) -> None:
+    assert start_backoff_s(exits) == wait_s
