@@ -101,7 +101,6 @@ class StepDone:
     now: float
 
 
-EXITED_WHILE_STARTING = "broker process exited before it answered"
 START_BACKOFF_FIRST_S = 10.0
 START_BACKOFF_MAX_S = 300.0
 
@@ -208,6 +207,8 @@ class Finish:
     """For the journal (and the progress line)."""
     release_lock: bool
     journal: bool = True
+    exited_while_starting: bool = False
+    """The broker process exited before it answered: the next start waits (start_backoff_s)."""
 
 
 Step = (
@@ -316,7 +317,11 @@ def step(
             if exited:
                 # A broker that stops while starting (a failed log directory, a bad config)
                 # is looked at again by the next cycle, not waited for until the timeout.
-                return _finish(state, f"{kind}: {EXITED_WHILE_STARTING}")
+                result = f"{kind}: broker process exited before it answered"
+                done = replace(state, phase=Phase.FINISHED, progress=result)
+                return done, Finish(
+                    result, release_lock=state.lock_held, exited_while_starting=True
+                )
             if now >= state.deadline:
                 return _finish(
                     state, f"{kind}: broker did not answer within {timeouts.answer_s:.0f}s"

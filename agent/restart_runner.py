@@ -20,7 +20,6 @@ from agent.ports import (
     StoreUnavailable,
 )
 from agent.restart import (
-    EXITED_WHILE_STARTING,
     AcquireLock,
     AnswerRead,
     Begun,
@@ -134,7 +133,7 @@ class RestartRunner:
             state, next_step = step(state, outcome, self.timeouts)
             report(state.progress)
             if isinstance(next_step, Finish):
-                if next_step.result.endswith(EXITED_WHILE_STARTING):
+                if next_step.exited_while_starting:
                     self.exits_while_starting += 1
                     self.last_exit_at = self.clock.monotonic()
                 self._finish(next_step, lock, kind, reason, broker_id)

@@ -150,7 +150,11 @@ def test_a_restart_of_a_stopped_broker_does_not_stop_it() -> None:
         ),
         (
             [*UNTIL_STARTED, AnswerRead(False, 3.0), AnswerRead(False, 4.0, exited=True)],
-            Finish("restart: broker process exited before it answered", release_lock=True),
+            Finish(
+                "restart: broker process exited before it answered",
+                release_lock=True,
+                exited_while_starting=True,
+            ),
         ),
         (
             [
