@@ -130,9 +130,15 @@ STAND_IN = "import signal, sys, time; signal.signal(signal.SIGTERM, lambda *_: s
 
 def _stand_in(zoo_cfg: Path) -> subprocess.Popen[bytes]:
     # argv as QuorumPeerMain's: the main class, then the zoo.cfg last.
-    return subprocess.Popen(
+    process = subprocess.Popen(
         [sys.executable, "-c", STAND_IN, ZOOKEEPER_MAIN, str(zoo_cfg)], start_new_session=True
     )
+    # Popen returns once the exec began; /proc shows the new arguments a moment later on a
+    # loaded machine, and the server is found by them.
+    deadline = time.monotonic() + 10
+    while not psutil.Process(process.pid).cmdline() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return process
 
 
 def test_a_local_server_is_restarted_with_its_command_line_and_recorded(tmp_path: Path) -> None:
