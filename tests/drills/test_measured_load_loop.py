@@ -1,7 +1,11 @@
-"""The loop closed on a real cluster with agents: one topic made hot by a producer, the
-agents' metrics scored by the balance job (`kaas analytics balance --zookeeper`), the
-measured load written to `/kaas/<cluster>/load`, and the elected planner's next plan
-spreads the hot topic's leadership so the hottest broker's leader bytes in drop."""
+"""The loop closed on a real cluster with agents: three partitions led by one broker made
+hot by a producer, the agents' metrics scored by the balance job (`kaas analytics balance
+--zookeeper`), the measured load written to `/kaas/<cluster>/load`, and the elected
+planner's next plan spreads their leadership so the hottest broker's leader bytes in drop.
+
+Every topic's leaders are even by count from the start: the planner evens each topic's
+leaders without any measured load, so only traffic it cannot see by counts and sizes shows
+what the measured load adds."""
 
 from __future__ import annotations
 
@@ -26,8 +30,13 @@ from tests.harness import ClusterHandle, wait_for_healthy_agents, wait_until
 
 pytestmark = pytest.mark.drill
 
-HOT = "loop-hot"
+HOT_TOPICS = ("loop-hot-a", "loop-hot-b", "loop-hot-c")
+HOT = tuple((topic, 0) for topic in HOT_TOPICS)
+"""The partitions the producer writes to, one per topic, each led by the first broker: the
+load is even over three brokers only once two of them lead one each."""
 COLD = "loop-cold"
+PERMUTATIONS = ((0, 1, 2), (0, 2, 1), (1, 2, 0), (1, 0, 2), (2, 0, 1), (2, 1, 0))
+ROTATIONS = ((0, 1, 2), (1, 2, 0), (2, 0, 1))
 PRODUCE_S = 45.0
 """Long enough for the agents (a sample every 10 s locally) to see the hot topic's rate."""
 
@@ -62,13 +71,13 @@ def settled(zk: KazooClient, cluster: str) -> bool:
     return "placement balanced" in planner_sentence(zk, cluster)
 
 
-def produce_hot(connection: ClientConfig, stop: threading.Event, partitions: int) -> int:
+def produce_hot(connection: ClientConfig, stop: threading.Event) -> int:
     producer = Producer({**dict(connection), "acks": "1", "linger.ms": 20})
     value = b"x" * 4096
     sent = 0
     while not stop.is_set():
-        for partition in range(partitions):
-            producer.produce(HOT, value, partition=partition)
+        for topic, partition in HOT:
+            producer.produce(topic, value, partition=partition)
             sent += 1
         producer.poll(0)
         if sent % 300 == 0:
@@ -93,21 +102,16 @@ def test_the_planner_spreads_a_hot_topic_the_balance_job_measured(
         # hot topic stays led by one broker until the load is measured.
         wait_until(lambda: settled(zk, name), 240, "the planner to settle before the topics")
         brokers = sorted(harness.member_records(zk, name))
-        first, second, third = brokers[:3]
-        # Leaders even by count (six each) and replicas even by count and size, but every
-        # partition of the hot topic is led by the first broker.
-        hot = [[first, second, third] if n % 2 else [first, third, second] for n in range(6)]
-        orders = [
-            [second, third, first],
-            [second, first, third],
-            [third, first, second],
-            [third, second, first],
-        ]
-        cold = [orders[n % 4] for n in range(12)]
+        first = brokers[0]
+        # Each topic's leaders even over the three brokers (one and four each), replicas
+        # even by count; partition 0 of each hot topic, the hot one, led by the first broker.
+        hot = [[brokers[i] for i in rotation] for rotation in ROTATIONS]
+        orders = [[brokers[i] for i in permutation] for permutation in PERMUTATIONS]
+        cold = [orders[n % 6] for n in range(12)]
         admin = AdminClient(dict(connection))
         for future in admin.create_topics(
             [
-                NewTopic(HOT, num_partitions=len(hot), replica_assignment=hot),
+                *(NewTopic(t, num_partitions=len(hot), replica_assignment=hot) for t in HOT_TOPICS),
                 NewTopic(COLD, num_partitions=len(cold), replica_assignment=cold),
             ]
         ).values():
@@ -116,21 +120,21 @@ def test_the_planner_spreads_a_hot_topic_the_balance_job_measured(
         assert "traffic goals use sizes: no measured load" in planner_sentence(zk, name)
         # The broker that answers may not list the new topic's partitions yet.
         wait_until(
-            lambda: all((HOT, n) in leaders(connection) for n in range(6)),
+            lambda: all((t, n) in leaders(connection) for t in HOT_TOPICS for n in range(3)),
             60,
-            "every partition of the hot topic in the metadata",
+            "every partition of the hot topics in the metadata",
         )
         before = leaders(connection)
-        hot_before = [before[(HOT, n)] for n in range(6)]
-        assert sum(b == first for b in hot_before) >= 4, (
-            f"hot leaders {hot_before} before any measured load; leaders per broker "
+        hot_before = [before[key] for key in HOT]
+        assert hot_before == [first] * len(HOT), (
+            f"hot partitions' leaders {hot_before} before any measured load; leaders per broker "
             f"{ {b: list(before.values()).count(b) for b in brokers} }; "
             f"{planner_sentence(zk, name)}"
         )
 
         stop = threading.Event()
         sent: list[int] = []
-        worker = threading.Thread(target=lambda: sent.append(produce_hot(connection, stop, 6)))
+        worker = threading.Thread(target=lambda: sent.append(produce_hot(connection, stop)))
         worker.start()
         try:
             time.sleep(PRODUCE_S)
@@ -170,7 +174,7 @@ def test_the_planner_spreads_a_hot_topic_the_balance_job_measured(
         assert job.returncode == 0, job.stdout + job.stderr
         assert "measured load of" in job.stdout, job.stdout
         load = parse_measured_load(zk.get(ClusterPaths(name).measured_load)[0])
-        hot_in = sum(load.by_partition()[(HOT, n)].bytes_in_per_s for n in range(6))
+        hot_in = sum(load.by_partition()[key].bytes_in_per_s for key in HOT)
         assert hot_in > 0, load
 
         wait_until(
@@ -191,9 +195,9 @@ def test_the_planner_spreads_a_hot_topic_the_balance_job_measured(
                 for b in brokers
             )
         )
-        hot_leaders_after = {after[(HOT, n)] for n in range(6)}
-        assert len(hot_leaders_after) == 3, (
-            f"hot leaders {[after[(HOT, n)] for n in range(6)]}, leader bytes in before "
+        hot_leaders_after = [after[key] for key in HOT]
+        assert len(set(hot_leaders_after)) == len(HOT), (
+            f"hot partitions' leaders {hot_leaders_after}, leader bytes in before "
             f"{load_before}, after {load_after}; {planner_sentence(zk, name)}"
         )
         assert max(load_after.values()) < max(load_before.values())
