@@ -10,7 +10,6 @@ restart; an abort took the planner's agent down mid-roll."""
 from __future__ import annotations
 
 import contextlib
-import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -43,29 +42,27 @@ def group_lag(committed: Mapping[Partition, int], ends: Mapping[Partition, int])
 
 
 class ConsumerLagReader:
-    """One admin client, made on first use and kept; made again after a failed read."""
+    """One admin client, made on first use and kept; made again after a failed read. Used
+    from the metrics loop's thread only."""
 
     def __init__(self, client: InternalClient, timeout_s: float = 5.0) -> None:
         self.client = client
         self.timeout_s = timeout_s
         self._admin: KafkaAdminClient | None = None
-        self._lock = threading.Lock()
 
     def _client(self) -> KafkaAdminClient:
-        with self._lock:
-            if self._admin is None:
-                settings: dict[str, Any] = {
-                    **kafka_python_admin_settings(self.client),
-                    "client_id": "kaas-agent-lag",
-                    "request_timeout_ms": int(self.timeout_s * 1000),
-                    "bootstrap_timeout_ms": int(self.timeout_s * 1000),
-                }
-                self._admin = KafkaAdminClient(**settings)
-            return self._admin
+        if self._admin is None:
+            settings: dict[str, Any] = {
+                **kafka_python_admin_settings(self.client),
+                "client_id": "kaas-agent-lag",
+                "request_timeout_ms": int(self.timeout_s * 1000),
+                "bootstrap_timeout_ms": int(self.timeout_s * 1000),
+            }
+            self._admin = KafkaAdminClient(**settings)
+        return self._admin
 
     def close(self) -> None:
-        with self._lock:
-            admin, self._admin = self._admin, None
+        admin, self._admin = self._admin, None
         if admin is not None:
             # Closing a broken client: nothing is left to release.
             with contextlib.suppress(KafkaError, OSError):
