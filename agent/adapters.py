@@ -165,27 +165,26 @@ class KazooAgentZooKeeper:
 
     def write_member(self, broker_id: int, value: bytes) -> None:
         """Set this broker's member znode, owned by this session. A node left by this
-        agent's previous process (killed, its session not yet expired) is replaced, not
-        set: setting it would leave the record to vanish when that session expires, and
+        agent's previous process (killed, its session not yet expired) is deleted and made
+        again: set alone, the record would vanish when that session expires, and
         the controllers' roll reads a missing record as a broker with nothing pending."""
         path = self.paths.member(broker_id)
         session_id = self.client.client_id[0] if self.client.client_id else None
         try:
-            # Each pass either writes or removes a node another session owns; a few passes
-            # cover a node that changes between the look and the write.
+            # One set while the node is this session's (every cycle but the first); a few
+            # passes cover a node that changes between the write and the look at its owner.
             for _ in range(5):
-                stat = self.client.exists(path)
-                if stat is None:
+                try:
+                    stat = self.client.set(path, value)
+                except NoNodeError:
                     with contextlib.suppress(NodeExistsError):
                         self.client.create(path, value, ephemeral=True, makepath=True)
                         return
-                elif stat.ephemeralOwner == session_id:
-                    with contextlib.suppress(NoNodeError):
-                        self.client.set(path, value)
-                        return
-                else:
-                    with contextlib.suppress(NoNodeError, BadVersionError):
-                        self.client.delete(path, version=stat.version)
+                    continue
+                if stat.ephemeralOwner == session_id:
+                    return
+                with contextlib.suppress(NoNodeError, BadVersionError):
+                    self.client.delete(path, version=stat.version)
         except KazooException as exc:
             raise StoreUnavailable(str(exc)) from exc
         raise StoreUnavailable(f"member znode {path} kept changing under this agent's writes")

@@ -233,11 +233,17 @@ def _steps(kind: LaunchKind) -> int:
 
 
 def _finish(
-    state: RestartState, result: str, progress: str | None = None
+    state: RestartState,
+    result: str,
+    progress: str | None = None,
+    exited_while_starting: bool = False,
 ) -> tuple[RestartState, Step]:
     line = progress if progress is not None else result
     done = replace(state, phase=Phase.FINISHED, progress=line)
-    return done, Finish(result, release_lock=state.lock_held)
+    finish = Finish(
+        result, release_lock=state.lock_held, exited_while_starting=exited_while_starting
+    )
+    return done, finish
 
 
 def _start(state: RestartState) -> tuple[RestartState, Step]:
@@ -317,10 +323,10 @@ def step(
             if exited:
                 # A broker that stops while starting (a failed log directory, a bad config)
                 # is looked at again by the next cycle, not waited for until the timeout.
-                result = f"{kind}: broker process exited before it answered"
-                done = replace(state, phase=Phase.FINISHED, progress=result)
-                return done, Finish(
-                    result, release_lock=state.lock_held, exited_while_starting=True
+                return _finish(
+                    state,
+                    f"{kind}: broker process exited before it answered",
+                    exited_while_starting=True,
                 )
             if now >= state.deadline:
                 return _finish(
