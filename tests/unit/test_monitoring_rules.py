@@ -185,6 +185,7 @@ def _urp(value: float | None) -> dict[str, dict[str, float | None]]:
 
 
 RESTART_1 = [Operation(1, OperationKind.RESTART, 0.0)]
+DRAIN_1 = [Operation(1, OperationKind.DRAIN, 0.0)]  # drain_s: [maintenance]'s default, 3600
 
 CASES = {
     "breach shorter than for_s: nothing": (
@@ -242,6 +243,31 @@ CASES = {
         [(0, {"latency": {"1": 1500.0, "2": 1500.0}}, RESTART_1), (30, {"latency": {}}, [])],
         [],
     ),
+    "KaaS draining a broker holds that broker's rule, not another's": (
+        [
+            (0, {"disk": {"1": 5.0, "2": 5.0}}, DRAIN_1),
+            (1800, {"disk": {"1": 5.0}}, DRAIN_1),
+            (3590, {"disk": {"1": 5.0}}, DRAIN_1),
+        ],
+        [(0, "trigger", "disk", "2")],
+    ),
+    "KaaS draining a broker holds the cluster rule for the drain's expected time": (
+        [(0, _urp(2), DRAIN_1), (1800, _urp(2), DRAIN_1), (3590, _urp(0), DRAIN_1)],
+        [],
+    ),
+    "a drain that outlasts its expected time fires": (
+        [
+            (0, {"disk": {"1": 5.0}}, DRAIN_1),
+            (3599, {"disk": {"1": 5.0}}, DRAIN_1),
+            (3600, {"disk": {"1": 5.0}}, DRAIN_1),
+            (3610, {"disk": {"1": 50.0}}, DRAIN_1),
+        ],
+        [(3600, "trigger", "disk", "1"), (3610, "resolve", "disk", "1")],
+    ),
+    "a drain is held longer than a restart of the same broker would be": (
+        [(0, _urp(2), DRAIN_1), (100, _urp(2), DRAIN_1), (130, _urp(2), DRAIN_1)],
+        [],
+    ),
     "band rule fires below and above": (
         [
             (0, {"band": {"cluster": 5.0}}, []),
@@ -268,6 +294,13 @@ def test_held_alert_shows_its_hold() -> None:
     (alert,) = result.alerts.values()
     assert alert.state is AlertState.HELD and alert.held_until == 100.0
     assert alert.key.dedup_key == "kaas/c/urp/cluster"
+
+
+def test_a_held_drain_shows_its_hold_until_the_drain_s_expected_time() -> None:
+    result = evaluate(RULES, "c", {"disk": {"1": 5.0}}, {}, DRAIN_1, 5.0)
+    (alert,) = result.alerts.values()
+    assert alert.state is AlertState.HELD and alert.held_until == 3600.0
+    assert result.notifications == ()
 
 
 def test_track_operations_keeps_first_seen_and_forgets_ended() -> None:
