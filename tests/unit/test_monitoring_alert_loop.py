@@ -3,6 +3,7 @@ and the webhook notifier against an in-process HTTP receiver (and a closed port)
 
 from __future__ import annotations
 
+import itertools
 import json
 import socket
 import threading
@@ -48,6 +49,7 @@ severity = "critical"
 class FakeReader:
     def __init__(self) -> None:
         self.restarting: set[int] = set()
+        self.draining: frozenset[int] = frozenset()
 
     def read_spec(self) -> ClusterSpec:
         return ClusterSpec(
@@ -56,6 +58,7 @@ class FakeReader:
             3,
             ("a",),
             monitoring=MonitoringTargets("127.0.0.1", 8125, "http://graphite"),
+            draining_broker_ids=self.draining,
         )
 
     def restarting_brokers(self) -> set[int]:
@@ -195,6 +198,26 @@ def test_loop_holds_while_an_agent_restarts_its_broker(tmp_path: Path) -> None:
     assert loop.active("c1")[0]["state"] == "firing"
 
 
+def test_loop_holds_while_the_spec_drains_a_broker_then_fires_past_drain_s(
+    tmp_path: Path,
+) -> None:
+    """A drain is read from the spec (draining_broker_ids), not from the agents' states: it
+    holds for [maintenance] drain_s (3600 by default), far longer than a restart's 100."""
+    loop, reader, now = _loop(tmp_path, None)
+    reader.draining = frozenset({2})
+    FakeGraphite.value = 3.0
+    for t in (0, 10, 150, 1800, 3590):
+        now[0] = 1000.0 + t
+        loop.run_once()
+    (alert,) = loop.active("c1")
+    assert alert["state"] == "held" and alert["held_until"] == 4600.0
+    now[0] = 4600.0
+    loop.run_once()
+    assert loop.active("c1")[0]["state"] == "firing"
+    states = [e["state"] for e in loop.history.entries("c1")]
+    assert states == ["held", "firing"]
+
+
 def test_bad_rules_file_is_refused_and_running_rules_kept(tmp_path: Path) -> None:
     loop, _reader, _now = _loop(tmp_path, None)
     loop.rules_file.write_text(RULES.replace('"critical"', '"loud"'))
@@ -249,3 +272,119 @@ def test_unreachable_webhook_is_retried_with_backoff_without_blocking_submit() -
         notifier.close(timeout_s=1.0)
     assert outcomes[0] == ("kaas/c1/urp/cluster", "trigger", False, 4)
     assert elapsed >= 0.05 + 0.1 + 0.2  # three waits between four attempts
+
+
+class TogglingGraphite:
+    """Graphite answering a breach, then a clear, then a breach...: every round of a for_s 0
+    rule changes state and queues a notification. Counts the rounds."""
+
+    reads: ClassVar[list[float]] = []
+
+    def __init__(self, url: str) -> None:
+        assert url == "http://graphite"
+
+    def timed_series(self, target: str, since: str) -> dict[str, list[tuple[float | None, float]]]:
+        TogglingGraphite.reads.append(time.monotonic())
+        value = 2.0 if len(TogglingGraphite.reads) % 2 else 0.0
+        return {target: [(value, 0.0)]}
+
+
+class RefusingReceiver:
+    """A webhook that answers every POST with 503, noting when each came."""
+
+    def __init__(self) -> None:
+        self.attempts: list[float] = []
+        owner = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                owner.attempts.append(time.monotonic())
+                self.rfile.read(int(self.headers["Content-Length"]))
+                self.send_response(503)
+                self.end_headers()
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v2/enqueue"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+FAST_RULES = RULES.replace("interval_s = 10", "interval_s = 0.2").replace("for_s = 20", "for_s = 0")
+
+
+def _running_loop(tmp_path: Path, notifier: WebhookNotifier) -> AlertLoop:
+    rules = tmp_path / "rules.toml"
+    rules.write_text(FAST_RULES)
+    TogglingGraphite.reads = []
+    loop = AlertLoop(
+        lambda: ["c1"],
+        lambda _cluster: FakeReader(),
+        AlertHistory(create_engine(f"sqlite:///{tmp_path / 'db.sqlite'}")),
+        notifier,
+        rules,
+        graphite_of=TogglingGraphite,  # type: ignore[arg-type]
+    )
+    loop.start()
+    return loop
+
+
+def test_a_refusing_webhook_backs_off_while_the_loop_keeps_its_interval(tmp_path: Path) -> None:
+    receiver = RefusingReceiver()
+    outcomes: list[tuple[str, str, bool, int]] = []
+    notifier = WebhookNotifier(
+        receiver.url,
+        "k",
+        backoff_base_s=0.2,
+        backoff_cap_s=5.0,
+        max_attempts=100,
+        on_outcome=lambda *outcome: outcomes.append(outcome),
+    )
+    loop = _running_loop(tmp_path, notifier)
+    try:
+        _wait(lambda: len(receiver.attempts) >= 4, timeout=10)
+        time.sleep(0.5)
+    finally:
+        loop.stop()
+        receiver.close()
+    # Four attempts of the first notification spaced 0.2, 0.4, 0.8 s apart (at least)...
+    gaps = [b - a for a, b in itertools.pairwise(receiver.attempts)]
+    assert len(gaps) >= 3 and all(
+        g >= 0.95 * w for g, w in zip(gaps[:3], (0.2, 0.4, 0.8), strict=True)
+    ), gaps
+    assert outcomes == []  # still retrying: nothing delivered, nothing dropped yet
+    # ...while the loop went on every 0.2 s: over 1.4 s and more, at least 6 rounds, each
+    # queueing its notification behind the undelivered first one.
+    span = TogglingGraphite.reads[-1] - TogglingGraphite.reads[0]
+    assert span >= 1.4 and len(TogglingGraphite.reads) >= 6, TogglingGraphite.reads
+    assert max(b - a for a, b in itertools.pairwise(TogglingGraphite.reads)) < 1.0
+    assert len(loop.history.entries("c1")) >= 5
+
+
+def test_a_webhook_that_never_answers_does_not_stall_the_loop(tmp_path: Path) -> None:
+    """A receiver whose port accepts the connection and never answers: the notifier's POST
+    waits for its 30 s timeout; the loop meanwhile completes round after round."""
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(16)  # connections complete in the kernel's backlog; none is ever read
+    notifier = WebhookNotifier(
+        f"http://127.0.0.1:{silent.getsockname()[1]}/", "k", timeout_s=30.0, max_attempts=2
+    )
+    outcomes: list[tuple[str, str, bool, int]] = []
+    notifier.on_outcome = lambda *outcome: outcomes.append(outcome)
+    loop = _running_loop(tmp_path, notifier)
+    try:
+        _wait(lambda: len(TogglingGraphite.reads) >= 8, timeout=10)
+        rounds = len(TogglingGraphite.reads)
+        span = TogglingGraphite.reads[-1] - TogglingGraphite.reads[0]
+    finally:
+        silent.close()  # resets the waiting connection: the notifier's thread ends
+        loop.stop()
+    assert rounds >= 8 and span < 5.0, TogglingGraphite.reads
+    assert outcomes == []  # the first POST was still waiting for its answer
+    assert len(loop.history.entries("c1")) >= 7
