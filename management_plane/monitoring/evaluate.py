@@ -1,11 +1,11 @@
 """Alert evaluation: rules, the latest values and what KaaS is doing -> alert states and the
 notifications to send. Pure: no clock, no Graphite, no network.
 
-An alert is one rule on one subject (the cluster, or one broker). Its states:
+An alert is one rule on one subject (the cluster, one broker, or one topic). Its states:
 
 - pending: breached for less than the rule's `for_s`;
 - held: breached while KaaS itself restarts or drains the subject (any broker, for a
-  cluster-scoped rule), for at most the operation's expected time, and for the rule set's
+  cluster- or topic-scoped rule), for at most the operation's expected time, and for the rule set's
   settle time after the operation ended (the agents' samples reach Graphite an interval and
   a flush late, so the breach outlives the operation by that much); then the rule's `for_s`
   starts again;
@@ -21,7 +21,14 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from enum import Enum
 
-from management_plane.monitoring.rules import HeldBy, Rule, RuleSet, Scope, Severity
+from management_plane.monitoring.rules import (
+    HeldBy,
+    Rule,
+    RuleSet,
+    Scope,
+    Severity,
+    topic_subject,
+)
 
 CLUSTER_SUBJECT = "cluster"
 
@@ -110,7 +117,7 @@ def _hold_until(
     ends = [
         op.since + expected[op.kind] if op.ended is None else op.ended + settle_s
         for op in operations
-        if rule.scope is Scope.CLUSTER
+        if rule.scope is not Scope.BROKER
         or rule.held_by is HeldBy.ANY_BROKER
         or str(op.broker_id) == subject
     ]
@@ -135,7 +142,7 @@ def _step(
         if hold_until is not None and now < hold_until:
             return previous
         return None
-    if not rule.breached(value):
+    if not rule.breached(value, key.subject):
         if previous is not None and previous.state is AlertState.FIRING:
             return replace(previous, state=AlertState.RESOLVED, value=value, held_until=None)
         return None
@@ -222,6 +229,13 @@ def operations_of(seen: Mapping[tuple[int, OperationKind], Seen]) -> list[Operat
 
 
 def subject_of(rule: Rule, series_name: str) -> str:
-    """A series' subject: the cluster for cluster-scoped rules, else the series' name (the
-    broker id its target's aliasByNode leaves)."""
-    return CLUSTER_SUBJECT if rule.scope is Scope.CLUSTER else series_name
+    """A series' subject: the cluster for cluster-scoped rules, `topic:<topic>` for topic
+    rules (their series are named `<topic>.<broker id>`), else the series' name (the broker
+    id its target's aliasByNode leaves)."""
+    match rule.scope:
+        case Scope.CLUSTER:
+            return CLUSTER_SUBJECT
+        case Scope.TOPIC:
+            return topic_subject(series_name.partition(".")[0])
+        case Scope.BROKER:
+            return series_name

@@ -15,9 +15,18 @@ from typing import Any
 
 import structlog
 
-from management_plane.monitoring.evaluate import Notification, NotificationKind
+from management_plane.monitoring.evaluate import CLUSTER_SUBJECT, Notification, NotificationKind
+from management_plane.monitoring.rules import topic_of
 
 log = structlog.get_logger("kaas.alerts")
+
+
+def subject_text(subject: str) -> str:
+    """An alert's subject as a sentence names it."""
+    topic = topic_of(subject)
+    if topic is not None:
+        return f"topic {topic}"
+    return "the cluster" if subject == CLUSTER_SUBJECT else f"broker {subject}"
 
 
 def event_body(notification: Notification, routing_key: str) -> dict[str, Any]:
@@ -29,7 +38,7 @@ def event_body(notification: Notification, routing_key: str) -> dict[str, Any]:
         "dedup_key": alert.key.dedup_key,
     }
     if notification.kind is NotificationKind.TRIGGER:
-        subject = f"broker {alert.key.subject}" if alert.key.subject != "cluster" else "the cluster"
+        subject = subject_text(alert.key.subject)
         body["payload"] = {
             "summary": f"{alert.key.cluster}: {alert.summary} ({subject}, value {alert.value:g})",
             "source": f"kaas/{alert.key.cluster}",

@@ -6,6 +6,7 @@ severity must be one of critical, error, warning, info`); the caller keeps the r
 
 from __future__ import annotations
 
+import fnmatch
 import math
 import re
 import tomllib
@@ -19,6 +20,10 @@ from management_plane.errors import KaasError
 RULES_SCHEMA_VERSION = 1
 DEFAULT_RULES_FILE = Path(__file__).with_name("default_rules.toml")
 _NAME = re.compile(r"[a-z][a-z0-9_]{0,63}")
+# The agents' gauge names make every character outside [A-Za-z0-9_-] into '_' (a topic's
+# dots too); a band's glob gets the same treatment, its wildcards kept.
+_UNSAFE_IN_GLOB = re.compile(r"[^A-Za-z0-9_\-*?\[\]!]")
+TOPIC_SUBJECT_PREFIX = "topic:"
 
 
 class RulesError(KaasError):
@@ -36,6 +41,7 @@ class Severity(Enum):
 class Scope(Enum):
     CLUSTER = "cluster"  # one series for the whole cluster; held by any operation in it
     BROKER = "broker"  # one series per broker, named by its id; held by that broker's operation
+    TOPIC = "topic"  # one value per topic over its brokers' series; held by any operation
 
 
 class HeldBy(Enum):
@@ -66,6 +72,33 @@ class Comparison(Enum):
 
 
 @dataclass(frozen=True)
+class Band:
+    """The messages-per-second band of the topics a glob names (a topic rule's own bounds)."""
+
+    topics: str  # an fnmatch glob over topic names, as the operator wrote it
+    low: float
+    high: float
+    line: int
+
+    def matches(self, topic: str) -> bool:
+        """`topic` as Graphite names it (see _UNSAFE_IN_GLOB)."""
+        return fnmatch.fnmatchcase(topic, _UNSAFE_IN_GLOB.sub("_", self.topics))
+
+
+def topic_subject(topic: str) -> str:
+    """A topic alert's subject (its dedup key's last part): kept apart from broker ids."""
+    return f"{TOPIC_SUBJECT_PREFIX}{topic}"
+
+
+def topic_of(subject: str) -> str | None:
+    return (
+        subject.removeprefix(TOPIC_SUBJECT_PREFIX)
+        if subject.startswith(TOPIC_SUBJECT_PREFIX)
+        else None
+    )
+
+
+@dataclass(frozen=True)
 class Rule:
     name: str
     summary: str
@@ -86,8 +119,16 @@ class Rule:
     window_s: float | None = None
     """How far back the render reads (None: the loop's few intervals): a batch job's gauge
     (the audit's completeness) is one point per run, still the latest hours later."""
+    bands: tuple[Band, ...] = ()
+    """Topic rules only: the first band whose glob matches a topic bounds it."""
 
-    def breached(self, value: float) -> bool:
+    def band_for(self, topic: str) -> Band | None:
+        return next((band for band in self.bands if band.matches(topic)), None)
+
+    def breached(self, value: float, subject: str | None = None) -> bool:
+        if self.scope is Scope.TOPIC:
+            band = self.band_for(topic_of(subject or "") or "")
+            return band is not None and (value < band.low or value > band.high)
         match self.comparison:
             case Comparison.ABOVE:
                 return value > self.threshold
@@ -99,6 +140,8 @@ class Rule:
                 return value < self.low or value > self.high
 
     def condition(self) -> str:
+        if self.scope is Scope.TOPIC:
+            return "; ".join(f"{b.topics} outside {b.low:g}..{b.high:g}" for b in self.bands)
         if self.comparison is Comparison.OUTSIDE:
             return f"outside {self.low:g}..{self.high:g}"
         return f"{self.comparison.value} {self.threshold:g}"
@@ -131,12 +174,13 @@ class RuleSet:
         return max([self.maintenance.settle_s, *own])
 
 
-def _rule_lines(text: str) -> list[int]:
-    """The line of each `[[rules]]` header, in order (tomllib keeps no positions)."""
+def _header_lines(text: str, header: str) -> list[int]:
+    """The line of each `header` (`[[rules]]`, `[[rules.bands]]`), in order (tomllib keeps
+    no positions)."""
     return [
         number
         for number, line in enumerate(text.splitlines(), start=1)
-        if line.strip().startswith("[[rules]]")
+        if line.strip().startswith(header)
     ]
 
 
@@ -177,10 +221,41 @@ RULE_KEYS = {
     "window_s",
     "held_by",
     "settle_s",
+    "bands",
 }
+BAND_KEYS = {"topics", "low", "high"}
 
 
-def _parse_rule(table: Any, line: int, index: int) -> Rule:
+def _parse_bands(value: Any, where: str, rule_line: int, lines: list[int]) -> tuple[Band, ...]:
+    """A topic rule's [[rules.bands]]; `lines`: their headers' lines, when written as
+    headers (an inline array of tables has none: the rule's line is named)."""
+    if not isinstance(value, list) or not value:
+        raise RulesError(
+            f"{where}: a topic rule needs at least one [[rules.bands]] "
+            "(topics = GLOB, low = N, high = N)"
+        )
+    bands: list[Band] = []
+    for index, table in enumerate(value):
+        line = lines[index] if len(lines) == len(value) else rule_line
+        at = f"alert rules line {line}: {where.partition(': ')[2]} band {index + 1}"
+        if not isinstance(table, dict):
+            raise RulesError(f"{at}: must be a table of topics, low, high")
+        unknown = set(table) - BAND_KEYS
+        if unknown:
+            raise RulesError(f"{at}: unknown keys {', '.join(sorted(unknown))}")
+        topics = table.get("topics")
+        if not isinstance(topics, str) or not topics.strip():
+            raise RulesError(f'{at}: topics must be a topic name or glob, e.g. "orders-*"')
+        low, high = _number(table, "low", at), _number(table, "high", at)
+        if low < 0:
+            raise RulesError(f"{at}: low must not be negative, got {low:g}")
+        if low > high:
+            raise RulesError(f"{at}: low {low:g} is above high {high:g}")
+        bands.append(Band(topics.strip(), low, high, line))
+    return tuple(bands)
+
+
+def _parse_rule(table: Any, line: int, index: int, band_lines: list[int]) -> Rule:
     where = f"alert rules line {line}"
     if not isinstance(table, dict):
         raise RulesError(f"{where}: rule {index + 1} must be a table")
@@ -198,7 +273,21 @@ def _parse_rule(table: Any, line: int, index: int) -> Rule:
     if not isinstance(summary, str):
         raise RulesError(f"{where}: summary must be a string")
     comparison = _enum(Comparison, table, "op", where)
-    if comparison is Comparison.OUTSIDE:
+    scope = _enum(Scope, table, "scope", where, Scope.CLUSTER)
+    bands: tuple[Band, ...] = ()
+    if scope is Scope.TOPIC:
+        if comparison is not Comparison.OUTSIDE:
+            raise RulesError(f'{where}: a topic rule is a band rule: op must be "outside"')
+        stray = sorted({"low", "high", "threshold"} & set(table))
+        if stray:
+            raise RulesError(
+                f"{where}: a topic rule's bounds go in its [[rules.bands]], not {', '.join(stray)}"
+            )
+        bands = _parse_bands(table.get("bands"), where, line, band_lines)
+        threshold, low, high = 0.0, 0.0, 0.0
+    elif "bands" in table:
+        raise RulesError(f'{where}: bands apply to scope = "topic" rules')
+    elif comparison is Comparison.OUTSIDE:
         low, high = _number(table, "low", where), _number(table, "high", where)
         if low > high:
             raise RulesError(f"{where}: low {low:g} is above high {high:g}")
@@ -208,12 +297,13 @@ def _parse_rule(table: Any, line: int, index: int) -> Rule:
     for_s = _number(table, "for_s", where, 0.0)
     if for_s < 0:
         raise RulesError(f"{where}: for_s must not be negative, got {for_s:g}")
-    scope = _enum(Scope, table, "scope", where, Scope.CLUSTER)
     aggregate = _enum(Aggregate, table, "aggregate", where) if "aggregate" in table else None
-    if aggregate is not None and scope is not Scope.CLUSTER:
+    if aggregate is not None and scope is Scope.BROKER:
         raise RulesError(
-            f"{where}: aggregate combines brokers into one series: scope must be cluster"
+            f"{where}: aggregate combines brokers into one series: scope must be cluster or topic"
         )
+    if scope is Scope.TOPIC and aggregate is None:
+        aggregate = Aggregate.SUM  # a topic's rate is the sum of its leaders'
     held_by = _enum(HeldBy, table, "held_by", where, HeldBy.SUBJECT)
     if held_by is not HeldBy.SUBJECT and scope is not Scope.BROKER:
         raise RulesError(
@@ -241,6 +331,7 @@ def _parse_rule(table: Any, line: int, index: int) -> Rule:
         window_s=window_s,
         held_by=held_by,
         settle_s=settle_s,
+        bands=bands,
     )
 
 
@@ -272,11 +363,14 @@ def parse_rules(text: str) -> RuleSet:
     tables = value.get("rules", [])
     if not isinstance(tables, list) or not tables:
         raise RulesError("alert rules: no [[rules]] tables")
-    lines = _rule_lines(text)
+    lines = _header_lines(text, "[[rules]]")
+    band_headers = _header_lines(text, "[[rules.bands]]")
     rules: list[Rule] = []
     for index, table in enumerate(tables):
         line = lines[index] if index < len(lines) else 0
-        rule = _parse_rule(table, line, index)
+        after = lines[index + 1] if index + 1 < len(lines) else math.inf
+        band_lines = [n for n in band_headers if line < n < after]
+        rule = _parse_rule(table, line, index, band_lines)
         if any(r.name == rule.name for r in rules):
             raise RulesError(f"alert rules line {line}: rule {rule.name!r} is defined twice")
         rules.append(rule)

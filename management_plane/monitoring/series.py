@@ -19,7 +19,7 @@ import statistics
 from collections.abc import Mapping, Sequence
 
 from management_plane.monitoring.evaluate import CLUSTER_SUBJECT, subject_of
-from management_plane.monitoring.rules import Aggregate, Rule
+from management_plane.monitoring.rules import Aggregate, Rule, Scope, topic_subject
 
 Point = tuple[float | None, float]  # (value, unix time), as Graphite answers
 
@@ -73,6 +73,8 @@ def combine(values: Sequence[float], how: Aggregate) -> float:
 def rule_values(rule: Rule, series: Mapping[str, Sequence[Point]]) -> dict[str, float | None]:
     """`rule`'s value per subject from its target's series (None: a series without a point
     in the window). An aggregated rule with no current series has no subject: no data."""
+    if rule.scope is Scope.TOPIC:
+        return _topic_values(rule, series)
     if rule.aggregate is None:
         values: dict[str, float | None] = {}
         for name, points in series.items():
@@ -83,3 +85,21 @@ def rule_values(rule: Rule, series: Mapping[str, Sequence[Point]]) -> dict[str, 
     if not current:
         return {}
     return {CLUSTER_SUBJECT: combine(list(current.values()), rule.aggregate)}
+
+
+def _topic_values(rule: Rule, series: Mapping[str, Sequence[Point]]) -> dict[str, float | None]:
+    """A topic rule: its series are `<topic>.<broker id>` (aliasByNode(..., 5, 3)); each
+    topic a band names gets its brokers' current points combined (a broker that no longer
+    leads the topic is left out as its series stops); other topics are not evaluated."""
+    by_topic: dict[str, dict[str, Sequence[Point]]] = {}
+    for name, points in series.items():
+        topic, _, broker = name.partition(".")
+        by_topic.setdefault(topic, {})[broker] = points
+    values: dict[str, float | None] = {}
+    for topic, brokers in sorted(by_topic.items()):
+        if rule.band_for(topic) is None:
+            continue
+        current = current_latest(brokers)
+        how = rule.aggregate or Aggregate.SUM
+        values[topic_subject(topic)] = combine(list(current.values()), how) if current else None
+    return values
