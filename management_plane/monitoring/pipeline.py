@@ -3,7 +3,8 @@
 `kaas up` starts it beside a cluster with agents, before the agents, so their first samples
 land; `kaas down` stops it. It listens on its own loopback address of the cluster's range
 (`<base>.253`, above every VM index), each daemon on its standard port, as a monitoring
-host would. Its processes are known by (pid, start time), recorded in
+host would. `kaas serve --provider aws` runs the same daemons beside the service, on the
+service host's address the VMs reach (`plan_service_pipeline`), for every cluster it makes. Its processes are known by (pid, start time), recorded in
 `<home>/monitoring/pipeline.json`, never by name.
 """
 
@@ -84,9 +85,32 @@ class PipelineLayout:
 
 
 def plan_pipeline(cluster_home: Path, address_base: str) -> PipelineLayout:
-    home = cluster_home.resolve() / MONITORING_DIR
+    return _layout(cluster_home.resolve() / MONITORING_DIR, f"{address_base}.{HOST_INDEX}")
+
+
+def plan_service_pipeline(service_home: Path, address: str) -> PipelineLayout:
+    """The pipeline beside `kaas serve` (the aws provider's VMs send to `address`)."""
+    return _layout(service_home.resolve() / MONITORING_DIR, address)
+
+
+def port_clash(layout: PipelineLayout, host: str, port: int) -> str | None:
+    """Why a server on host:port (the service's API) would take a port the pipeline needs on
+    its address, or None. Pure."""
+    ports = _ports(layout)  # TCP; statsd's own port is UDP
+    if host not in ("0.0.0.0", "::", layout.host.address):
+        return None
+    for role, used in ports.items():
+        if used == port:
+            return (
+                f"the API's {host}:{port} would take the monitoring {role} port on "
+                f"{layout.host.address}: serve the API on another port"
+            )
+    return None
+
+
+def _layout(home: Path, address: str) -> PipelineLayout:
     host = MonitoringHost(
-        address=f"{address_base}.{HOST_INDEX}",
+        address=address,
         statsd_port=8125,
         statsd_admin_port=8126,
         carbon_line_port=2003,

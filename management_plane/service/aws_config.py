@@ -16,6 +16,9 @@ File format (every key optional except region, api_url and subnets):
     key_name = "ops"
     volume_size_gib = 100
     tenant_cidrs = ["0.0.0.0/0"]               # the only sources of the tenant listener's rule
+    monitoring_address = "10.0.0.5"            # where the VMs send statsd (the pipeline binds
+                                               # it); default: api_url's host (an IP address)
+    monitoring_pipeline = true                 # false: run none; the agents send nowhere
     [subnets]                                  # one broker subnet per zone: the zones
     eu-west-1a = "subnet-..."
 """
@@ -40,9 +43,20 @@ from management_plane.service.tls import api_trust_bundle
 DEFAULT_INSTANCE_TYPES = ("m6i.large", "m6i.xlarge", "m6i.2xlarge")
 DEFAULT_KAFKA_VERSIONS = ("3.8.1", "3.9.2")
 
-_STRINGS = ("region", "endpoint_url", "image", "zookeeper_hosts", "vpc_id", "key_name", "api_url")
+_STRINGS = (
+    "region",
+    "endpoint_url",
+    "image",
+    "zookeeper_hosts",
+    "vpc_id",
+    "key_name",
+    "api_url",
+    "monitoring_address",
+)
 _STRING_LISTS = ("instance_types", "kafka_versions", "security_group_ids", "tenant_cidrs")
-KNOWN_KEYS = frozenset({*_STRINGS, *_STRING_LISTS, "subnets", "volume_size_gib"})
+KNOWN_KEYS = frozenset(
+    {*_STRINGS, *_STRING_LISTS, "subnets", "volume_size_gib", "monitoring_pipeline"}
+)
 
 
 @dataclass(frozen=True)
@@ -61,10 +75,20 @@ class AwsServiceConfig:
     key_name: str | None = None
     volume_size_gib: int = 100
     tenant_cidrs: tuple[str, ...] = ("0.0.0.0/0",)
+    monitoring_address: str | None = None
+    """The service host's address the VMs send statsd to; the pipeline binds it. None:
+    api_url's host."""
+    monitoring_pipeline: bool = True
+    """Run statsd, carbon and the render API beside the service and name them in the spec
+    of every cluster it creates."""
 
     @property
     def zones(self) -> tuple[str, ...]:
         return tuple(self.subnets)
+
+    @property
+    def statsd_address(self) -> str:
+        return self.monitoring_address or str(urlsplit(self.api_url).hostname)
 
     def aws_settings(self) -> AwsSettings:
         values: dict[str, Any] = {
@@ -136,11 +160,38 @@ def parse_aws_config(raw: Mapping[str, Any], source: str) -> AwsServiceConfig:
             ipaddress.ip_network(cidr)
         except ValueError:
             problems.append(f"tenant_cidrs: {cidr!r} is not a network (e.g. 203.0.113.0/24)")
+    if "monitoring_pipeline" in raw:
+        if not isinstance(raw["monitoring_pipeline"], bool):
+            problems.append(
+                f"monitoring_pipeline must be true or false, got {raw['monitoring_pipeline']!r}"
+            )
+        else:
+            values["monitoring_pipeline"] = raw["monitoring_pipeline"]
+    if values.get("monitoring_pipeline", True):
+        problems += _monitoring_address_problems(values)
     if "image" in values and not values["image"].startswith("ami-"):
         problems.append(f"image must be an AMI id (ami-...), got {values['image']!r}")
     if problems:
         raise KaasError(f"aws provider settings ({source}): " + "; ".join(problems))
     return AwsServiceConfig(**values)
+
+
+def _monitoring_address_problems(values: Mapping[str, Any]) -> list[str]:
+    """The pipeline binds its address, so it must be an IP address (the VMs send there)."""
+    given = values.get("monitoring_address")
+    address = given or urlsplit(values.get("api_url", "")).hostname
+    if address is None:
+        return []  # api_url's own problem is named already
+    try:
+        ipaddress.ip_address(address)
+    except ValueError:
+        if given:
+            return [f"monitoring_address must be an IP address of this host, got {given!r}"]
+        return [
+            f"monitoring_address is needed: api_url names {address!r}, not an IP address, and "
+            "the monitoring pipeline binds one (or monitoring_pipeline = false)"
+        ]
+    return []
 
 
 def load_aws_config(path: Path | None, overrides: Mapping[str, Any]) -> AwsServiceConfig:

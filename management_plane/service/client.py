@@ -142,6 +142,11 @@ def add_commands(commands: Any) -> None:
         help="https://HOST:PORT at which the VMs reach this service (their boot tickets name it)",
     )
     serve.add_argument(
+        "--aws-monitoring-address",
+        default=None,
+        help="IP of this host the VMs send statsd to (default: --aws-api-url's host)",
+    )
+    serve.add_argument(
         "--step-timeout",
         type=float,
         default=None,
@@ -456,6 +461,7 @@ def run(args: argparse.Namespace) -> int:
                     "endpoint_url": args.aws_endpoint_url,
                     "zookeeper_hosts": args.aws_zookeeper_hosts,
                     "api_url": args.aws_api_url,
+                    "monitoring_address": args.aws_monitoring_address,
                     "subnets": parse_subnet_options(args.aws_subnet),
                 },
             )
@@ -465,6 +471,7 @@ def run(args: argparse.Namespace) -> int:
             or args.aws_subnet
             or args.aws_image
             or args.aws_api_url
+            or args.aws_monitoring_address
         ):
             raise KaasError("the --aws-* options need --provider aws")
         return serve(

@@ -3,7 +3,9 @@ operations, and serve the API with uvicorn."""
 
 from __future__ import annotations
 
+import signal
 import sys
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,6 +16,12 @@ import uvicorn
 
 from management_plane.errors import KaasError
 from management_plane.local.image import find_java, load_image
+from management_plane.monitoring.pipeline import (
+    plan_service_pipeline,
+    port_clash,
+    start_pipeline,
+    stop_pipeline,
+)
 from management_plane.monitoring.wiring import build_alert_loop, build_heartbeat_loop
 from management_plane.providers.local import LocalProvider
 from management_plane.security.boot_tokens import BootTokens
@@ -108,6 +116,11 @@ def build_service(settings: ServeSettings) -> tuple[Service, str | None]:
     else:
         raise KaasError(f"--provider must be local or aws, got {settings.provider!r}")
     service = Service(home, db, provider)
+    if settings.aws is not None and settings.aws.monitoring_pipeline:
+        service.pipeline = plan_service_pipeline(home, settings.aws.statsd_address)
+        clash = port_clash(service.pipeline, settings.host, settings.port)
+        if clash:
+            raise KaasError(clash)
     if settings.step_timeout_s is not None:
         if settings.step_timeout_s <= 0:
             raise KaasError(f"--step-timeout must be positive, got {settings.step_timeout_s}")
@@ -153,6 +166,10 @@ def admin_key_notice(home: Path) -> str:
     return f"admin API key: made, in {home.resolve() / ADMIN_KEY_FILE} (mode 0600)"
 
 
+def _exit_on_sigterm(_signum: int, _frame: object) -> None:
+    raise SystemExit(0)
+
+
 def serve(settings: ServeSettings) -> int:
     service, admin_key = build_service(settings)
     if admin_key is not None:
@@ -162,6 +179,18 @@ def serve(settings: ServeSettings) -> int:
         log.info("resuming_operations", ids=[op.op_id for op in unfinished])
     # Before the engine: an aws VM's boot ticket carries the API's CA certificate.
     identity = ensure_service_tls(settings.home.resolve(), settings.host)
+    if service.pipeline is not None:
+        # Before the engine too: the VMs it makes send to it from their first sample.
+        targets = start_pipeline(service.pipeline)
+        if threading.current_thread() is threading.main_thread():
+            # uvicorn re-raises the SIGTERM it shut down on once it is done: with the default
+            # action the process would die there, and the pipeline beside it outlive it.
+            signal.signal(signal.SIGTERM, _exit_on_sigterm)
+        print(
+            f"monitoring: statsd {targets.statsd_host}:{targets.statsd_port}, "
+            f"Graphite {targets.graphite_url}",
+            flush=True,
+        )
     if service.alerts is not None:
         service.alerts.start()
     if service.heartbeat is not None:
@@ -186,6 +215,8 @@ def serve(settings: ServeSettings) -> int:
             ssl_keyfile=str(identity.key),
         )
     finally:
+        if service.pipeline is not None:
+            stop_pipeline(service.pipeline)
         if service.alerts is not None:
             service.alerts.stop()
         if service.heartbeat is not None:

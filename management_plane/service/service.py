@@ -64,6 +64,7 @@ from planner.pki.files import IdentityFiles
 if TYPE_CHECKING:
     from management_plane.monitoring.alert_loop import AlertLoop
     from management_plane.monitoring.heartbeat_loop import HeartbeatLoop
+    from management_plane.monitoring.pipeline import PipelineLayout
     from management_plane.service.tenant_service import TenantService
 
 
@@ -78,6 +79,9 @@ class Service:
         self.tenants: TenantService | None = None  # set by build_service
         self.alerts: AlertLoop | None = None  # set by build_service
         self.heartbeat: HeartbeatLoop | None = None  # set by build_service (--heartbeat)
+        self.pipeline: PipelineLayout | None = None
+        """The monitoring pipeline `kaas serve` runs beside itself (the aws provider's): every
+        cluster created names it in its spec."""
         self.boot_tokens = BootTokens(db.engine)
 
     # -- helpers --------------------------------------------------------------------------
@@ -202,6 +206,7 @@ class Service:
             logs=logs,
             # Stored for KRaft versions only (ZooKeeper mode's spec has no "kraft" value).
             kraft_controllers=request.kraft_controllers or DEFAULT_KRAFT_QUORUM_SIZE,
+            monitoring=self.pipeline.targets() if self.pipeline is not None else None,
         )
         try:
             self.db.add_cluster(

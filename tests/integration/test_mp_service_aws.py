@@ -31,10 +31,17 @@ from tests.mp_service import ServiceHandle, free_port
 pytestmark = pytest.mark.integration
 
 
-def write_config(path: Path, account: Account, api_url: str) -> Path:  # noqa: F811
+def write_config(
+    path: Path,
+    account: Account,  # noqa: F811
+    api_url: str,
+    monitoring: str = "monitoring_pipeline = false\n",
+) -> Path:
+    """`monitoring`: the pipeline's settings (default none: test_mp_service_aws_monitoring.py
+    runs the pipeline beside the service)."""
     subnets = "\n".join(f'{zone} = "{account.subnets[zone]}"' for zone in ZONES)
     path.write_text(
-        f'region = "{REGION}"\n'
+        monitoring + f'region = "{REGION}"\n'
         f'api_url = "{api_url}"\n'
         f'endpoint_url = "{account.endpoint}"\n'
         f'image = "{account.image_id}"\n'

@@ -12,7 +12,13 @@ import pytest
 
 from agent.metrics import MetricsPublisher
 from agent.metrics.record import MetricsSample
-from management_plane.monitoring.pipeline import Daemon, commands, plan_pipeline
+from management_plane.monitoring.pipeline import (
+    Daemon,
+    commands,
+    plan_pipeline,
+    plan_service_pipeline,
+    port_clash,
+)
 from planner.contracts.monitoring import MonitoringTargets
 from planner.contracts.spec import ClusterSpec, SpecError, parse_spec
 from planner.contracts.vm_config.monitoring import (
@@ -144,3 +150,28 @@ def test_publisher_sends_to_a_new_statsd_target() -> None:
             assert b"under_replicated_partitions:0.0|g" in second.recv(4096)
         finally:
             publisher.close()
+
+
+def test_the_service_pipeline_lives_in_the_service_home_on_the_given_address(
+    tmp_path: Path,
+) -> None:
+    layout = plan_service_pipeline(tmp_path, "10.20.0.5")
+    assert layout.home == tmp_path.resolve() / "monitoring"
+    assert layout.targets() == MonitoringTargets("10.20.0.5", 8125, "http://10.20.0.5:8080")
+    render = commands(layout)[Daemon.RENDER]
+    assert render[render.index("--bind") + 1] == "10.20.0.5:8080"
+
+
+@pytest.mark.parametrize(
+    ("host", "port", "clash"),
+    [
+        ("0.0.0.0", 8080, "monitoring render port on 10.20.0.5"),
+        ("10.20.0.5", 2003, "monitoring carbon_line port"),
+        ("10.20.0.5", 8443, None),
+        ("127.0.0.1", 8080, None),  # another address: both bind
+        ("10.20.0.5", 8125, None),  # statsd's port is UDP; the API's is TCP
+    ],
+)
+def test_an_api_port_the_pipeline_needs_is_named(host: str, port: int, clash: str | None) -> None:
+    found = port_clash(plan_service_pipeline(Path("/srv/kaas"), "10.20.0.5"), host, port)
+    assert (found is None) if clash is None else (found is not None and clash in found)

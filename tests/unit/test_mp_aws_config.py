@@ -50,6 +50,15 @@ def test_a_good_config_gives_zones_from_its_subnets() -> None:
         ({"api_url": None}, "api_url is required"),
         ({"api_url": "http://10.20.0.5:8443"}, "api_url must be https://HOST:PORT"),
         ({"tenant_cidrs": ["10.0.0.0/33"]}, "tenant_cidrs: '10.0.0.0/33' is not a network"),
+        (
+            {"monitoring_address": "kaas.internal"},
+            "monitoring_address must be an IP address of this host, got 'kaas.internal'",
+        ),
+        (
+            {"api_url": "https://kaas.internal:8443"},
+            "monitoring_address is needed: api_url names 'kaas.internal', not an IP address",
+        ),
+        ({"monitoring_pipeline": "yes"}, "monitoring_pipeline must be true or false, got 'yes'"),
     ],
 )
 def test_bad_settings_are_named(changes: dict[str, object], message: str) -> None:
@@ -81,3 +90,20 @@ def test_a_file_that_is_not_toml_is_refused(tmp_path: Path) -> None:
         load_aws_config(path, {})
     with pytest.raises(KaasError, match="cannot read it"):
         load_aws_config(tmp_path / "missing.toml", {})
+
+
+@pytest.mark.parametrize(
+    ("changes", "pipeline", "address"),
+    [
+        ({}, True, "10.20.0.5"),  # api_url's host: the address the VMs already reach
+        ({"monitoring_address": "10.20.0.6"}, True, "10.20.0.6"),
+        ({"api_url": "https://kaas.internal:8443", "monitoring_address": "10.20.0.6"}, True, "10.20.0.6"),
+        # No pipeline: a hostname api_url is fine, nothing binds
+        ({"api_url": "https://kaas.internal:8443", "monitoring_pipeline": False}, False, "kaas.internal"),
+    ],
+)  # fmt: skip
+def test_the_monitoring_address_defaults_to_the_api_urls_host(
+    changes: dict[str, object], pipeline: bool, address: str
+) -> None:
+    config = parse_aws_config({**GOOD, **changes}, "test")
+    assert (config.monitoring_pipeline, config.statsd_address) == (pipeline, address)
