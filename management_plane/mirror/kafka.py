@@ -1,13 +1,15 @@
 """The source cluster's ACLs for a flow, through confluent-kafka's admin client as the
-management plane's admin identity (a super user of the source's internal listener)."""
+management plane's admin identity (a super user of the source's internal listener), and a
+group's committed offsets for a failover, through kafka-python's."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from concurrent.futures import Future
 from typing import Any
 
-from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException
+from confluent_kafka import KafkaException
 from confluent_kafka.admin import (
     AclBinding,
     AclBindingFilter,
@@ -17,6 +19,8 @@ from confluent_kafka.admin import (
     ResourcePatternType,
     ResourceType,
 )
+from kafka import KafkaAdminClient
+from kafka.errors import KafkaError
 
 from management_plane.errors import KaasError, TemporaryError
 from management_plane.mirror.acls import PatternKind, SourceGrant
@@ -82,22 +86,32 @@ class GroupOffsetsError(KaasError):
 def committed_offsets(
     bootstrap_servers: str, identity: IdentityFiles, group: str
 ) -> dict[tuple[str, int], int]:
-    """The group's committed offsets on the cluster, by topic and partition (none: {})."""
-    admin = AdminClient(
-        InternalClient(bootstrap_servers, identity).librdkafka(), logger=client_logger
-    )
-    futures = admin.list_consumer_group_offsets(
-        [ConsumerGroupTopicPartitions(group)], request_timeout=TIMEOUT_S
-    )
+    """The group's committed offsets on the cluster, by topic and partition (none: {}).
+
+    Read through kafka-python's admin client, not librdkafka's: librdkafka's group-offset
+    request aborts the whole process on an assertion (`eonce->refcnt > 0`) when the group's
+    coordinator moves under it, and a failover is when coordinators move; here the process
+    is the management plane."""
+    settings: dict[str, Any] = {
+        **InternalClient(bootstrap_servers, identity).kafka_python(),
+        "client_id": "kaas-mirror-failover",
+        "request_timeout_ms": int(TIMEOUT_S * 1000),
+        "bootstrap_timeout_ms": int(TIMEOUT_S * 1000),
+    }
     try:
-        answer = futures[group].result(timeout=TIMEOUT_S)
-    except KafkaException as exc:
-        raise GroupOffsetsError(
-            f"{bootstrap_servers}: offsets of group {group!r}: "
-            f"{exc.args[0].str() if exc.args else exc}"
-        ) from None
+        admin = KafkaAdminClient(**settings)
+    except (KafkaError, OSError) as exc:
+        raise GroupOffsetsError(f"{bootstrap_servers}: offsets of group {group!r}: {exc}") from None
+    try:
+        answer = admin.list_group_offsets({group: None}).get(group, {})
+    except (KafkaError, OSError) as exc:
+        raise GroupOffsetsError(f"{bootstrap_servers}: offsets of group {group!r}: {exc}") from None
+    finally:
+        # Closing a client whose connection broke: nothing is left to release.
+        with contextlib.suppress(KafkaError, OSError):
+            admin.close()
     return {
-        (tp.topic, tp.partition): tp.offset
-        for tp in answer.topic_partitions or []
-        if tp.offset >= 0 and tp.error is None
+        (tp.topic, tp.partition): int(meta.offset)
+        for tp, meta in answer.items()
+        if meta.offset is not None and int(meta.offset) >= 0
     }
