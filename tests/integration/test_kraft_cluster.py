@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
+from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient
 
 from agent.kraft_quorum_tool import MetadataQuorumTool, QuorumToolError
 from management_plane.local import kraft
@@ -34,11 +35,13 @@ from management_plane.service.cluster_io import ClusterIO
 from management_plane.workload import create_topic
 from planner.contracts.journal import JournalAction, JournalEntry, parse_journal_entry
 from planner.contracts.kafka_state import PartitionState
+from planner.contracts.log_limits import LogLimits
 from planner.contracts.member import MemberRecord, MemberState, parse_member
 from planner.contracts.paths import ClusterPaths
 from planner.contracts.spec import parse_spec
 from planner.contracts.vm_config.broker import KAFKA_SERVER_LOG
 from planner.contracts.vm_config.kraft import KRAFT_CONTROLLER_LOG
+from planner.contracts.vm_config.zookeeper import LOGGING_RELOAD_S
 from tests import harness
 from tests.drills import kraft_drill_checks
 from tests.harness import ClusterHandle
@@ -542,3 +545,66 @@ def test_a_read_only_change_rolls_brokers_then_controllers_the_active_one_last(
     assert errors == []
     assert acked == sent > 0
     _assert_all_consumed(kraft_cluster, topic, acked)
+
+
+def test_a_noisy_broker_keeps_its_log_within_the_specs_bound(
+    kraft_cluster: ClusterHandle,
+) -> None:
+    """spec.logs made small on the running cluster: the agents rewrite Kafka's Log4j 2 file,
+    the broker takes it without a restart, and with every Kafka logger at TRACE (a broker
+    logging megabytes a second) its log files never hold more than (files + 1) x
+    max_file_mb, and they roll."""
+    limits = LogLimits(max_file_mb=1, files=2)
+    bound = limits.bound_bytes + 64 * 1024  # Log4j 2 rolls once a line has crossed the size
+    paths = ClusterPaths("kraft")
+    client = kraft_cluster.zookeeper()
+    client.start(timeout=30)
+    vm = next(v for v in kraft_cluster.layout.vms if v.broker_id == 0)
+    logger = ConfigResource(ConfigResourceType.BROKER_LOGGER, "0")
+    admin = KafkaAdminClient(**kraft_cluster.admin.kafka_python())
+
+    def set_spec_logs(logs: LogLimits | None) -> None:
+        raw, stat = client.get(paths.spec)
+        spec = parse_spec(raw)
+        changed = replace(spec, logs=logs, generation=spec.generation + 1)
+        client.set(paths.spec, changed.encode(), version=stat.version)
+
+    def log_files_bytes() -> tuple[int, int]:
+        files = [p for p in vm.logs_dir.glob(f"{KAFKA_SERVER_LOG}*") if p.is_file()]
+        return sum(p.stat().st_size for p in files), len(files)
+
+    before = parse_spec(client.get(paths.spec)[0]).logs
+    broker_pid = require_state(kraft_cluster.home).record(vm.name, "kafka")
+    try:
+        set_spec_logs(limits)
+        log4j2 = vm.config_dir / kraft.KAFKA_LOG4J2
+        harness.wait_until(
+            lambda: "size = 1MB" in log4j2.read_text(), 120, "the agent to rewrite Log4j 2's file"
+        )
+        time.sleep(LOGGING_RELOAD_S + 3)  # Log4j 2 looks at its file again
+        # Log4j 2's root logger at TRACE: every Kafka class logs everything it can.
+        logger.configs = {"root": "TRACE"}
+        answer = admin.alter_configs([logger], raise_on_unknown=False)
+        assert answer == {"broker_logger": {"0": "OK"}}, answer
+        # Watched for 30 s, longer (up to 90 s) until the files have rolled.
+        largest, rolled_seen = 0, False
+        started = time.monotonic()
+        while time.monotonic() - started < 90:
+            total, count = log_files_bytes()
+            largest = max(largest, total)
+            rolled_seen = rolled_seen or count == limits.files + 1
+            if rolled_seen and time.monotonic() - started > 30:
+                break
+            time.sleep(0.05)
+    finally:
+        logger.configs = {"root": "INFO"}
+        admin.alter_configs([logger], raise_on_unknown=False)
+        admin.close()
+        set_spec_logs(before)
+        client.stop()
+        client.close()
+    after = require_state(kraft_cluster.home).record(vm.name, "kafka")
+    print(f"\nnoisy broker: its log files held at most {largest} bytes (bound {bound})")
+    assert rolled_seen, f"the broker's log never rolled into {limits.files} rolled files"
+    assert largest <= bound, f"{largest} bytes of log files, over the bound of {bound}"
+    assert broker_pid is not None and after is not None and after.pid == broker_pid.pid
