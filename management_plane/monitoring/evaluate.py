@@ -106,22 +106,25 @@ class Evaluation:
 
 def _hold_until(
     rule: Rule, subject: str, operations: Iterable[Operation], rules: RuleSet
-) -> float | None:
+) -> tuple[float | None, bool]:
     """Until when KaaS's own operations excuse a breach of `rule` on `subject` (None: no
-    operation covers it)."""
+    operation covers it), and whether every operation that covers it has ended."""
     expected = {
         OperationKind.RESTART: rules.maintenance.restart_s,
         OperationKind.DRAIN: rules.maintenance.drain_s,
     }
     settle_s = rule.settle_s if rule.settle_s is not None else rules.maintenance.settle_s
-    ends = [
-        op.since + expected[op.kind] if op.ended is None else op.ended + settle_s
+    covering = [
+        op
         for op in operations
         if rule.scope is not Scope.BROKER
         or rule.held_by is HeldBy.ANY_BROKER
         or str(op.broker_id) == subject
     ]
-    return max(ends) if ends else None
+    ends = [
+        op.since + expected[op.kind] if op.ended is None else op.ended + settle_s for op in covering
+    ]
+    return (max(ends) if ends else None), all(op.ended is not None for op in covering)
 
 
 def _step(
@@ -131,6 +134,7 @@ def _step(
     previous: Alert | None,
     hold_until: float | None,
     now: float,
+    operations_ended: bool = True,
 ) -> Alert | None:
     """The alert after this round (None: no alert)."""
     if value is None:
@@ -152,8 +156,11 @@ def _step(
     if hold_until is not None and now < hold_until:
         since = previous.since if previous is not None else now
         return replace(base, state=AlertState.HELD, since=since, held_until=hold_until)
-    if previous is not None and previous.state is AlertState.HELD and hold_until is None:
-        # The operation ended: its lagging data gets the rule's own duration to clear.
+    if previous is not None and previous.state is AlertState.HELD and operations_ended:
+        # The operations ended and their settle time is over: from here the breach gets the
+        # rule's own duration, not the time it was held (a replacement's last fetch errors,
+        # still inside a per-minute count, fired the moment the hold ended). An operation
+        # that outlasts its expected time fires at once instead.
         return base
     since = previous.since if previous is not None else now
     if now - since >= rule.for_s:
@@ -184,8 +191,8 @@ def evaluate(
         for subject in sorted(set(series) | set(known)):
             key = AlertKey(cluster, rule.name, subject)
             before = known.get(subject)
-            hold = _hold_until(rule, subject, operations, rules)
-            after = _step(rule, key, series.get(subject), before, hold, now)
+            hold, ended = _hold_until(rule, subject, operations, rules)
+            after = _step(rule, key, series.get(subject), before, hold, now, ended)
             if after is None:
                 continue
             if before is None or after.state is not before.state:

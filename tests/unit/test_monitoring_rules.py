@@ -185,6 +185,7 @@ def _urp(value: float | None) -> dict[str, dict[str, float | None]]:
 
 
 RESTART_1 = [Operation(1, OperationKind.RESTART, 0.0)]
+RESTART_1_ENDED = [Operation(1, OperationKind.RESTART, 0.0, ended=50.0)]
 DRAIN_1 = [Operation(1, OperationKind.DRAIN, 0.0)]  # drain_s: [maintenance]'s default, 3600
 
 CASES = {
@@ -225,6 +226,16 @@ CASES = {
     "lagging data after the operation gets for_s again": (
         [(0, _urp(2), RESTART_1), (60, _urp(2), RESTART_1), (70, _urp(2), []), (80, _urp(0), [])],
         [],
+    ),
+    "after an ended operation's settle time the breach gets for_s again, not the hold's": (
+        [
+            (0, _urp(2), RESTART_1),
+            (40, _urp(2), RESTART_1),
+            (50, _urp(2), RESTART_1_ENDED),  # no settle time in these rules: pending from here
+            (70, _urp(2), RESTART_1_ENDED),
+            (80, _urp(2), RESTART_1_ENDED),
+        ],
+        [(80, "trigger", "urp", "cluster")],
     ),
     "an operation that outlasts its expected time fires": (
         [
