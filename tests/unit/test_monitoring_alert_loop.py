@@ -80,15 +80,20 @@ class FakeGraphite:
 
 
 class Receiver:
-    def __init__(self) -> None:
+    """A local webhook receiver: notes each POST's body and when it came, and answers every
+    one with `status` (202: accepted; 503: refused, to be retried)."""
+
+    def __init__(self, status: int = 202) -> None:
         self.bodies: list[dict[str, Any]] = []
+        self.attempts: list[float] = []
         owner = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
+                owner.attempts.append(time.monotonic())
                 length = int(self.headers["Content-Length"])
                 owner.bodies.append(json.loads(self.rfile.read(length)))
-                self.send_response(202)
+                self.send_response(status)
                 self.end_headers()
 
             def log_message(self, *args: object) -> None:
@@ -289,32 +294,6 @@ class TogglingGraphite:
         return {target: [(value, 0.0)]}
 
 
-class RefusingReceiver:
-    """A webhook that answers every POST with 503, noting when each came."""
-
-    def __init__(self) -> None:
-        self.attempts: list[float] = []
-        owner = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                owner.attempts.append(time.monotonic())
-                self.rfile.read(int(self.headers["Content-Length"]))
-                self.send_response(503)
-                self.end_headers()
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v2/enqueue"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-
 FAST_RULES = RULES.replace("interval_s = 10", "interval_s = 0.2").replace("for_s = 20", "for_s = 0")
 
 
@@ -335,7 +314,7 @@ def _running_loop(tmp_path: Path, notifier: WebhookNotifier) -> AlertLoop:
 
 
 def test_a_refusing_webhook_backs_off_while_the_loop_keeps_its_interval(tmp_path: Path) -> None:
-    receiver = RefusingReceiver()
+    receiver = Receiver(status=503)
     outcomes: list[tuple[str, str, bool, int]] = []
     notifier = WebhookNotifier(
         receiver.url,
